@@ -1,0 +1,128 @@
+// decodebench kernels: the one plain C++ header the host includes.
+//
+// Everything under kernels/ is device code written once and compiled twice: by nvcc for the GPU
+// (namespace decodebench::kernels::cuda) and by the host compiler against the SIMT emulator in
+// kernels/emu (namespace decodebench::kernels::emu). This header has no CUDA types in it, so
+// src/ can include it whether or not the CUDA toolkit is present.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace decodebench {
+
+// Element types of Q/out and of the KV cache. f32 KV exists for tests (the CPU reference and
+// the CPU backend); the GPU kernels take f16, bf16 and the two fp8 formats.
+enum class DType : std::uint8_t { f32, f16, bf16, fp8_e4m3, fp8_e5m2 };
+
+constexpr std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::fp8_e4m3: return 1;
+    case DType::fp8_e5m2: return 1;
+  }
+  return 0;
+}
+constexpr bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
+
+namespace kernels {
+
+// One decode step of one attention layer over a paged KV cache (the flashinfer "page.cuh" view).
+// Pointers are device pointers for the CUDA target and host pointers for the emulator target.
+struct PagedDecodeParams {
+  const void* q = nullptr;              // [batch][Hq][d]                     q_dtype
+  void* out = nullptr;                  // [batch][Hq][d]                     q_dtype
+  const void* k_cache = nullptr;        // [num_blocks][Hkv][block_size][d]   kv_dtype (stored values)
+  const void* v_cache = nullptr;        // [num_blocks][Hkv][block_size][d]   kv_dtype (stored values)
+  const std::int32_t* block_tables = nullptr;  // [batch][max_blocks_per_seq], unused entries -1
+  const std::int32_t* context_lens = nullptr;  // [batch], each >= 1
+  std::int32_t batch = 0;
+  std::int32_t num_q_heads = 0;         // Hq
+  std::int32_t num_kv_heads = 0;        // Hkv; Hq % Hkv == 0, group = Hq / Hkv
+  std::int32_t head_dim = 0;            // d
+  std::int32_t block_size = 0;          // P, tokens per KV block, power of two
+  std::int32_t max_blocks_per_seq = 0;
+  std::int32_t num_blocks = 0;          // physical blocks in the pool
+  DType q_dtype = DType::f16;           // also the output dtype
+  DType kv_dtype = DType::f16;
+  float softmax_scale = 0.f;            // 1/sqrt(d)
+  // Per-tensor dequantization scales: real value = stored value * scale. 1 unless fp8. Kernels
+  // fold k_scale into the softmax scale and v_scale into the output; never per element.
+  float k_scale = 1.f;
+  float v_scale = 1.f;
+  // split_kv only (others ignore them): the planner's split count and the workspace it needs.
+  std::int32_t num_splits = 1;
+  float* partial_out = nullptr;         // [batch][Hq][num_splits][d]   fp32, unnormalized-free (normalized per split)
+  float* partial_lse = nullptr;         // [batch][Hq][num_splits]      fp32, log2-sum-exp2 of the split's scores
+};
+
+// What one rung of the kernel ladder is and what it takes. The harness learns kernel names only
+// from kernel_ladder(); it never names a kernel itself.
+struct KernelInfo {
+  std::string name;                     // "naive", "gqa", "pipelined", "split_kv"
+  std::string idea;                     // one line: what this rung adds over the previous one
+  std::vector<int> head_dims;           // compiled in (narrowed by DECODEBENCH_HEAD_DIMS)
+  std::vector<DType> kv_dtypes;         // compiled in (narrowed by DECODEBENCH_KV_DTYPES)
+  std::vector<DType> q_dtypes;          // f16, bf16
+  int min_block_size = 8;               // any power of two >= this
+  int max_group = 0;                    // largest Hq/Hkv supported, 0 = any
+  bool uses_workspace = false;          // needs partial_out/partial_lse (split_kv)
+};
+
+// The ladder, in order, with what this build compiled. Same list for both targets.
+const std::vector<KernelInfo>& kernel_ladder();
+// Empty when `kernel` can run `p`; otherwise why not (names the value and the valid choices).
+std::string unsupported_reason(const KernelInfo& kernel, const PagedDecodeParams& p);
+
+// split_kv planner: how many splits of the context to launch so batch * Hkv * splits fills
+// `sm_count` SMs, and the workspace (bytes) that needs. Host-side, deterministic.
+int plan_num_splits(const PagedDecodeParams& p, int sm_count);
+std::size_t split_kv_workspace_bytes(const PagedDecodeParams& p, int num_splits);
+
+// Result of a launch. For CUDA, `message` names the CUDA error; for the emulator it carries the
+// emulator's report (race-free barrier mismatch, timeout, ...).
+enum class LaunchStatus { ok, unsupported, failed };
+struct LaunchResult {
+  LaunchStatus status = LaunchStatus::ok;
+  std::string message;
+  bool ok() const { return status == LaunchStatus::ok; }
+};
+
+// Bandwidth-ceiling kernels (kernels/bandwidth): grid-stride, 16-byte vector accesses.
+// `bytes` is a multiple of 16 and the pointers are 16-byte aligned.
+//  read:  reads src, writes one value per thread block into sink[gridDim] so the loads are live.
+//  copy:  dst = src.
+//  triad: a = b + scalar * c (fp32).
+struct BandwidthParams {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  float* sink = nullptr;               // read: [num_blocks_launched]
+  const float* b = nullptr;
+  const float* c = nullptr;
+  float* a = nullptr;
+  float scalar = 3.f;
+  std::size_t bytes = 0;               // read/copy: bytes of src; triad: bytes of each of a, b, c
+  int grid = 0;                        // 0 = launcher's choice
+  int block = 0;                       // 0 = launcher's choice
+};
+enum class BandwidthKernel { read, copy, triad };
+
+// Each target exposes the same launch functions. `stream` is a cudaStream_t on the CUDA target
+// and ignored by the emulator (which runs the launch to completion before returning).
+#define DECODEBENCH_DECLARE_TARGET(ns)                                                          \
+  namespace ns {                                                                                \
+  LaunchResult launch_paged_decode(std::string_view kernel, const PagedDecodeParams& p,        \
+                                   void* stream);                                               \
+  LaunchResult launch_bandwidth(BandwidthKernel which, const BandwidthParams& p, void* stream); \
+  }
+DECODEBENCH_DECLARE_TARGET(emu)
+DECODEBENCH_DECLARE_TARGET(cuda)
+#undef DECODEBENCH_DECLARE_TARGET
+
+}  // namespace kernels
+}  // namespace decodebench

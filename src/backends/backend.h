@@ -1,0 +1,77 @@
+// A backend runs the kernels of one kind of device: `cpu` (the optimized host decode), `emu`
+// (the CUDA kernel source through the SIMT emulator, slow, for correctness) or `cuda` (the GPU).
+// The harness (src/harness) drives every backend through this interface only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "workload/workload.h"
+
+namespace decodebench {
+
+// What a report says about a device (DESIGN.md "Report": devices[...]). Bandwidths in B/s,
+// FLOP rates in FLOP/s, sizes in bytes; 0 = not known on this backend.
+struct Ceilings {
+  double read = 0;       // measured read-only bandwidth
+  double copy = 0;       // measured copy bandwidth, bytes read + bytes written
+  double triad = 0;      // measured triad bandwidth, 3 arrays counted
+  double fma_flops = 0;  // measured fp32 FMA peak (2 FLOP per FMA); 0 where not measured
+  std::int64_t buffer_bytes = 0;  // size of each buffer the bandwidth ceilings used
+};
+
+struct DeviceInfo {
+  std::string backend;             // "cpu", "emu", "cuda"
+  std::string name;                // "NVIDIA H200", "Intel(R) Xeon(R) ...", ...
+  int sm_count = 0;                // SMs (cuda) or hardware threads used (cpu)
+  std::int64_t l2_bytes = 0;       // L2 (cuda) or last-level cache (cpu)
+  std::int64_t mem_bytes = 0;      // device memory (cuda) or usable host memory (cpu)
+  double bandwidth_datasheet = 0;  // configs/devices.json, 0 if the device is not listed
+  double bandwidth_theoretical = 0;  // 2 * memory clock * bus width / 8 (cuda only)
+  double flops_peak = 0;           // datasheet or measured fp32 peak, FLOP/s
+  Ceilings measured;               // filled by Backend::measure_ceilings()
+};
+
+struct TimingOptions {
+  bool warm_l2 = false;            // --warm: skip the L2 flush before each sample (cuda)
+};
+
+// One sweep point made ready to run on a backend: inputs resident, workspace allocated.
+class PreparedPoint {
+ public:
+  virtual ~PreparedPoint() = default;
+  // One decode step, synchronous; used for validation and warm-up.
+  virtual void run() = 0;
+  // The output of the last run, decoded to float: [batch][Hq][d].
+  virtual std::vector<float> output() = 0;
+  // One timed sample of one decode step, in seconds (every launch of the step included).
+  virtual double time_one() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual DeviceInfo device_info() = 0;
+  // Runs the bandwidth and FMA ceiling kernels; may take a few seconds.
+  virtual Ceilings measure_ceilings() = 0;
+  // Names of the kernels this backend can run (for `--kernel` validation and `kernels`).
+  virtual std::vector<std::string> kernel_names() const = 0;
+  // The kernel `--kernel auto` picks for this point.
+  virtual std::string choose_kernel(const WorkloadSpec& spec) = 0;
+  // Empty if `kernel` can run `spec` here; else why not (unsupported shape, does not fit memory).
+  virtual std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) = 0;
+  virtual std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
+                                                 const TimingOptions& timing) = 0;
+};
+
+// "cpu", "emu", "cuda" or "auto" (cuda when a GPU is present, else cpu). Throws InputError for
+// an unknown name (listing the valid ones) and RuntimeFailure when the backend is not usable here.
+std::unique_ptr<Backend> make_backend(std::string_view name, int device_index = 0);
+std::vector<std::string> backend_names();  // those compiled into this build
+bool cuda_device_present();
+
+}  // namespace decodebench

@@ -1,0 +1,105 @@
+// The workload of one sweep point: a model's attention shape, a paged KV cache with prefix
+// sharing, and seeded random inputs (DESIGN.md "Workload").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels.h"  // DType, PagedDecodeParams
+
+namespace decodebench {
+
+struct ModelShape {
+  std::string name;        // preset name ("llama-3.1-8b") or the config's "name"
+  int num_q_heads = 0;     // Hq
+  int num_kv_heads = 0;    // Hkv
+  int head_dim = 0;        // d
+  int num_layers = 0;      // only for tokens/s
+  int group() const { return num_kv_heads ? num_q_heads / num_kv_heads : 0; }
+};
+
+// configs/models/<name>.json, or a path to such a file. Throws InputError naming the file and
+// key (unknown keys rejected) or, for an unknown name, listing the presets.
+ModelShape load_model(const std::string& name_or_path);
+std::vector<std::string> model_presets();  // names of configs/models/*.json, sorted
+// Where configs/ lives: $DECODEBENCH_CONFIGS, else the source tree's configs/ (compiled in).
+std::filesystem::path configs_dir();
+
+struct ContextSpec {
+  enum class Kind { fixed, ragged };
+  Kind kind = Kind::fixed;
+  int lo = 0;  // fixed: the length; ragged: uniform in [lo, hi] per sequence
+  int hi = 0;
+  static ContextSpec fixed(int n) { return {Kind::fixed, n, n}; }
+  static ContextSpec ragged(int lo, int hi) { return {Kind::ragged, lo, hi}; }
+};
+
+struct WorkloadSpec {
+  ModelShape model;
+  int batch = 1;
+  ContextSpec context = ContextSpec::fixed(1024);
+  double hit_rate = 0;     // requested prefix-hit rate h in [0, 1]
+  int prefix_groups = 1;   // G >= 1; sequences join groups round-robin
+  DType kv_dtype = DType::f16;
+  DType q_dtype = DType::f16;  // also the output dtype; f16 or bf16
+  int block_size = 16;     // P, power of two
+  std::uint64_t seed = 0;
+};
+
+// Throws InputError (listing valid values) for: batch <= 0, context <= 0 or lo > hi, h outside
+// [0, 1], prefix_groups < 1, Hq % Hkv != 0, head_dim not in {64, 128, 256}, block size not a
+// power of two in [1, 1024], q_dtype not f16/bf16.
+void validate(const WorkloadSpec& spec);
+
+// Block placement without any KV data: cheap even for huge points.
+struct PagedLayout {
+  std::vector<std::int32_t> context_lens;   // [batch]
+  std::vector<std::int32_t> block_tables;   // [batch][max_blocks_per_seq], unused entries -1
+  int max_blocks_per_seq = 0;
+  int num_blocks = 0;                       // physical pool size (shared + private blocks)
+  int num_shared_blocks = 0;                // distinct physical blocks used by more than one sequence
+  std::vector<int> group_of;                // [batch] prefix group of each sequence
+  std::vector<int> shared_blocks_of_group;  // [G] number of leading shared blocks
+  double hit_rate_actual = 0;               // tokens in shared blocks / sum of context lengths
+  std::int64_t total_tokens = 0;            // sum of context lengths (logical)
+  std::int64_t unique_tokens = 0;           // distinct (physical block, slot) pairs read
+};
+PagedLayout build_layout(const WorkloadSpec& spec);
+
+// Per-tensor fp8 scales: the generator's values are bounded (|x| <= kGeneratorBound) and the
+// scale maps that bound to the format's largest finite value. 1 for non-fp8 dtypes.
+float kv_scale_for(DType kv_dtype);
+
+// Every element is a pure function of (seed, tensor, flat index), see
+// kernels/common/counter_rng.h, so a device can fill the same cache without a host copy and a
+// subset can be rebuilt exactly.
+enum class Tensor : std::uint32_t { q = 0, k = 1, v = 2 };
+
+// A materialized workload. For the full pool, physical block ids are those of the layout; a
+// subset workload (some sequences only, for validating huge points) keeps the values of the
+// original ids but packs the blocks it needs into a smaller pool and rewrites its block table.
+struct Workload {
+  WorkloadSpec spec;
+  PagedLayout layout;
+  std::vector<int> sequences;               // original sequence index of each row (all: 0..B-1)
+  std::vector<std::byte> q;                 // [rows][Hq][d] q_dtype
+  std::vector<std::byte> k_cache;           // [num_blocks][Hkv][P][d] kv_dtype
+  std::vector<std::byte> v_cache;           // [num_blocks][Hkv][P][d] kv_dtype
+  float softmax_scale = 0;                  // 1/sqrt(d)
+  float k_scale = 1, v_scale = 1;
+  int rows() const { return static_cast<int>(sequences.size()); }
+  // A view for the kernels over this workload's host buffers (out left null).
+  kernels::PagedDecodeParams params() const;
+};
+Workload make_workload(const WorkloadSpec& spec);                   // all sequences
+Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
+                       std::span<const int> sequences);             // a subset
+// Host bytes make_workload(spec) would allocate (to skip points that do not fit).
+std::int64_t workload_host_bytes(const WorkloadSpec& spec, const PagedLayout& layout);
+
+}  // namespace decodebench

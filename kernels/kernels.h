@@ -112,6 +112,19 @@ struct BandwidthParams {
 };
 enum class BandwidthKernel { read, copy, triad };
 
+// Device-side workload fill (kernels/fill): dst[i] = encode(dtype, counter_normal(seed, tensor,
+// index_offset + i) * inv_scale) for i < count, the same values src/workload computes on the
+// host (so huge points need no host copy and a host subset can be rebuilt exactly).
+struct FillParams {
+  void* dst = nullptr;
+  DType dtype = DType::f16;
+  std::uint64_t count = 0;          // elements
+  std::uint64_t seed = 0;
+  std::uint32_t tensor = 0;         // Tensor::q / k / v of src/workload/workload.h
+  std::uint64_t index_offset = 0;
+  float inv_scale = 1.f;            // 1 / per-tensor scale
+};
+
 // Each target exposes the same launch functions. `stream` is a cudaStream_t on the CUDA target
 // and ignored by the emulator (which runs the launch to completion before returning).
 #define DECODEBENCH_DECLARE_TARGET(ns)                                                          \
@@ -119,6 +132,7 @@ enum class BandwidthKernel { read, copy, triad };
   LaunchResult launch_paged_decode(std::string_view kernel, const PagedDecodeParams& p,        \
                                    void* stream);                                               \
   LaunchResult launch_bandwidth(BandwidthKernel which, const BandwidthParams& p, void* stream); \
+  LaunchResult launch_fill(const FillParams& p, void* stream);                                 \
   }
 DECODEBENCH_DECLARE_TARGET(emu)
 DECODEBENCH_DECLARE_TARGET(cuda)

@@ -64,6 +64,14 @@ class Backend {
   virtual std::string choose_kernel(const WorkloadSpec& spec) = 0;
   // Empty if `kernel` can run `spec` here; else why not (unsupported shape, does not fit memory).
   virtual std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) = 0;
+  // Runs each ceiling kernel on a small buffer and checks its result (read sum, copy equality,
+  // triad values) so `decodebench check` can report them correct. Default: none to check.
+  struct SelfCheck {
+    std::string name;    // "bandwidth.read", ...
+    bool ok = false;
+    std::string detail;  // what was compared, or the first mismatch
+  };
+  virtual std::vector<SelfCheck> check_ceiling_kernels() { return {}; }
   virtual std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
                                                  const TimingOptions& timing) = 0;
 };

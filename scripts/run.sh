@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# README command one: install what is missing, build, and run the default sweep on the best
+# backend present (CUDA when a GPU is there, else the CPU). Prints the table and writes
+# results/latest.json. Extra arguments go to `decodebench sweep`, e.g.
+#   scripts/run.sh --batch 1,8 --context 4096 --kv-dtype f16,fp8_e4m3
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+scripts/bootstrap.sh
+build_dir="${DECODEBENCH_BUILD_DIR:-build}"
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build_dir" --target decodebench -j"$(nproc)"
+
+mkdir -p results
+exec "$build_dir/src/cli/decodebench" sweep --backend auto --config configs/sweeps/default.json \
+  --out results/latest.json "$@"

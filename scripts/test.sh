@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# README command two: install what is missing, build, and run the whole test suite.
+#   1. the normal build: every test (host, CPU backend, harness, CLI, emulated kernels); with
+#      nvcc present the CUDA kernels are compiled for sm_90a and any register spill or local
+#      memory in a decode kernel fails the check (scripts/check-spills.sh);
+#   2. an AddressSanitizer+UBSan build of the emulated tests (ctest -L asan);
+#   3. a ThreadSanitizer build of the emulated tests (ctest -L tsan).
+# Options: --quick skips the sanitizer builds. Build dirs: build/, build-asan/, build-tsan/.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+quick=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    *) echo "test.sh: unknown argument '$arg' (valid: --quick)" >&2; exit 2 ;;
+  esac
+done
+
+scripts/bootstrap.sh
+jobs="$(nproc)"
+start=$SECONDS
+stamp() { printf '\n=== %s (%ds elapsed) ===\n' "$1" $((SECONDS - start)); }
+
+stamp "normal build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$jobs"
+if grep -q '^DECODEBENCH_HAVE_CUDA:INTERNAL=ON' build/CMakeCache.txt 2>/dev/null ||
+   [ -f build/kernels/libdecodebench_kernels_cuda.a ]; then
+  stamp "spill check (sm_90a)"
+  scripts/check-spills.sh build/kernels/libdecodebench_kernels_cuda.a
+fi
+stamp "tests"
+ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
+
+if [ "$quick" -eq 0 ]; then
+  # The sanitizer builds compile only what the emulated tests need, for the head dims that
+  # exercise distinct code paths; the normal build above covers every instantiation.
+  for san in address thread; do
+    dir="build-${san/address/asan}"; dir="${dir/thread/tsan}"
+    label="${dir#build-}"
+    stamp "$label build"
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDECODEBENCH_SANITIZE="$san" \
+      -DDECODEBENCH_CUDA=OFF -DDECODEBENCH_BUILD_BENCH=OFF -DDECODEBENCH_NATIVE=ON
+    cmake --build "$dir" -j"$jobs"
+    stamp "$label tests"
+    ctest --test-dir "$dir" -L "$label" --output-on-failure -j"$jobs" --timeout 1800
+  done
+fi
+stamp "all tests passed"

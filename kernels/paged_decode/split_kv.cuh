@@ -1,9 +1,128 @@
-// PLACEHOLDER: replaced by the real kernel.
+// Rung `split_kv`: `pipelined` with the context split across thread blocks, for the points where
+// batch x Hkv blocks cannot fill the GPU (batch 1 at 32k context has 8 blocks for 132 SMs).
+//
+// What it adds over `pipelined`: grid (Hkv, batch, num_splits). Split s of a sequence of length
+// L covers tokens [s * chunk, min(L, (s + 1) * chunk)), chunk = ceil(L / num_splits) rounded up
+// to whole tiles (so short contexts leave the last splits empty). Each split runs the pipelined
+// main loop over its range and writes a *normalized* partial output (v_scale applied) and its
+// log2-sum-exp2 into the workspace:
+//   partial_out [batch][Hq][num_splits][d]  fp32
+//   partial_lse [batch][Hq][num_splits]     fp32, -inf for an empty split
+// A second kernel merges the splits of each (sequence, query head) by log-sum-exp
+// (SoftmaxState::merge) and writes the output. num_splits comes from plan_num_splits()
+// (kernels/split_kv_plan.cpp); any value >= 1 is correct, including 1.
+//
+// Napkin math: the split kernel is the pipelined one (32 KiB in flight per block); the extra
+// traffic is the workspace, batch x Hq x splits x (d + 1) x 4 bytes written and read once, e.g.
+// batch 1, llama-3.1-8b, 33 splits: 32 x 33 x 129 x 4 = 0.5 MiB next to 1 GiB... (32k x 32 KiB/
+// token = 1 GiB of KV at f16), i.e. < 0.1 %. The merge kernel is one block of 64 threads per
+// (sequence, query head), coalesced over d, no barriers.
 #pragma once
-#include "paged_decode/launchers.h"
+
+#include "common/softmax_state.h"
+#include "paged_decode/pipelined.cuh"
+
 namespace decodebench::kernels::DECODEBENCH_TARGET_NS {
-template <DType kKvDtype, int kHeadDim>
-LaunchResult launch_split_kv(const PagedDecodeParams&, void*) {
-  return {LaunchStatus::unsupported, "split_kv not implemented yet"};
+
+namespace split_kv_detail {
+
+inline constexpr int kMergeThreads = 64;
+
+template <DType kKv, int kHeadDim, int kGroupCap>
+__global__ void __launch_bounds__(decode::kThreads)
+    split_kernel(const __grid_constant__ PagedDecodeParams p) {
+  using Tl = decode::Tiling<kKv, kHeadDim>;
+  using S = pipelined_detail::Smem<kKv, kHeadDim, kGroupCap>;
+  DECODEBENCH_DYNAMIC_SHARED(unsigned char, smem);
+  const int kv_head = static_cast<int>(blockIdx.x);
+  const int seq = static_cast<int>(blockIdx.y);
+  const int split = static_cast<int>(blockIdx.z);
+  const int context = p.context_lens[seq];
+  const int per_split = (context + p.num_splits - 1) / p.num_splits;
+  const int chunk = (per_split + Tl::kTileTokens - 1) / Tl::kTileTokens * Tl::kTileTokens;
+  const int t_begin = split * chunk < context ? split * chunk : context;  // empty when past L
+  const int t_end = t_begin + chunk < context ? t_begin + chunk : context;
+
+  decode::BlockDecoder<kKv, kHeadDim, kGroupCap> dec;
+  dec.init(p, seq, kv_head);
+  pipelined_detail::mainloop(dec, p, seq, kv_head, t_begin, t_end, smem);
+  float* merge = reinterpret_cast<float*>(smem);
+  float* stats = reinterpret_cast<float*>(smem + S::kRegionBytes) + S::C::kPartialFloats +
+                 S::C::kScoreFloats;
+  decode::OutputTarget target;
+  target.to_workspace = true;
+  target.split = split;
+  dec.finish(p, seq, kv_head, target, stats, merge);
 }
+
+// One block per (query head, sequence): out = Σ_s 2^(lse_s - M) o_s / Σ_s 2^(lse_s - M), built
+// by merging the splits' softmax states one at a time (a split is the state {max = lse, sum = 1}
+// with normalized accumulator o_s; an empty split has sum 0 and drops out).
+template <int kHeadDim>
+__global__ void __launch_bounds__(kMergeThreads)
+    merge_kernel(const __grid_constant__ PagedDecodeParams p) {
+  constexpr int kDimsPerThread = kHeadDim / kMergeThreads;
+  static_assert(kHeadDim % kMergeThreads == 0, "whole dims per thread");
+  const std::size_t q_row = static_cast<std::size_t>(blockIdx.y) * p.num_q_heads + blockIdx.x;
+  const float* lse = p.partial_lse + q_row * p.num_splits;                     // [num_splits]
+  const float* part = p.partial_out + q_row * p.num_splits * kHeadDim;         // [num_splits][d]
+  const int tid = static_cast<int>(threadIdx.x);
+
+  SoftmaxState<float> state;
+  float acc[kDimsPerThread];
+#pragma unroll
+  for (int j = 0; j < kDimsPerThread; ++j) acc[j] = 0.f;
+  for (int s = 0; s < p.num_splits; ++s) {
+    SoftmaxState<float> split_state;
+    split_state.max = lse[s];
+    split_state.sum = lse[s] == -INFINITY ? 0.f : 1.f;
+    float self_factor = 0.f;
+    float split_factor = 0.f;
+    state.merge(split_state, self_factor, split_factor);
+#pragma unroll
+    for (int j = 0; j < kDimsPerThread; ++j) {
+      acc[j] = acc[j] * self_factor + part[s * kHeadDim + j * kMergeThreads + tid] * split_factor;
+    }
+  }
+  const float inv_sum = state.sum > 0.f ? 1.f / state.sum : 0.f;
+#pragma unroll
+  for (int j = 0; j < kDimsPerThread; ++j) {
+    dev::store_out(p.out, p.q_dtype, static_cast<int>(q_row * kHeadDim + j * kMergeThreads + tid),
+                   acc[j] * inv_sum);
+  }
+}
+
+}  // namespace split_kv_detail
+
+// Same tensors and limits as launch_gqa, plus p.num_splits >= 1 and the workspace
+// (partial_out / partial_lse, split_kv_workspace_bytes(p, num_splits) bytes in all).
+template <DType kKvDtype, int kHeadDim>
+LaunchResult launch_split_kv(const PagedDecodeParams& p, void* stream) {
+  if (std::string why = decode::check_decode_params<kKvDtype, kHeadDim>("split_kv", p);
+      !why.empty()) {
+    return {LaunchStatus::unsupported, why};
+  }
+  if (p.num_splits < 1 || p.num_splits > 65535) {
+    return {LaunchStatus::unsupported, "kernel 'split_kv': num_splits must be in 1..65535, got " +
+                                           std::to_string(p.num_splits)};
+  }
+  if (p.partial_out == nullptr || p.partial_lse == nullptr) {
+    return {LaunchStatus::unsupported,
+            "kernel 'split_kv': needs the workspace (partial_out and partial_lse, "
+            "split_kv_workspace_bytes() bytes)"};
+  }
+  const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.batch),
+                  static_cast<unsigned>(p.num_splits));
+  LaunchResult split = decode::dispatch_group_cap(p.num_q_heads / p.num_kv_heads, [&](auto cap) {
+    constexpr int kCap = decltype(cap)::value;
+    constexpr std::size_t kSmemBytes = pipelined_detail::Smem<kKvDtype, kHeadDim, kCap>::kBytes;
+    return DECODEBENCH_LAUNCH((split_kv_detail::split_kernel<kKvDtype, kHeadDim, kCap>), grid,
+                              dim3(decode::kThreads), kSmemBytes, stream, p);
+  });
+  if (!split.ok()) return split;
+  const dim3 merge_grid(static_cast<unsigned>(p.num_q_heads), static_cast<unsigned>(p.batch));
+  return DECODEBENCH_LAUNCH((split_kv_detail::merge_kernel<kHeadDim>), merge_grid,
+                            dim3(split_kv_detail::kMergeThreads), 0, stream, p);
+}
+
 }  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS

@@ -21,6 +21,7 @@ struct Ceilings {
   double triad = 0;      // measured triad bandwidth, 3 arrays counted
   double fma_flops = 0;  // measured fp32 FMA peak (2 FLOP per FMA); 0 where not measured
   std::int64_t buffer_bytes = 0;  // size of each buffer the bandwidth ceilings used
+  std::string note;               // where the method was bent (e.g. buffers capped to fit memory), else empty
 };
 
 struct DeviceInfo {
@@ -72,6 +73,12 @@ class Backend {
     std::string detail;  // what was compared, or the first mismatch
   };
   virtual std::vector<SelfCheck> check_ceiling_kernels() { return {}; }
+  // Makes `w` resident and ready to run `kernel`. Layout-only workloads: for a point too large
+  // to materialize on the host, `w` may carry its spec, layout, sequences and source_block_ids
+  // with q, k_cache and/or v_cache left EMPTY; a backend that accepts this (cuda) generates
+  // the missing tensors where they live with the same counter-based values make_workload()
+  // would have written (kernels::launch_fill), so the harness can still validate a subset
+  // built on the host. A backend that cannot throws InputError.
   virtual std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
                                                  const TimingOptions& timing) = 0;
 };

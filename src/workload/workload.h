@@ -20,6 +20,7 @@ struct ModelShape {
   int num_kv_heads = 0;    // Hkv
   int head_dim = 0;        // d
   int num_layers = 0;      // only for tokens/s
+  std::string source;      // where the shape comes from (the preset's "source"), may be empty
   int group() const { return num_kv_heads ? num_q_heads / num_kv_heads : 0; }
 };
 
@@ -90,6 +91,9 @@ struct Workload {
   std::vector<std::byte> q;                 // [rows][Hq][d] q_dtype
   std::vector<std::byte> k_cache;           // [num_blocks][Hkv][P][d] kv_dtype
   std::vector<std::byte> v_cache;           // [num_blocks][Hkv][P][d] kv_dtype
+  // [num_blocks] the original physical id of each pool block (the counter the values come
+  // from); the identity for the full pool.
+  std::vector<std::int32_t> source_block_ids;
   float softmax_scale = 0;                  // 1/sqrt(d)
   float k_scale = 1, v_scale = 1;
   int rows() const { return static_cast<int>(sequences.size()); }
@@ -99,6 +103,16 @@ struct Workload {
 Workload make_workload(const WorkloadSpec& spec);                   // all sequences
 Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
                        std::span<const int> sequences);             // a subset
+// A deterministic subset of at most `max_rows` sequences for validating a huge point: always
+// the first and the last sequence (shortest/longest are not known in advance, but ragged
+// lengths are random), and evenly spaced ones in between, covering every prefix group when
+// max_rows >= G. All sequences when batch <= max_rows.
+std::vector<int> validation_subset(const PagedLayout& layout, int max_rows);
+
+// The value generator: element `index` of `tensor` before encoding is
+// counter_normal(seed, tensor, index) * inv_scale (inv_scale = 1 / kv_scale_for(kv_dtype) for
+// K/V, 1 for Q), exactly what kernels::FillParams asks the device fill to compute.
+float inv_scale_for(Tensor tensor, DType kv_dtype);
 // Host bytes make_workload(spec) would allocate (to skip points that do not fit).
 std::int64_t workload_host_bytes(const WorkloadSpec& spec, const PagedLayout& layout);
 

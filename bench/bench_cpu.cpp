@@ -1,0 +1,214 @@
+// Google Benchmark microbenchmarks of the CPU side: the optimized decode at real model shapes,
+// the KV conversion loop it is built on, and the bandwidth-ceiling kernels it is judged against.
+//
+//   decodebench_bench --benchmark_filter=decode      the decode (manual time, bytes_min / s)
+//   decodebench_bench --benchmark_filter=convert     fp16/bf16/fp8 -> fp32, cache-resident
+//   decodebench_bench --benchmark_filter=ceiling     read / triad over >= 8x LLC buffers
+//
+// Counters: bytes_per_second (Google Benchmark's rate from SetBytesProcessed) is the byte
+// model's bytes_min per step for the decode and the counted bytes for the ceilings;
+// `kv_GBps` and `arith_intensity` describe the decode point. Shapes are registered at run time
+// with RegisterBenchmark, so adding one is one line in register_decode().
+#include <benchmark/benchmark.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_ceilings.h"
+#include "backends/cpu/cpu_decode.h"
+#include "common/dtype.h"
+#include "common/float_formats.h"
+#include "workload/byte_model.h"
+#include "workload/workload.h"
+
+namespace decodebench {
+namespace {
+
+// ---- the decode ------------------------------------------------------------------------------
+
+struct DecodePoint {
+  const char* model;  // preset name in configs/models
+  int batch;
+  int context;
+  DType kv;
+};
+
+// Workloads are big (the llama-3.1-8b batch-8 context-8192 point streams 268 MB per step) and
+// slow to generate, so each is built once, on first use, and kept for the whole run.
+struct Prepared {
+  Workload w;
+  ByteModel bytes;
+  std::vector<std::byte> out;
+};
+Prepared& prepared(const DecodePoint& pt) {
+  static std::map<std::string, std::unique_ptr<Prepared>> cache;
+  const std::string key = std::string(pt.model) + "/" + std::to_string(pt.batch) + "/" +
+                          std::to_string(pt.context) + "/" + std::string(dtype_name(pt.kv));
+  auto& slot = cache[key];
+  if (!slot) {
+    WorkloadSpec spec;
+    spec.model = load_model(pt.model);
+    spec.batch = pt.batch;
+    spec.context = ContextSpec::fixed(pt.context);
+    spec.kv_dtype = pt.kv;
+    spec.seed = 1;
+    slot = std::make_unique<Prepared>();
+    slot->w = make_workload(spec);
+    slot->bytes = byte_model(spec, slot->w.layout);
+    slot->out.resize(static_cast<std::size_t>(pt.batch) * spec.model.num_q_heads * spec.model.head_dim * 2);
+  }
+  return *slot;
+}
+
+void bm_decode(benchmark::State& state, DecodePoint pt, cpu::DecodePath path) {
+  Prepared& p = prepared(pt);
+  kernels::PagedDecodeParams params = p.w.params();
+  params.out = p.out.data();
+  cpu::DecodeOptions options;
+  options.path = path;
+  cpu::paged_decode(params, options);  // warm-up: page in the output, the scratch, the code
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cpu::paged_decode(params, options);
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    state.SetIterationTime(dt.count());
+  }
+  state.SetBytesProcessed(state.iterations() * p.bytes.min);
+  state.counters["kv_GBps"] = benchmark::Counter(
+      static_cast<double>(p.bytes.kv_unique) * static_cast<double>(state.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+  state.counters["arith_intensity"] = p.bytes.arithmetic_intensity;
+  state.counters["threads"] = omp_get_max_threads();
+  state.SetLabel(cpu::resolved_path_name(path));
+}
+
+void register_decode() {
+  const DecodePoint points[] = {
+      {"llama-3.1-8b", 8, 8192, DType::f16},       // the target point
+      {"llama-3.1-8b", 1, 8192, DType::f16},
+      {"llama-3.1-8b", 8, 8192, DType::bf16},
+      {"llama-3.1-8b", 8, 8192, DType::fp8_e4m3},
+      {"llama-3.1-8b", 8, 8192, DType::fp8_e5m2},
+      {"qwen2.5-7b", 8, 8192, DType::f16},         // GQA 7: passes of 4 + 2 + 1 heads
+      {"llama-2-7b", 4, 4096, DType::f16},         // MHA
+  };
+  for (const DecodePoint& pt : points) {
+    for (cpu::DecodePath path : {cpu::DecodePath::automatic, cpu::DecodePath::portable}) {
+      if (path == cpu::DecodePath::portable && pt.kv != DType::f16) continue;
+      const std::string name = std::string("decode/") + pt.model + "/kv:" + std::string(dtype_name(pt.kv)) +
+                               "/batch:" + std::to_string(pt.batch) + "/ctx:" + std::to_string(pt.context) +
+                               "/" + cpu::resolved_path_name(path);
+      benchmark::RegisterBenchmark(name.c_str(), bm_decode, pt, path)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.5);
+    }
+  }
+}
+
+// ---- the KV conversion loop --------------------------------------------------------------------
+
+void bm_convert(benchmark::State& state, DType kv, cpu::DecodePath path) {
+  // 64 Ki elements: in L2, so this is the instruction cost per element, not memory bandwidth.
+  const std::size_t count = 64 * 1024;
+  std::vector<std::byte> src(count * dtype_size(kv));
+  for (std::size_t i = 0; i < count; ++i)
+    encode_value(kv, static_cast<float>(i % 97) * 0.03125f - 1.5f, &src[i * dtype_size(kv)]);
+  std::vector<float> dst(count);
+  for (auto _ : state) {
+    cpu::convert_kv_to_float(kv, src.data(), count, dst.data(), path);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(src.size()));
+  state.counters["elements_per_s"] = benchmark::Counter(
+      static_cast<double>(count) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(cpu::resolved_path_name(path));
+}
+
+void register_convert() {
+  for (DType kv : {DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2}) {
+    for (cpu::DecodePath path : {cpu::DecodePath::automatic, cpu::DecodePath::portable}) {
+      const std::string name = "convert/" + std::string(dtype_name(kv)) + "_to_f32/" +
+                               cpu::resolved_path_name(path);
+      benchmark::RegisterBenchmark(name.c_str(), bm_convert, kv, path)->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
+// ---- the ceiling kernels ---------------------------------------------------------------------
+
+struct AlignedFree {
+  void operator()(float* p) const { ::operator delete(p, std::align_val_t(64)); }
+};
+using Buffer = std::unique_ptr<float, AlignedFree>;
+Buffer allocate(std::size_t n) {
+  return Buffer(static_cast<float*>(::operator new(n * sizeof(float), std::align_val_t(64))));
+}
+
+// Buffer elements for the DRAM-sized runs: 8x the last-level cache, at most a sixth of the
+// available memory (three triad buffers in half of it), a multiple of the kernels' chunk.
+std::size_t dram_elements() {
+  const std::int64_t llc = std::max<std::int64_t>(cpu::last_level_cache_bytes(), 32 << 20);
+  std::int64_t bytes = 8 * llc;
+  if (const std::int64_t avail = cpu::available_memory_bytes(); avail > 0) bytes = std::min(bytes, avail / 6);
+  return static_cast<std::size_t>(bytes) / sizeof(float) / cpu::kCeilingChunk * cpu::kCeilingChunk;
+}
+
+void bm_read(benchmark::State& state, std::size_t n) {
+  Buffer b = allocate(n);
+  cpu::fill_pattern(b.get(), n, 1.0f, 0);  // first touch by the threads that read it
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::read_kernel(b.get(), n, 0));
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(n * sizeof(float)));
+}
+
+void bm_triad(benchmark::State& state, std::size_t n) {
+  Buffer a = allocate(n), b = allocate(n), c = allocate(n);
+  cpu::fill_pattern(a.get(), n, 0.0f, 0);
+  cpu::fill_pattern(b.get(), n, 1.0f, 0);
+  cpu::fill_pattern(c.get(), n, 2.0f, 0);
+  for (auto _ : state) {
+    cpu::triad_kernel(a.get(), b.get(), c.get(), 3.0f, n, 0);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * 3 * static_cast<std::int64_t>(n * sizeof(float)));
+}
+
+void register_ceilings() {
+  const std::size_t cache_n = (1 << 20) / sizeof(float);  // 1 MiB: L2-resident on any current core
+  const std::size_t dram_n = dram_elements();
+  for (auto [label, n] : {std::pair{"l2", cache_n}, std::pair{"8xLLC", dram_n}}) {
+    benchmark::RegisterBenchmark((std::string("ceiling/read/") + label).c_str(), bm_read, n)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("ceiling/triad/") + label).c_str(), bm_triad, n)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
+}  // namespace
+}  // namespace decodebench
+
+int main(int argc, char** argv) {
+  decodebench::register_decode();
+  decodebench::register_convert();
+  decodebench::register_ceilings();
+  benchmark::AddCustomContext("decodebench.cpu_path",
+                              decodebench::cpu::resolved_path_name(decodebench::cpu::DecodePath::automatic));
+  benchmark::AddCustomContext("decodebench.cpu_model", decodebench::cpu::cpu_model_name());
+  benchmark::AddCustomContext("decodebench.omp_threads", std::to_string(omp_get_max_threads()));
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,126 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_ceilings.h"
+#include "backends/cpu/cpu_decode.h"
+#include "common/dtype.h"
+#include "common/errors.h"
+
+namespace decodebench {
+namespace {
+
+namespace k = kernels;
+constexpr const char* kKernelName = "cpu";
+// A point may use this share of the available host memory; the rest is the reference output,
+// the report and the OS.
+constexpr double kMemoryShare = 0.7;
+
+k::PagedDecodeParams shape_params(const WorkloadSpec& spec) {
+  k::PagedDecodeParams p;
+  p.batch = spec.batch;
+  p.num_q_heads = spec.model.num_q_heads;
+  p.num_kv_heads = spec.model.num_kv_heads;
+  p.head_dim = spec.model.head_dim;
+  p.block_size = spec.block_size;
+  p.q_dtype = spec.q_dtype;
+  p.kv_dtype = spec.kv_dtype;
+  return p;
+}
+
+std::string gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  return buf;
+}
+
+class CpuPoint final : public PreparedPoint {
+ public:
+  explicit CpuPoint(const Workload& w) : w_(w), params_(w.params()) {
+    if (const std::string why = cpu::unsupported_reason(params_); !why.empty()) throw InputError(why);
+    out_.resize(static_cast<std::size_t>(w.rows()) * params_.num_q_heads * params_.head_dim *
+                dtype_size(params_.q_dtype));
+    params_.out = out_.data();
+  }
+
+  void run() override { cpu::paged_decode(params_); }
+
+  std::vector<float> output() override { return decode_to_float(out_, params_.q_dtype); }
+
+  double time_one() override {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    return dt.count();
+  }
+
+ private:
+  const Workload& w_;              // owned by the caller; outlives this point
+  k::PagedDecodeParams params_;
+  std::vector<std::byte> out_;     // [rows][Hq][d] q_dtype
+};
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  DeviceInfo device_info() override {
+    DeviceInfo info;
+    info.backend = "cpu";
+    info.name = cpu::cpu_model_name();
+    info.sm_count = omp_get_max_threads();
+    info.l2_bytes = cpu::last_level_cache_bytes();
+    info.mem_bytes = cpu::available_memory_bytes();
+    info.flops_peak = measured_.fma_flops;  // only the measured peak exists on the CPU
+    info.measured = measured_;
+    return info;
+  }
+
+  Ceilings measure_ceilings() override {
+    measured_ = cpu::measure_ceilings();
+    return measured_;
+  }
+
+  std::vector<std::string> kernel_names() const override { return {kKernelName}; }
+
+  std::string choose_kernel(const WorkloadSpec&) override { return kKernelName; }
+
+  std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {
+    if (kernel != kKernelName)
+      return "unknown kernel '" + std::string(kernel) + "' for the cpu backend (valid: cpu)";
+    if (std::string why = cpu::unsupported_reason(shape_params(spec)); !why.empty()) return why;
+    const PagedLayout layout = build_layout(spec);
+    const double out_bytes = static_cast<double>(spec.batch) * spec.model.num_q_heads *
+                             spec.model.head_dim * dtype_size(spec.q_dtype);
+    const double need = static_cast<double>(workload_host_bytes(spec, layout)) + out_bytes;
+    const double avail = static_cast<double>(cpu::available_memory_bytes());
+    if (avail > 0 && need > kMemoryShare * avail) {
+      return "needs " + gb(need) + " of host memory; " + std::to_string(int(kMemoryShare * 100)) +
+             " % of the " + gb(avail) + " available is " + gb(kMemoryShare * avail);
+    }
+    return {};
+  }
+
+  std::vector<SelfCheck> check_ceiling_kernels() override { return cpu::check_ceiling_kernels(); }
+
+  std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
+                                         const TimingOptions&) override {
+    if (kernel != kKernelName)
+      throw InputError("unknown kernel '" + std::string(kernel) + "' for the cpu backend (valid: cpu)");
+    return std::make_unique<CpuPoint>(w);
+  }
+
+ private:
+  Ceilings measured_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace decodebench

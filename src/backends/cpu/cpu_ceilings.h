@@ -1,0 +1,70 @@
+// Measured CPU ceilings: the roofs of the CPU roofline (DESIGN.md "Ceilings").
+//
+//   read   vectorized sum over one buffer (the sum is returned, so the loads stay live)
+//   copy   dst = src; counted as bytes read + bytes written (STREAM convention: the
+//          write-allocate read of dst is real traffic that is not counted)
+//   triad  a = b + s * c; 3 arrays counted
+//   fma    fp32 FMAs on registers only: 16 independent 16-wide chains per thread, enough to
+//          cover FMA latency x ports on any current x86 core; 2 FLOP per FMA
+//
+// Bandwidth buffers are >= 8x the last-level cache so no repetition is served from cache; every
+// thread first-touches exactly the part it later streams (static partition), and the best of
+// several repetitions is kept. All kernels run on all OpenMP threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"  // Ceilings, Backend::SelfCheck
+
+namespace decodebench::cpu {
+
+struct CeilingOptions {
+  // Bytes of each bandwidth buffer; 0 = llc_multiple x the last-level cache. The environment
+  // variable DECODEBENCH_CEILING_BYTES, when set, overrides both (for tests and small machines).
+  std::int64_t buffer_bytes = 0;
+  double llc_multiple = 8;
+  int repetitions = 5;          // best of
+  int num_threads = 0;          // 0: omp_get_max_threads()
+  std::int64_t fma_iterations = 20'000'000;  // per thread per repetition
+};
+
+// Runs read, copy, triad and the FMA peak. If the three buffers of llc_multiple x LLC do not fit
+// in half the available memory, the buffers are shrunk to fit and Ceilings::note says so.
+Ceilings measure_ceilings(const CeilingOptions& options = {});
+
+// Runs every ceiling kernel on a small buffer and verifies its result.
+std::vector<Backend::SelfCheck> check_ceiling_kernels();
+
+// ---- The kernels (multi-threaded; `threads` <= 0 means omp_get_max_threads()) ---------------
+// Element counts are multiples of kCeilingChunk floats; pointers 64-byte aligned.
+inline constexpr std::size_t kCeilingChunk = 64;  // floats per inner step: 4 x 16-wide vectors
+
+// First-touch fill with the same static partition the kernels use: x[i] = pattern(i).
+// pattern(i) = (i % 4) + offset, small integers, so sums stay exact in fp32.
+void fill_pattern(float* x, std::size_t n, float offset, int threads);
+double read_kernel(const float* src, std::size_t n, int threads);          // returns the sum
+void copy_kernel(const float* src, float* dst, std::size_t n, int threads);
+void triad_kernel(float* a, const float* b, const float* c, float scalar, std::size_t n, int threads);
+// x <- x * m + (1 - m) on every lane of every chain, `iterations` times, starting from 0, on
+// each thread; returns the mean final value over all lanes (1 - m^iterations analytically).
+double fma_kernel(std::int64_t iterations, float m, int threads);
+// FLOPs fma_kernel performs per iteration per thread.
+std::int64_t fma_flops_per_iteration();
+
+// ---- Result checkers (each has a test that plants a fault) ----------------------------------
+Backend::SelfCheck verify_read(std::span<const float> src, double kernel_sum);
+Backend::SelfCheck verify_copy(std::span<const float> src, std::span<const float> dst);
+Backend::SelfCheck verify_triad(std::span<const float> a, std::span<const float> b,
+                                std::span<const float> c, float scalar);
+Backend::SelfCheck verify_fma(double kernel_value, std::int64_t iterations, float m);
+
+// ---- Host facts ----------------------------------------------------------------------------
+std::string cpu_model_name();               // /proc/cpuinfo "model name"
+std::int64_t last_level_cache_bytes();      // sysfs cache hierarchy, else sysconf; 0 if unknown
+std::int64_t available_memory_bytes();      // /proc/meminfo MemAvailable; 0 if unknown
+
+}  // namespace decodebench::cpu

@@ -1,0 +1,114 @@
+// Validation, split planning and dispatch of the CPU decode; the kernels are in cpu_decode_impl.h.
+#include "backends/cpu/cpu_decode.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <string>
+
+#include "backends/cpu/cpu_decode_impl.h"
+#include "common/errors.h"
+
+namespace decodebench::cpu {
+namespace detail {
+// Instantiated in the generated per-dtype translation units (cpu_decode_<dtype>.cpp).
+extern template void decode_for_dtype<DType::f32>(const PagedDecodeParams&, int, int, bool);
+extern template void decode_for_dtype<DType::f16>(const PagedDecodeParams&, int, int, bool);
+extern template void decode_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int, bool);
+extern template void decode_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int, int, bool);
+extern template void decode_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int, int, bool);
+}  // namespace detail
+
+namespace {
+
+// A split shorter than this many tokens costs more in merging and scheduling than it gains.
+constexpr int kMinSplitTokens = 256;
+
+bool is_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+}  // namespace
+
+bool avx512_compiled() { return DECODEBENCH_CPU_AVX512 != 0; }
+
+const char* resolved_path_name(DecodePath path) {
+  switch (path) {
+    case DecodePath::portable: return "portable";
+    case DecodePath::avx512: return "avx512";
+    case DecodePath::automatic: break;
+  }
+  return avx512_compiled() ? "avx512" : "portable";
+}
+
+std::string unsupported_reason(const kernels::PagedDecodeParams& p) {
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
+    return "head_dim " + std::to_string(p.head_dim) + " is not supported by the cpu kernel; valid: 64, 128, 256";
+  if (p.q_dtype != DType::f16 && p.q_dtype != DType::bf16)
+    return "q/out dtype must be f16 or bf16 for the cpu kernel";
+  if (p.num_kv_heads <= 0 || p.num_q_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0)
+    return "num_q_heads (" + std::to_string(p.num_q_heads) + ") must be a positive multiple of num_kv_heads (" +
+           std::to_string(p.num_kv_heads) + ")";
+  if (!is_power_of_two(p.block_size))
+    return "block_size " + std::to_string(p.block_size) + " is not a power of two";
+  if (p.batch <= 0) return "batch must be >= 1";
+  return {};
+}
+
+int plan_cpu_splits(const kernels::PagedDecodeParams& p, int num_threads) {
+  const int items = p.batch * p.num_kv_heads;
+  if (items >= num_threads) return 1;
+  int max_len = 1;
+  for (int b = 0; b < p.batch; ++b) max_len = std::max(max_len, p.context_lens[b]);
+  const int wanted = (num_threads + items - 1) / items;
+  const int by_length = std::max(1, max_len / kMinSplitTokens);
+  return std::max(1, std::min(wanted, by_length));
+}
+
+void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
+  if (std::string why = unsupported_reason(p); !why.empty()) throw InputError(why);
+  if (options.path == DecodePath::avx512 && !avx512_compiled())
+    throw InputError("the avx512 cpu path is not compiled into this build (needs DECODEBENCH_NATIVE on an AVX-512 machine)");
+  if (!p.q || !p.out || !p.k_cache || !p.v_cache || !p.block_tables || !p.context_lens)
+    throw InputError("cpu decode: a tensor pointer of the params is null");
+  const bool avx512 = options.path != DecodePath::portable && avx512_compiled();
+  const int threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
+  const int splits = options.num_splits > 0 ? options.num_splits : plan_cpu_splits(p, threads);
+  switch (p.kv_dtype) {
+    case DType::f32: detail::decode_for_dtype<DType::f32>(p, threads, splits, avx512); break;
+    case DType::f16: detail::decode_for_dtype<DType::f16>(p, threads, splits, avx512); break;
+    case DType::bf16: detail::decode_for_dtype<DType::bf16>(p, threads, splits, avx512); break;
+    case DType::fp8_e4m3: detail::decode_for_dtype<DType::fp8_e4m3>(p, threads, splits, avx512); break;
+    case DType::fp8_e5m2: detail::decode_for_dtype<DType::fp8_e5m2>(p, threads, splits, avx512); break;
+  }
+}
+
+namespace {
+template <DType kKv>
+void convert_typed(const std::byte* src, std::size_t count, float* dst, bool avx512) {
+  std::size_t i = 0;
+#if DECODEBENCH_CPU_AVX512
+  if (avx512) {
+    const __m512 scale = _mm512_set1_ps(detail::Avx512Tile<kKv, 64>::kLoadScale);
+    for (; i + 16 <= count; i += 16)
+      _mm512_storeu_ps(dst + i, _mm512_mul_ps(detail::load16<kKv>(src, i), scale));
+  }
+#endif
+  (void)avx512;
+  for (; i < count; ++i) dst[i] = detail::decode_element<kKv>(src, i);
+}
+}  // namespace
+
+void convert_kv_to_float(DType kv_dtype, const void* src, std::size_t count, float* dst, DecodePath path) {
+  if (path == DecodePath::avx512 && !avx512_compiled())
+    throw InputError("the avx512 cpu path is not compiled into this build");
+  const bool avx512 = path != DecodePath::portable && avx512_compiled();
+  const auto* bytes = static_cast<const std::byte*>(src);
+  switch (kv_dtype) {
+    case DType::f32: convert_typed<DType::f32>(bytes, count, dst, avx512); break;
+    case DType::f16: convert_typed<DType::f16>(bytes, count, dst, avx512); break;
+    case DType::bf16: convert_typed<DType::bf16>(bytes, count, dst, avx512); break;
+    case DType::fp8_e4m3: convert_typed<DType::fp8_e4m3>(bytes, count, dst, avx512); break;
+    case DType::fp8_e5m2: convert_typed<DType::fp8_e5m2>(bytes, count, dst, avx512); break;
+  }
+}
+
+}  // namespace decodebench::cpu

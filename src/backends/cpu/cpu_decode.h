@@ -1,0 +1,58 @@
+// The optimized CPU paged-attention decode: one step of one layer, multi-threaded with OpenMP.
+//
+// Work items are (sequence, KV head[, context split]). Each item makes ONE pass over its K/V
+// rows and serves every query head of the GQA group from it; scores, the online softmax
+// (base 2, SoftmaxState) and the output accumulate in fp32. KV rows are found through the
+// shared paged-KV view (kernels/common/paged_kv.h). Per-tensor k_scale is folded into the
+// pre-scaled query and v_scale into the final normalization, never applied per element.
+//
+// Two implementations of the inner tile kernels share the driver:
+//   avx512    intrinsics (AVX-512 F/BW/VL): KV rows converted to fp32 in registers
+//             (vcvtph2ps for fp16, shifts for bf16, bit tricks for fp8), scores for the whole
+//             group with each K row loaded once, V rows accumulated into g accumulators.
+//   portable  plain C++ loops (the compiler vectorizes what it can), scalar bit-exact
+//             conversions from kernels/common/float_formats.h; correct on any x86-64 / any ISA.
+// `automatic` picks avx512 when it was compiled in (DECODEBENCH_NATIVE on an AVX-512 machine).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "kernels.h"  // PagedDecodeParams, DType
+
+namespace decodebench::cpu {
+
+enum class DecodePath { automatic, avx512, portable };
+
+struct DecodeOptions {
+  int num_threads = 0;   // 0: omp_get_max_threads()
+  int num_splits = 0;    // context splits per (sequence, KV head); 0: planned from the threads
+  DecodePath path = DecodePath::automatic;
+};
+
+// True when the AVX-512 tile kernels were compiled into this build.
+bool avx512_compiled();
+// The path `automatic` resolves to ("avx512" or "portable").
+const char* resolved_path_name(DecodePath path);
+
+// Empty if the CPU decode can run `p` (head_dim 64/128/256, q/out f16 or bf16, any KV dtype,
+// any power-of-two block size, Hq % Hkv == 0); otherwise why not, with the valid choices.
+std::string unsupported_reason(const kernels::PagedDecodeParams& p);
+
+// How many context splits the planner uses for `p` on `num_threads` threads: 1 when
+// batch * Hkv work items already cover the threads, else enough splits to give every thread
+// work, never so many that a split is shorter than a few tiles.
+int plan_cpu_splits(const kernels::PagedDecodeParams& p, int num_threads);
+
+// One decode step: reads p.q, p.k_cache, p.v_cache, p.block_tables, p.context_lens (host
+// pointers), writes p.out [batch][Hq][d] in p.q_dtype, rounded to nearest even.
+// Throws InputError when unsupported_reason(p) is not empty or the path is not compiled in.
+void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& options = {});
+
+// Decodes `count` stored KV elements of `kv_dtype` at `src` to float with the loaders the tile
+// kernels use on `path` (vcvtph2ps and the fp8 bit tricks on avx512), load scale applied, so
+// the result must equal the bit-exact scalar conversion. For tests and the microbenchmarks.
+void convert_kv_to_float(DType kv_dtype, const void* src, std::size_t count, float* dst,
+                         DecodePath path = DecodePath::automatic);
+
+}  // namespace decodebench::cpu

@@ -1,0 +1,438 @@
+// Templates behind cpu_decode.h. Instantiated once per KV dtype in a generated translation unit
+// (src/backends/cpu/CMakeLists.txt), each for head_dim 64/128/256 and both tile-kernel paths.
+//
+// Napkin math for the target point (llama-3.1-8b: Hq 32, Hkv 8, d 128, fp16 KV, g = 4):
+// one (token, KV head) brings a 256-byte K row and a 256-byte V row and costs 4 * 128 * 2 = 1024
+// FMAs = 64 zmm FMAs, plus 16 vcvtph2ps and the 4 score reductions. On a core with two 512-bit
+// FMA ports that is >= 32 cycles per 512 bytes (16 B/cycle, ~40 GB/s per core at 2.5 GHz), so two
+// cores can keep up with DRAM only if every K/V element is converted once and every FMA does
+// useful work: hence one pass per row for all g heads, and accumulator chains long enough
+// (g x unroll >= 8 independent FMAs) to cover the FMA latency.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "common/float_formats.h"
+#include "common/paged_kv.h"
+#include "common/softmax_state.h"
+#include "kernels.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#define DECODEBENCH_CPU_AVX512 1
+#else
+#define DECODEBENCH_CPU_AVX512 0
+#endif
+
+namespace decodebench::cpu::detail {
+
+using kernels::PagedDecodeParams;
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr int kMaxPassHeads = 8;  // query heads served together by one tile pass
+
+// Tokens per tile: a tile's fp32 K and V rows (portable path) are 2 * 16 KiB, and its scores
+// (<= 8 heads x tile) stay in L1 next to them; per-tile costs (one scalar exp2 per head for the
+// running-max rescale, the row-pointer lookups) are amortized over 16..64 tokens.
+template <int kHeadDim>
+inline constexpr int kTileTokens = 4096 / kHeadDim;
+
+// ---------------------------------------------------------------------------------------------
+// Scalar helpers shared by both paths
+// ---------------------------------------------------------------------------------------------
+
+// 2^x for x <= 0, written so the compiler vectorizes a loop of it: round-to-nearest by the
+// 1.5 * 2^23 trick, a degree-6 polynomial for 2^f on [-0.5, 0.5] (Cephes exp2f coefficients,
+// relative error ~2e-7), and the integer part added to the exponent field. Inputs below -125
+// return 2^-125 instead of ~0; next to the running max's own term (exactly 1) that is noise.
+inline float fast_exp2(float x) {
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  x = x < -125.0f ? -125.0f : x;
+  const float r = x + kRound;            // the integer nearest x sits in r's low mantissa bits
+  const float n = r - kRound;
+  const float f = x - n;                 // [-0.5, 0.5]
+  float poly = 1.535336188319500e-4f;
+  poly = poly * f + 1.339887440266574e-3f;
+  poly = poly * f + 9.618437357674640e-3f;
+  poly = poly * f + 5.550332471162809e-2f;
+  poly = poly * f + 2.402264791363012e-1f;
+  poly = poly * f + 6.931472028550421e-1f;
+  poly = poly * f + 1.0f;
+  const std::int32_t ni = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(r) -
+                                                    std::bit_cast<std::uint32_t>(kRound));
+  const float scale = std::bit_cast<float>(static_cast<std::uint32_t>(ni + 127) << 23);
+  return poly * scale;
+}
+
+// Folds one tile of scores of one head into its running state: raises the max (rescaling the
+// accumulator when it moves), turns scores into probabilities in place, adds them to the sum.
+template <int kHeadDim>
+inline void softmax_update(float* __restrict s /*[n]*/, int n, SoftmaxState<float>& state,
+                           float* __restrict acc /*[kHeadDim]*/) {
+  float tile_max = -INFINITY;
+#pragma omp simd reduction(max : tile_max)
+  for (int j = 0; j < n; ++j) tile_max = s[j] > tile_max ? s[j] : tile_max;
+  if (tile_max > state.max) {
+    const float factor = state.raise_max(tile_max);
+#pragma omp simd
+    for (int c = 0; c < kHeadDim; ++c) acc[c] *= factor;
+  }
+  const float max = state.max;
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int j = 0; j < n; ++j) {
+    s[j] = fast_exp2(s[j] - max);
+    sum += s[j];
+  }
+  state.sum += sum;
+}
+
+// One stored KV element -> float, bit-exact (portable path, and tails).
+template <DType kKv>
+inline float decode_element(const std::byte* row, std::size_t i) {
+  if constexpr (kKv == DType::f32) {
+    float v;
+    std::memcpy(&v, row + 4 * i, 4);
+    return v;
+  } else if constexpr (kKv == DType::f16 || kKv == DType::bf16) {
+    std::uint16_t bits;
+    std::memcpy(&bits, row + 2 * i, 2);
+    return kKv == DType::f16 ? floatfmt::f16_to_float(bits) : floatfmt::bf16_to_float(bits);
+  } else if constexpr (kKv == DType::fp8_e4m3) {
+    return floatfmt::e4m3_to_float(static_cast<std::uint8_t>(row[i]));
+  } else {
+    return floatfmt::e5m2_to_float(static_cast<std::uint8_t>(row[i]));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Portable tile kernels: convert the tile's rows to fp32 once, then plain loops.
+// ---------------------------------------------------------------------------------------------
+template <DType kKv, int kHeadDim>
+struct PortableTile {
+  static constexpr int kTile = kTileTokens<kHeadDim>;
+  static constexpr float kLoadScale = 1.0f;  // rows are decoded to their exact values
+
+  alignas(64) float k[kTile * kHeadDim];  // [kTile][d]
+  alignas(64) float v[kTile * kHeadDim];  // [kTile][d]
+
+  static int pass_width(int remaining) { return std::min(remaining, kMaxPassHeads); }
+
+  void load(const std::byte* const* k_rows, const std::byte* const* v_rows, int n) {
+    for (int j = 0; j < n; ++j) {
+      for (int c = 0; c < kHeadDim; ++c) k[j * kHeadDim + c] = decode_element<kKv>(k_rows[j], c);
+      for (int c = 0; c < kHeadDim; ++c) v[j * kHeadDim + c] = decode_element<kKv>(v_rows[j], c);
+    }
+  }
+
+  // s[h][j] = q[h] . k[j] for nh heads (q pre-scaled): s is [kMaxPassHeads][kTile].
+  void scores(const float* __restrict q /*[nh][d]*/, int nh, int n, float* __restrict s) const {
+    for (int h = 0; h < nh; ++h) {
+      for (int j = 0; j < n; ++j) {
+        float dot = 0;
+#pragma omp simd reduction(+ : dot)
+        for (int c = 0; c < kHeadDim; ++c) dot += q[h * kHeadDim + c] * k[j * kHeadDim + c];
+        s[h * kTile + j] = dot;
+      }
+    }
+  }
+
+  // acc[h] += sum_j p[h][j] * v[j].
+  void accumulate(const float* __restrict p, int nh, int n, float* __restrict acc) const {
+    for (int h = 0; h < nh; ++h) {
+      float* __restrict acc_h = acc + h * kHeadDim;
+      for (int j = 0; j < n; ++j) {
+        const float pj = p[h * kTile + j];
+        const float* __restrict vj = v + j * kHeadDim;
+#pragma omp simd
+        for (int c = 0; c < kHeadDim; ++c) acc_h[c] += pj * vj[c];
+      }
+    }
+  }
+};
+
+#if DECODEBENCH_CPU_AVX512
+// ---------------------------------------------------------------------------------------------
+// AVX-512 tile kernels: rows stay where they are and are converted in registers.
+// ---------------------------------------------------------------------------------------------
+
+// 16 stored elements starting at element `i` of `row` -> 16 floats (times 1/kLoadScale).
+template <DType kKv>
+inline __m512 load16(const std::byte* row, std::size_t i) {
+  if constexpr (kKv == DType::f32) {
+    return _mm512_loadu_ps(row + 4 * i);
+  } else if constexpr (kKv == DType::f16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+  } else if constexpr (kKv == DType::bf16) {  // bf16 is the top half of a float
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  } else if constexpr (kKv == DType::fp8_e5m2) {  // e5m2 is the top byte of an f16, exactly
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
+    return _mm512_cvtph_ps(_mm256_slli_epi16(w, 8));
+  } else {
+    // e4m3 -> f16 with the same bits moved: sign to bit 15, exponent+mantissa (7 bits) to bits
+    // 13..7. The f16 then reads value * 2^-8 (exponent bias 15 vs 7), subnormals included, so
+    // kLoadScale = 256 is folded into the softmax and output scales. 0x7f is e4m3's NaN.
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
+    const __m256i mag = _mm256_and_si256(w, _mm256_set1_epi16(0x7f));
+    __m256i h = _mm256_or_si256(_mm256_slli_epi16(mag, 7),
+                                _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
+    h = _mm256_mask_mov_epi16(h, _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7f)),
+                              _mm256_set1_epi16(0x7e00));
+    return _mm512_cvtph_ps(h);
+  }
+}
+
+template <DType kKv, int kHeadDim>
+struct Avx512Tile {
+  static constexpr int kTile = kTileTokens<kHeadDim>;
+  static constexpr int kChunks = kHeadDim / 16;  // zmm registers per row
+  static constexpr float kLoadScale = kKv == DType::fp8_e4m3 ? 256.0f : 1.0f;
+  static_assert(kChunks % 2 == 0, "scores use two accumulator chains per head");
+
+  const std::byte* const* k_rows = nullptr;
+  const std::byte* const* v_rows = nullptr;
+
+  // Passes of 8, 4, 2, 1 heads: fixed trip counts keep every accumulator in a register.
+  static int pass_width(int remaining) {
+    return remaining >= 8 ? 8 : remaining >= 4 ? 4 : remaining >= 2 ? 2 : 1;
+  }
+
+  void load(const std::byte* const* k, const std::byte* const* v, int /*n*/) {
+    k_rows = k;
+    v_rows = v;
+  }
+
+  void scores(const float* q, int nh, int n, float* s) const {
+    switch (nh) {
+      case 8: scores_n<8>(q, n, s); break;
+      case 4: scores_n<4>(q, n, s); break;
+      case 2: scores_n<2>(q, n, s); break;
+      default: scores_n<1>(q, n, s); break;
+    }
+  }
+  void accumulate(const float* p, int nh, int n, float* acc) const {
+    switch (nh) {
+      case 8: accumulate_n<8>(p, n, acc); break;
+      case 4: accumulate_n<4>(p, n, acc); break;
+      case 2: accumulate_n<2>(p, n, acc); break;
+      default: accumulate_n<1>(p, n, acc); break;
+    }
+  }
+
+  // Each K row is converted once into kChunks registers and reused by all kNH heads; every head
+  // runs two accumulator chains, so kNH * 2 chains (plus the next tokens, out of order) hide the
+  // FMA latency.
+  template <int kNH>
+  void scores_n(const float* __restrict q /*[kNH][d]*/, int n, float* __restrict s) const {
+    for (int j = 0; j < n; ++j) {
+      __m512 k[kChunks];
+#pragma GCC unroll 16
+      for (int c = 0; c < kChunks; ++c) k[c] = load16<kKv>(k_rows[j], 16 * c);
+#pragma GCC unroll 8
+      for (int h = 0; h < kNH; ++h) {
+        const float* qh = q + h * kHeadDim;
+        __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(qh), k[0]);
+        __m512 a1 = _mm512_mul_ps(_mm512_loadu_ps(qh + 16), k[1]);
+#pragma GCC unroll 16
+        for (int c = 2; c < kChunks; c += 2) {
+          a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), k[c], a0);
+          a1 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c + 16), k[c + 1], a1);
+        }
+        s[h * kTile + j] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+      }
+    }
+  }
+
+  // Chunk-outer so the kNH accumulators of one 16-wide slice of d live in registers across the
+  // whole tile; kUnroll token streams make kNH * kUnroll >= 8 independent FMA chains.
+  template <int kNH>
+  void accumulate_n(const float* __restrict p /*[kNH][kTile]*/, int n, float* __restrict acc) const {
+    constexpr int kUnroll = kNH >= 8 ? 1 : 8 / kNH;
+    for (int c = 0; c < kChunks; ++c) {
+      __m512 a[kUnroll][kNH];
+#pragma GCC unroll 8
+      for (int h = 0; h < kNH; ++h) {
+        a[0][h] = _mm512_loadu_ps(acc + h * kHeadDim + 16 * c);
+#pragma GCC unroll 8
+        for (int u = 1; u < kUnroll; ++u) a[u][h] = _mm512_setzero_ps();
+      }
+      int j = 0;
+      for (; j + kUnroll <= n; j += kUnroll) {
+#pragma GCC unroll 8
+        for (int u = 0; u < kUnroll; ++u) {
+          const __m512 v = load16<kKv>(v_rows[j + u], 16 * c);
+#pragma GCC unroll 8
+          for (int h = 0; h < kNH; ++h)
+            a[u][h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * kTile + j + u]), v, a[u][h]);
+        }
+      }
+      for (; j < n; ++j) {
+        const __m512 v = load16<kKv>(v_rows[j], 16 * c);
+#pragma GCC unroll 8
+        for (int h = 0; h < kNH; ++h)
+          a[0][h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * kTile + j]), v, a[0][h]);
+      }
+#pragma GCC unroll 8
+      for (int h = 0; h < kNH; ++h) {
+#pragma GCC unroll 8
+        for (int u = 1; u < kUnroll; ++u) a[0][h] = _mm512_add_ps(a[0][h], a[u][h]);
+        _mm512_storeu_ps(acc + h * kHeadDim + 16 * c, a[0][h]);
+      }
+    }
+  }
+};
+#endif  // DECODEBENCH_CPU_AVX512
+
+// ---------------------------------------------------------------------------------------------
+// The driver: work items, tiles, passes, splits and the merge. Same for both paths.
+// ---------------------------------------------------------------------------------------------
+
+inline void store_out(DType q_dtype, void* out, std::size_t index, float value) {
+  const std::uint16_t bits =
+      q_dtype == DType::bf16 ? floatfmt::float_to_bf16(value) : floatfmt::float_to_f16(value);
+  std::memcpy(static_cast<std::byte*>(out) + 2 * index, &bits, 2);
+}
+
+inline float load_q(DType q_dtype, const void* q, std::size_t index) {
+  std::uint16_t bits;
+  std::memcpy(&bits, static_cast<const std::byte*>(q) + 2 * index, 2);
+  return q_dtype == DType::bf16 ? floatfmt::bf16_to_float(bits) : floatfmt::f16_to_float(bits);
+}
+
+template <class Tile, DType kKv, int kHeadDim>
+void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
+  constexpr int kTile = Tile::kTile;
+  constexpr std::size_t kElem = dtype_size(kKv);
+  const int batch = p.batch, num_q_heads = p.num_q_heads, num_kv_heads = p.num_kv_heads;
+  const int group = num_q_heads / num_kv_heads;
+  const int splits = num_splits;
+
+  // Q in fp32, pre-multiplied by softmax_scale * k_scale * log2(e) (and the loader's scale), so
+  // a score is one dot product already in the exp2 domain.   // [batch][Hq][d]
+  const float q_scale = p.softmax_scale * p.k_scale * Tile::kLoadScale * kLog2e;
+  const float out_scale = p.v_scale * Tile::kLoadScale;
+  const std::size_t q_elems = static_cast<std::size_t>(batch) * num_q_heads * kHeadDim;
+  std::vector<float> q32(q_elems);
+  for (std::size_t i = 0; i < q_elems; ++i) q32[i] = load_q(p.q_dtype, p.q, i) * q_scale;
+
+  // Split partials, only when the context is split: unnormalized accumulators and states.
+  std::vector<float> part_acc;                  // [batch][Hq][splits][d]
+  std::vector<SoftmaxState<float>> part_state;  // [batch][Hq][splits]
+  if (splits > 1) {
+    part_acc.resize(static_cast<std::size_t>(batch) * num_q_heads * splits * kHeadDim);
+    part_state.resize(static_cast<std::size_t>(batch) * num_q_heads * splits);
+  }
+
+  const auto* k_base = static_cast<const std::byte*>(p.k_cache);
+  const auto* v_base = static_cast<const std::byte*>(p.v_cache);
+  const int num_items = batch * num_kv_heads * splits;
+
+#pragma omp parallel num_threads(num_threads)
+  {
+    auto tile = std::make_unique<Tile>();
+    std::vector<float> acc(static_cast<std::size_t>(group) * kHeadDim);  // [g][d]
+    std::vector<SoftmaxState<float>> state(group);                      // [g]
+    alignas(64) float s[kMaxPassHeads * kTile];                         // [pass heads][kTile]
+    const std::byte* k_rows[kTile];
+    const std::byte* v_rows[kTile];
+
+#pragma omp for schedule(dynamic, 1)
+    for (int item = 0; item < num_items; ++item) {
+      const int b = item / (num_kv_heads * splits);
+      const int kv_head = (item / splits) % num_kv_heads;
+      const int split = item % splits;
+      const int len = p.context_lens[b];
+      // Splits cover whole tiles: [split * chunk, (split + 1) * chunk) clipped to the context.
+      const int chunk = ((len + splits - 1) / splits + kTile - 1) / kTile * kTile;
+      const int t_begin = std::min(len, split * chunk);
+      const int t_end = std::min(len, t_begin + chunk);
+      const float* q_group = q32.data() + (static_cast<std::size_t>(b) * num_q_heads +
+                                           static_cast<std::size_t>(kv_head) * group) * kHeadDim;
+
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      std::fill(state.begin(), state.end(), SoftmaxState<float>{});
+      for (int t0 = t_begin; t0 < t_end; t0 += kTile) {
+        const int n = std::min(kTile, t_end - t0);
+        for (int j = 0; j < n; ++j) {
+          const std::size_t row = token_row_offset(p.block_tables, p.max_blocks_per_seq, b, t0 + j,
+                                                   kv_head, num_kv_heads, p.block_size, kHeadDim);
+          k_rows[j] = k_base + row * kElem;
+          v_rows[j] = v_base + row * kElem;
+        }
+        tile->load(k_rows, v_rows, n);
+        for (int h0 = 0; h0 < group;) {
+          const int nh = Tile::pass_width(group - h0);
+          tile->scores(q_group + static_cast<std::size_t>(h0) * kHeadDim, nh, n, s);
+          for (int h = 0; h < nh; ++h)
+            softmax_update<kHeadDim>(s + h * kTile, n, state[h0 + h], acc.data() + (h0 + h) * kHeadDim);
+          tile->accumulate(s, nh, n, acc.data() + static_cast<std::size_t>(h0) * kHeadDim);
+          h0 += nh;
+        }
+      }
+
+      for (int h = 0; h < group; ++h) {
+        const std::size_t qh = static_cast<std::size_t>(b) * num_q_heads + kv_head * group + h;
+        const float* acc_h = acc.data() + static_cast<std::size_t>(h) * kHeadDim;
+        if (splits == 1) {
+          // len >= 1, so sum >= 1 (the max's own term is exactly 1).
+          const float scale = out_scale / state[h].sum;
+          for (int c = 0; c < kHeadDim; ++c) store_out(p.q_dtype, p.out, qh * kHeadDim + c, acc_h[c] * scale);
+        } else {
+          part_state[qh * splits + split] = state[h];
+          std::copy(acc_h, acc_h + kHeadDim, part_acc.data() + (qh * splits + split) * kHeadDim);
+        }
+      }
+    }
+
+    if (splits > 1) {
+      // The implicit barrier of the loop above has made every partial visible. Merge the
+      // splits of each (sequence, query head) by their softmax states.
+#pragma omp for schedule(static)
+      for (int qh = 0; qh < batch * num_q_heads; ++qh) {
+        SoftmaxState<float> merged;
+        float out[kHeadDim] = {};
+        for (int sp = 0; sp < splits; ++sp) {
+          const std::size_t idx = static_cast<std::size_t>(qh) * splits + sp;
+          float self_factor, other_factor;
+          merged.merge(part_state[idx], self_factor, other_factor);
+          const float* part = part_acc.data() + idx * kHeadDim;
+          for (int c = 0; c < kHeadDim; ++c) out[c] = out[c] * self_factor + part[c] * other_factor;
+        }
+        const float scale = out_scale / merged.sum;
+        for (int c = 0; c < kHeadDim; ++c)
+          store_out(p.q_dtype, p.out, static_cast<std::size_t>(qh) * kHeadDim + c, out[c] * scale);
+      }
+    }
+  }
+}
+
+// Entry for one KV dtype: picks the head_dim instance and the path. Defined here, instantiated
+// in the generated per-dtype translation units.
+template <DType kKv>
+void decode_for_dtype(const PagedDecodeParams& p, int num_threads, int num_splits, bool avx512) {
+  auto run = [&]<int kHeadDim>() {
+#if DECODEBENCH_CPU_AVX512
+    if (avx512) return decode_step<Avx512Tile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
+#endif
+    (void)avx512;
+    decode_step<PortableTile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
+  };
+  switch (p.head_dim) {
+    case 64: run.template operator()<64>(); break;
+    case 128: run.template operator()<128>(); break;
+    case 256: run.template operator()<256>(); break;
+    default: break;  // rejected by unsupported_reason() before we get here
+  }
+}
+
+}  // namespace decodebench::cpu::detail

@@ -1,0 +1,528 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_plan.h"
+#include "backends/cuda/cuda_resources.h"
+#include "backends/datasheet.h"
+#include "common/dtype.h"
+#include "common/errors.h"
+#include "kernels.h"
+
+namespace decodebench {
+namespace {
+
+namespace k = kernels;
+using cuda::CudaEvent;
+using cuda::CudaStream;
+using cuda::DeviceBuffer;
+using cuda::L2Flusher;
+
+const k::KernelInfo* find_kernel(std::string_view name) {
+  for (const k::KernelInfo& info : k::kernel_ladder()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+std::string ladder_names() {
+  std::string s;
+  for (const k::KernelInfo& info : k::kernel_ladder()) s += (s.empty() ? "" : ", ") + info.name;
+  return s.empty() ? "none compiled" : s;
+}
+
+// An attribute, or 0 when this driver does not report it (cleared, so it is not mistaken for a
+// sticky error later).
+int device_attribute(cudaDeviceAttr attr, int device) {
+  int value = 0;
+  if (cudaDeviceGetAttribute(&value, attr, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return value;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+// ---------------------------------------------------------------------------------------------
+// One prepared point: inputs resident on the device, workspace allocated, events ready.
+// ---------------------------------------------------------------------------------------------
+class CudaPoint final : public PreparedPoint {
+ public:
+  CudaPoint(const Workload& w, const k::KernelInfo& kernel, int sm_count, cudaStream_t stream,
+            L2Flusher& flusher, const TimingOptions& timing)
+      : kernel_(kernel.name), stream_(stream), flusher_(flusher), warm_l2_(timing.warm_l2) {
+    params_ = w.params();  // shapes and scales; the host pointers are replaced below
+    const std::size_t rows = static_cast<std::size_t>(w.rows());
+    const std::size_t q_elems = rows * params_.num_q_heads * params_.head_dim;
+    const std::size_t cache_elems = static_cast<std::size_t>(params_.num_blocks) *
+                                    params_.num_kv_heads * params_.block_size * params_.head_dim;
+
+    // [rows][Hq][d] q_dtype
+    q_ = DeviceBuffer(q_elems * dtype_size(params_.q_dtype));
+    if (!w.q.empty()) {
+      expect_bytes(w.q.size(), q_.bytes(), "q");
+      q_.upload(w.q.data(), w.q.size());
+    } else {
+      fill_q(w, static_cast<std::size_t>(params_.num_q_heads) * params_.head_dim);
+    }
+    // [num_blocks][Hkv][P][d] kv_dtype, K and V alike.
+    k_cache_ = DeviceBuffer(cache_elems * dtype_size(params_.kv_dtype));
+    v_cache_ = DeviceBuffer(cache_elems * dtype_size(params_.kv_dtype));
+    upload_or_fill_cache(w, w.k_cache, k_cache_, Tensor::k, "k_cache");
+    upload_or_fill_cache(w, w.v_cache, v_cache_, Tensor::v, "v_cache");
+    // [rows][max_blocks_per_seq] and [rows] int32
+    tables_ = DeviceBuffer(w.layout.block_tables.size() * sizeof(std::int32_t));
+    tables_.upload(w.layout.block_tables.data(), tables_.bytes());
+    lens_ = DeviceBuffer(w.layout.context_lens.size() * sizeof(std::int32_t));
+    lens_.upload(w.layout.context_lens.data(), lens_.bytes());
+    // [rows][Hq][d] q_dtype, all bytes 0xFF (NaN in f16 and bf16): an element the kernel never
+    // writes fails validation instead of passing on a leftover value.
+    out_ = DeviceBuffer(q_elems * dtype_size(params_.q_dtype));
+    DECODEBENCH_CUDA_CHECK(cudaMemsetAsync(out_.get(), 0xFF, out_.bytes(), stream_));
+
+    params_.q = q_.get();
+    params_.out = out_.get();
+    params_.k_cache = k_cache_.get();
+    params_.v_cache = v_cache_.get();
+    params_.block_tables = tables_.as<std::int32_t>();
+    params_.context_lens = lens_.as<std::int32_t>();
+
+    if (kernel.uses_workspace) {
+      // The planner reads the host layout (shapes and context lengths), never device memory.
+      k::PagedDecodeParams host_view = params_;
+      host_view.block_tables = w.layout.block_tables.data();
+      host_view.context_lens = w.layout.context_lens.data();
+      const cuda::PointFootprint f = cuda::point_footprint(host_view, kernel, sm_count);
+      params_.num_splits = f.num_splits;
+      partial_out_ = DeviceBuffer(cuda::split_partial_out_bytes(params_, f.num_splits));
+      partial_lse_ = DeviceBuffer(cuda::split_partial_lse_bytes(params_, f.num_splits));
+      params_.partial_out = partial_out_.as<float>();
+      params_.partial_lse = partial_lse_.as<float>();
+    }
+    // Surfaces any fault of the fill kernels here, with the point still attributable.
+    DECODEBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void run() override {
+    launch();
+    DECODEBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  std::vector<float> output() override {
+    std::vector<std::byte> bytes(out_.bytes());
+    out_.download(bytes.data(), bytes.size());
+    return decode_to_float(bytes, params_.q_dtype);  // [rows][Hq][d]
+  }
+
+  // Cold L2 (default): the scrub is enqueued before the start event, so it is ordered before the
+  // step but not timed. The events bracket the one launch_paged_decode call, which enqueues every
+  // kernel of the step (split_kv: the split kernel and the merge).
+  double time_one() override {
+    if (!warm_l2_) flusher_.flush(stream_);
+    start_.record(stream_);
+    launch();
+    stop_.record(stream_);
+    stop_.synchronize();
+    return stop_.seconds_since(start_);
+  }
+
+ private:
+  void launch() {
+    DECODEBENCH_CHECK_LAUNCH(k::cuda::launch_paged_decode(kernel_, params_, stream_),
+                             "paged decode kernel '" + kernel_ + "'");
+  }
+
+  static void expect_bytes(std::size_t have, std::size_t want, const char* what) {
+    if (have != want) {
+      throw RuntimeFailure("cuda backend: workload " + std::string(what) + " holds " +
+                           std::to_string(have) + " bytes, its layout needs " + std::to_string(want));
+    }
+  }
+
+  // The workload's own rows are sequences w.sequences[i] of the full sweep point; Q row r of the
+  // host generator is element index sequence * Hq * d + ..., so each row keeps its values.
+  void fill_q(const Workload& w, std::size_t row_elems) {
+    const std::size_t row_bytes = row_elems * dtype_size(params_.q_dtype);
+    bool identity = true;  // rows are sequences 0..rows-1, contiguous in the generator's order
+    for (int r = 0; r < w.rows(); ++r) identity = identity && w.sequences[static_cast<std::size_t>(r)] == r;
+    for (int r = 0; r < w.rows(); ++r) {
+      if (identity && r > 0) break;  // one launch covers every row
+      k::FillParams f;
+      f.dst = q_.as<std::byte>() + static_cast<std::size_t>(r) * row_bytes;
+      f.dtype = params_.q_dtype;
+      f.count = identity ? row_elems * static_cast<std::size_t>(w.rows()) : row_elems;
+      f.seed = w.spec.seed;
+      f.tensor = static_cast<std::uint32_t>(Tensor::q);
+      f.index_offset = static_cast<std::uint64_t>(w.sequences[static_cast<std::size_t>(r)]) * row_elems;
+      f.inv_scale = inv_scale_for(Tensor::q, params_.kv_dtype);  // 1: Q is not scaled
+      DECODEBENCH_CHECK_LAUNCH(k::cuda::launch_fill(f, stream_), "fill kernel (q)");
+    }
+  }
+
+  // Uploads the host cache, or (a layout-only Workload: empty host buffer) generates the pool
+  // on the device with the values the host generator would have written: pool block n holds
+  // the values of original block source_block_ids[n] (the identity for a full workload).
+  void upload_or_fill_cache(const Workload& w, const std::vector<std::byte>& host, DeviceBuffer& dst,
+                            Tensor tensor, const char* what) {
+    if (!host.empty()) {
+      expect_bytes(host.size(), dst.bytes(), what);
+      dst.upload(host.data(), host.size());
+      return;
+    }
+    const std::size_t block_elems =
+        static_cast<std::size_t>(params_.num_kv_heads) * params_.block_size * params_.head_dim;
+    const std::size_t blocks = static_cast<std::size_t>(params_.num_blocks);
+    bool identity = w.source_block_ids.empty() || w.source_block_ids.size() == blocks;
+    if (!w.source_block_ids.empty()) {
+      if (w.source_block_ids.size() != blocks) {
+        throw InputError("cuda backend: workload source_block_ids has " +
+                         std::to_string(w.source_block_ids.size()) + " entries for a pool of " +
+                         std::to_string(blocks) + " blocks");
+      }
+      for (std::size_t n = 0; n < blocks && identity; ++n) {
+        identity = w.source_block_ids[n] == static_cast<std::int32_t>(n);
+      }
+    }
+    k::FillParams f;
+    f.dtype = params_.kv_dtype;
+    f.seed = w.spec.seed;
+    f.tensor = static_cast<std::uint32_t>(tensor);
+    f.inv_scale = inv_scale_for(tensor, params_.kv_dtype);
+    const std::string label = std::string("fill kernel (") + what + ")";
+    if (identity) {  // one launch over the whole pool
+      f.dst = dst.get();
+      f.count = blocks * block_elems;
+      f.index_offset = 0;
+      DECODEBENCH_CHECK_LAUNCH(k::cuda::launch_fill(f, stream_), label);
+      return;
+    }
+    // A packed subset pool (small: a validation subset): one launch per block. Block offsets
+    // are multiples of 16 bytes (Hkv * P * d * size is), as the fill requires.
+    const std::size_t block_bytes = block_elems * dtype_size(params_.kv_dtype);
+    for (std::size_t n = 0; n < blocks; ++n) {
+      f.dst = dst.as<std::byte>() + n * block_bytes;
+      f.count = block_elems;
+      f.index_offset = static_cast<std::uint64_t>(w.source_block_ids[n]) * block_elems;
+      DECODEBENCH_CHECK_LAUNCH(k::cuda::launch_fill(f, stream_), label);
+    }
+  }
+
+  std::string kernel_;
+  cudaStream_t stream_;  // the backend's
+  L2Flusher& flusher_;   // the backend's
+  bool warm_l2_;
+  k::PagedDecodeParams params_;  // device pointers
+  DeviceBuffer q_, out_, k_cache_, v_cache_, tables_, lens_, partial_out_, partial_lse_;
+  CudaEvent start_, stop_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The backend: one device, one stream, one L2 scrubber.
+// ---------------------------------------------------------------------------------------------
+class CudaBackend final : public Backend {
+ public:
+  // Members are initialized in declaration order: the device is selected before the stream and
+  // the scrub buffer are created on it.
+  explicit CudaBackend(int device)
+      : device_(select_device(device)),
+        info_(query_device(device_)),
+        flusher_(static_cast<std::size_t>(info_.l2_bytes)) {}
+
+  std::string name() const override { return "cuda"; }
+
+  DeviceInfo device_info() override { return info_; }
+
+  Ceilings measure_ceilings() override;
+  std::vector<SelfCheck> check_ceiling_kernels() override;
+
+  std::vector<std::string> kernel_names() const override {
+    std::vector<std::string> names;
+    for (const k::KernelInfo& info : k::kernel_ladder()) names.push_back(info.name);
+    return names;
+  }
+
+  std::string choose_kernel(const WorkloadSpec& spec) override {
+    if (k::kernel_ladder().empty()) throw RuntimeFailure("cuda backend: no paged-decode kernel is compiled");
+    const PagedLayout layout = build_layout(spec);
+    return cuda::choose_kernel_for(cuda::shape_params(spec, layout), k::kernel_ladder(),
+                                   info_.sm_count);
+  }
+
+  std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {
+    const k::KernelInfo* info = find_kernel(kernel);
+    if (info == nullptr) {
+      return "unknown kernel '" + std::string(kernel) + "' (valid: " + ladder_names() + ")";
+    }
+    const PagedLayout layout = build_layout(spec);
+    const k::PagedDecodeParams p = cuda::shape_params(spec, layout);
+    if (std::string reason = k::unsupported_reason(*info, p); !reason.empty()) return reason;
+    activate();
+    std::size_t free_bytes = 0, total_bytes = 0;
+    DECODEBENCH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return cuda::memory_skip_reason(cuda::point_footprint(p, *info, info_.sm_count), free_bytes);
+  }
+
+  std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
+                                         const TimingOptions& timing) override {
+    const k::KernelInfo* info = find_kernel(kernel);
+    if (info == nullptr) {
+      throw InputError("cuda backend: unknown kernel '" + std::string(kernel) + "' (valid: " +
+                       ladder_names() + ")");
+    }
+    if (std::string reason = k::unsupported_reason(*info, w.params()); !reason.empty()) {
+      throw InputError("cuda backend: " + reason);
+    }
+    activate();
+    return std::make_unique<CudaPoint>(w, *info, info_.sm_count, stream_.get(), flusher_, timing);
+  }
+
+ private:
+  // The CUDA current device is per host thread; every entry point that touches the device
+  // makes sure it is ours.
+  void activate() { DECODEBENCH_CUDA_CHECK(cudaSetDevice(device_)); }
+
+  static int select_device(int device) {
+    DECODEBENCH_CUDA_CHECK(cudaSetDevice(device));
+    return device;
+  }
+
+  static DeviceInfo query_device(int device) {
+    cudaDeviceProp prop{};
+    DECODEBENCH_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    DeviceInfo info;
+    info.backend = "cuda";
+    info.name = prop.name;
+    info.sm_count = prop.multiProcessorCount;
+    info.l2_bytes = prop.l2CacheSize;
+    info.mem_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
+    // cudaDeviceProp lost memoryClockRate in CUDA 13; the attribute is still reported (kHz).
+    info.bandwidth_theoretical = cuda::theoretical_bandwidth(
+        device_attribute(cudaDevAttrMemoryClockRate, device),
+        device_attribute(cudaDevAttrGlobalMemoryBusWidth, device));
+    if (const std::optional<Datasheet> sheet = find_datasheet(info.name)) {
+      info.bandwidth_datasheet = sheet->bandwidth;
+      info.flops_peak = sheet->fp32_flops;
+    }
+    return info;
+  }
+
+  int device_;
+  DeviceInfo info_;
+  CudaStream stream_;
+  L2Flusher flusher_;
+};
+
+// Launch shapes the ceiling kernels are timed with: (threads per block, blocks per SM). The
+// kernels are grid-stride loops, so the grid is a choice; the best shape depends on each
+// kernel's registers and the device, and a ceiling is the best the device can do, so each is
+// tried and the best median kept.
+struct LaunchShape {
+  int block;
+  int blocks_per_sm;
+};
+constexpr LaunchShape kCeilingShapes[] = {{256, 2}, {256, 4}, {256, 8}, {512, 4}, {1024, 2}};
+constexpr int kCeilingWarmup = 2;
+constexpr int kCeilingRuns = 10;
+
+Ceilings CudaBackend::measure_ceilings() {
+  activate();
+  Ceilings c;
+  std::size_t bytes = cuda::ceiling_buffer_bytes(static_cast<std::size_t>(info_.l2_bytes));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  DECODEBENCH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const std::size_t fit = cuda::ceiling_buffer_bytes_that_fit(free_bytes);
+  if (fit < bytes) {
+    if (fit == 0) {
+      throw RuntimeFailure("cuda backend: the bandwidth ceilings need 3 buffers of at least 1 MiB; "
+                           "device has " + cuda::format_gb(static_cast<double>(free_bytes)) + " free");
+    }
+    c.note = "ceiling buffers capped to " + cuda::format_gb(static_cast<double>(fit)) +
+             " each to fit free device memory (wanted " +
+             cuda::format_gb(static_cast<double>(bytes)) + ", 8x L2); the figures may include L2 hits";
+    bytes = fit;
+  }
+  // Three buffers serve all kernels: read src=A; copy A -> B; triad A = B + s * C.
+  DeviceBuffer a(bytes), b(bytes), cbuf(bytes);
+  int max_grid = 0;
+  for (const LaunchShape& s : kCeilingShapes) max_grid = std::max(max_grid, s.blocks_per_sm * info_.sm_count);
+  DeviceBuffer sink(static_cast<std::size_t>(max_grid) * sizeof(float));  // [grid] read partials
+  for (DeviceBuffer* buf : {&a, &b, &cbuf}) {
+    DECODEBENCH_CUDA_CHECK(cudaMemsetAsync(buf->get(), 0, bytes, stream_.get()));  // fp32 zeros
+  }
+  CudaEvent start, stop;
+
+  // Bytes that cross the memory bus per launch: read 1x, copy 2x (read + write), triad 3x.
+  auto best_bandwidth = [&](k::BandwidthKernel which, double bytes_moved, const char* what) {
+    double best = 0;
+    for (const LaunchShape& s : kCeilingShapes) {
+      k::BandwidthParams p;
+      p.src = a.get();
+      p.dst = b.get();
+      p.sink = sink.as<float>();
+      p.a = a.as<float>();
+      p.b = b.as<float>();
+      p.c = cbuf.as<float>();
+      p.scalar = 3.f;
+      p.bytes = bytes;
+      p.grid = s.blocks_per_sm * info_.sm_count;
+      p.block = s.block;
+      std::vector<double> seconds;
+      for (int i = 0; i < kCeilingWarmup + kCeilingRuns; ++i) {
+        start.record(stream_.get());
+        DECODEBENCH_CHECK_LAUNCH(k::cuda::launch_bandwidth(which, p, stream_.get()), what);
+        stop.record(stream_.get());
+        stop.synchronize();
+        if (i >= kCeilingWarmup) seconds.push_back(stop.seconds_since(start));
+      }
+      const double t = median(seconds);
+      if (t > 0) best = std::max(best, bytes_moved / t);
+    }
+    return best;
+  };
+  const double n = static_cast<double>(bytes);
+  c.read = best_bandwidth(k::BandwidthKernel::read, n, "bandwidth kernel 'read'");
+  c.copy = best_bandwidth(k::BandwidthKernel::copy, 2 * n, "bandwidth kernel 'copy'");
+  c.triad = best_bandwidth(k::BandwidthKernel::triad, 3 * n, "bandwidth kernel 'triad'");
+  c.fma_flops = 0;  // not measured on the GPU: decode is memory-bound; flops_peak is the datasheet's
+  c.buffer_bytes = static_cast<std::int64_t>(bytes);
+  info_.measured = c;
+  return c;
+}
+
+// Small buffers of small integers, so every sum and every b + 3c is exact in fp32 whatever the
+// summation order or FMA contraction: the checks compare exactly. An odd grid and a size that
+// is not a multiple of grid x block exercise the grid-stride tails.
+std::vector<Backend::SelfCheck> CudaBackend::check_ceiling_kernels() {
+  activate();
+  constexpr std::size_t kFloats = 16 * 1024 + 4;  // 64 KiB + 16 B
+  constexpr std::size_t kBytes = kFloats * sizeof(float);
+  constexpr int kGrid = 5;
+  constexpr int kBlock = 64;
+  std::vector<SelfCheck> checks;
+
+  std::vector<float> src(kFloats), b(kFloats), c(kFloats);
+  double expected_sum = 0;
+  for (std::size_t i = 0; i < kFloats; ++i) {
+    src[i] = static_cast<float>(i % 13);
+    b[i] = static_cast<float>(i % 7);
+    c[i] = static_cast<float>(i % 5) - 2.f;
+    expected_sum += src[i];
+  }
+  DeviceBuffer d_src(kBytes), d_dst(kBytes), d_a(kBytes), d_b(kBytes), d_c(kBytes);
+  DeviceBuffer d_sink(kGrid * sizeof(float));
+  d_src.upload(src.data(), kBytes);
+  d_b.upload(b.data(), kBytes);
+  d_c.upload(c.data(), kBytes);
+  // Poison the outputs (0xFF bytes: NaN) so an element never written cannot pass.
+  for (DeviceBuffer* out : {&d_dst, &d_a, &d_sink}) {
+    DECODEBENCH_CUDA_CHECK(cudaMemset(out->get(), 0xFF, out->bytes()));
+  }
+
+  k::BandwidthParams p;
+  p.src = d_src.get();
+  p.dst = d_dst.get();
+  p.sink = d_sink.as<float>();
+  p.a = d_a.as<float>();
+  p.b = d_b.as<float>();
+  p.c = d_c.as<float>();
+  p.scalar = 3.f;
+  p.bytes = kBytes;
+  p.grid = kGrid;
+  p.block = kBlock;
+
+  // A launch or device failure is a failed check with its message; the next check still runs
+  // unless the error is sticky (then its own calls fail the same way).
+  auto run = [&](k::BandwidthKernel which, const char* name) {
+    const k::LaunchResult r = k::cuda::launch_bandwidth(which, p, stream_.get());
+    if (!r.ok()) {
+      checks.push_back({name, false, "launch failed: " + r.message});
+      return false;
+    }
+    if (const cudaError_t e = cudaStreamSynchronize(stream_.get()); e != cudaSuccess) {
+      checks.push_back({name, false, std::string("kernel failed: ") + cudaGetErrorName(e) + " (" +
+                                         cudaGetErrorString(e) + ")"});
+      return false;
+    }
+    return true;
+  };
+
+  if (run(k::BandwidthKernel::read, "bandwidth.read")) {  // per-block partial sums add up
+    std::vector<float> sink(kGrid);
+    d_sink.download(sink.data(), d_sink.bytes());
+    double got = 0;
+    for (float s : sink) got += s;
+    checks.push_back({"bandwidth.read", got == expected_sum,
+                      "sum of sink[" + std::to_string(kGrid) + "] = " + std::to_string(got) +
+                          ", sum of src = " + std::to_string(expected_sum)});
+  }
+  if (run(k::BandwidthKernel::copy, "bandwidth.copy")) {  // dst == src bit for bit
+    std::vector<float> dst(kFloats);
+    d_dst.download(dst.data(), kBytes);
+    std::size_t bad = kFloats;
+    for (std::size_t i = 0; i < kFloats && bad == kFloats; ++i) {
+      if (std::memcmp(&dst[i], &src[i], sizeof(float)) != 0) bad = i;
+    }
+    checks.push_back({"bandwidth.copy", bad == kFloats,
+                      bad == kFloats ? std::to_string(kFloats) + " floats equal"
+                                     : "dst[" + std::to_string(bad) + "] = " + std::to_string(dst[bad]) +
+                                           ", src = " + std::to_string(src[bad])});
+  }
+  if (run(k::BandwidthKernel::triad, "bandwidth.triad")) {  // a == b + 3c exactly
+    std::vector<float> a(kFloats);
+    d_a.download(a.data(), kBytes);
+    std::size_t bad = kFloats;
+    for (std::size_t i = 0; i < kFloats && bad == kFloats; ++i) {
+      if (a[i] != b[i] + p.scalar * c[i]) bad = i;
+    }
+    checks.push_back({"bandwidth.triad", bad == kFloats,
+                      bad == kFloats ? std::to_string(kFloats) + " values of b + 3c exact"
+                                     : "a[" + std::to_string(bad) + "] = " + std::to_string(a[bad]) +
+                                           ", expected " + std::to_string(b[bad] + p.scalar * c[bad])});
+  }
+  return checks;
+}
+
+}  // namespace
+
+bool cuda_runtime_device_present() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver / no device: not an error worth keeping
+    return false;
+  }
+  return count > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+  int count = 0;
+  DECODEBENCH_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (count == 0) {
+    throw RuntimeFailure("cuda backend: cudaGetDeviceCount reports no CUDA device (check "
+                         "nvidia-smi and CUDA_VISIBLE_DEVICES)");
+  }
+  if (device_index < 0 || device_index >= count) {
+    std::vector<std::string> names;
+    for (int d = 0; d < count; ++d) {
+      cudaDeviceProp prop{};
+      DECODEBENCH_CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
+      names.emplace_back(prop.name);
+    }
+    throw InputError(cuda::bad_device_message(device_index, names));
+  }
+  return std::make_unique<CudaBackend>(device_index);
+}
+
+}  // namespace decodebench

@@ -1,0 +1,129 @@
+#include "backends/cuda/cuda_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace decodebench::cuda {
+
+double theoretical_bandwidth(std::int64_t memory_clock_khz, std::int64_t bus_width_bits) {
+  if (memory_clock_khz <= 0 || bus_width_bits <= 0) return 0;
+  return 2.0 * static_cast<double>(memory_clock_khz) * 1e3 * static_cast<double>(bus_width_bits) /
+         8.0;
+}
+
+std::size_t ceiling_buffer_bytes(std::size_t l2_bytes) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const std::size_t want = std::max(8 * l2_bytes, kMinCeilingBufferBytes);
+  return (want + kMiB - 1) / kMiB * kMiB;
+}
+
+std::size_t ceiling_buffer_bytes_that_fit(std::size_t free_bytes) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  if (free_bytes <= kMemoryHeadroomBytes) return 0;
+  return (free_bytes - kMemoryHeadroomBytes) / 3 / kMiB * kMiB;
+}
+
+kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec, const PagedLayout& layout) {
+  kernels::PagedDecodeParams p;
+  p.block_tables = layout.block_tables.data();  // host pointers: the split planner may read them
+  p.context_lens = layout.context_lens.data();
+  p.batch = spec.batch;
+  p.num_q_heads = spec.model.num_q_heads;
+  p.num_kv_heads = spec.model.num_kv_heads;
+  p.head_dim = spec.model.head_dim;
+  p.block_size = spec.block_size;
+  p.max_blocks_per_seq = layout.max_blocks_per_seq;
+  p.num_blocks = layout.num_blocks;
+  p.q_dtype = spec.q_dtype;
+  p.kv_dtype = spec.kv_dtype;
+  return p;
+}
+
+std::size_t split_partial_out_bytes(const kernels::PagedDecodeParams& p, int num_splits) {
+  return static_cast<std::size_t>(p.batch) * p.num_q_heads * num_splits * p.head_dim *
+         sizeof(float);
+}
+
+std::size_t split_partial_lse_bytes(const kernels::PagedDecodeParams& p, int num_splits) {
+  return static_cast<std::size_t>(p.batch) * p.num_q_heads * num_splits * sizeof(float);
+}
+
+PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
+                               const kernels::KernelInfo& kernel, int sm_count) {
+  PointFootprint f;
+  const std::size_t rows = static_cast<std::size_t>(p.batch) * p.num_q_heads * p.head_dim;
+  const std::size_t cache = static_cast<std::size_t>(p.num_blocks) * p.num_kv_heads *
+                            p.block_size * p.head_dim * dtype_size(p.kv_dtype);
+  f.q = rows * dtype_size(p.q_dtype);
+  f.out = f.q;
+  f.k_cache = cache;
+  f.v_cache = cache;
+  f.block_tables = static_cast<std::size_t>(p.batch) * p.max_blocks_per_seq * sizeof(std::int32_t);
+  f.context_lens = static_cast<std::size_t>(p.batch) * sizeof(std::int32_t);
+  if (kernel.uses_workspace) {
+    f.num_splits = std::max(1, kernels::plan_num_splits(p, sm_count));
+    // Our two allocations, or what the planner says the kernel needs if that is more.
+    f.workspace = std::max(split_partial_out_bytes(p, f.num_splits) +
+                               split_partial_lse_bytes(p, f.num_splits),
+                           kernels::split_kv_workspace_bytes(p, f.num_splits));
+  }
+  return f;
+}
+
+std::string format_gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  return buf;
+}
+
+std::string memory_skip_reason(const PointFootprint& need, std::size_t free_bytes) {
+  const std::size_t usable = free_bytes > kMemoryHeadroomBytes ? free_bytes - kMemoryHeadroomBytes : 0;
+  if (need.total() <= usable) return {};
+  std::string reason = "needs " + format_gb(static_cast<double>(need.total())) +
+                       " of device memory (K/V cache " +
+                       format_gb(static_cast<double>(need.k_cache + need.v_cache));
+  if (need.workspace > 0) {
+    reason += ", split workspace " + format_gb(static_cast<double>(need.workspace));
+  }
+  reason += ", plus " + format_gb(static_cast<double>(kMemoryHeadroomBytes)) +
+            " headroom), device has " + format_gb(static_cast<double>(free_bytes)) + " free";
+  return reason;
+}
+
+std::string choose_kernel_for(const kernels::PagedDecodeParams& p,
+                              const std::vector<kernels::KernelInfo>& ladder, int sm_count) {
+  if (ladder.empty()) return {};
+  int longest = 0;
+  for (int b = 0; b < p.batch && p.context_lens != nullptr; ++b) {
+    longest = std::max(longest, p.context_lens[b]);
+  }
+  // One thread block per (sequence, KV head) leaves SMs idle when there are fewer of them than
+  // SMs; splitting the context fills the GPU. Short contexts do not repay the merge launch.
+  const bool underfilled = static_cast<long long>(p.batch) * p.num_kv_heads < sm_count;
+  if (underfilled && longest >= kSplitKvMinContext) {
+    for (const kernels::KernelInfo& info : ladder) {
+      if (info.uses_workspace && kernels::unsupported_reason(info, p).empty()) return info.name;
+    }
+  }
+  for (auto it = ladder.rbegin(); it != ladder.rend(); ++it) {
+    if (!it->uses_workspace && kernels::unsupported_reason(*it, p).empty()) return it->name;
+  }
+  // Only a splitting rung can run it (a build narrowed to split_kv, say).
+  for (auto it = ladder.rbegin(); it != ladder.rend(); ++it) {
+    if (kernels::unsupported_reason(*it, p).empty()) return it->name;
+  }
+  return ladder.front().name;
+}
+
+std::string bad_device_message(int requested, const std::vector<std::string>& device_names) {
+  std::string msg = "--device " + std::to_string(requested) + " is not a CUDA device here; ";
+  if (device_names.empty()) return msg + "no CUDA device is visible";
+  msg += "valid: ";
+  for (std::size_t i = 0; i < device_names.size(); ++i) {
+    if (i > 0) msg += ", ";
+    msg += std::to_string(i) + " (" + device_names[i] + ")";
+  }
+  return msg;
+}
+
+}  // namespace decodebench::cuda

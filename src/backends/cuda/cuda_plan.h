@@ -1,0 +1,78 @@
+// The CUDA backend's decisions that need no GPU: pure functions of device attributes and a
+// sweep point, kept apart from the runtime calls so tests can check them on any machine.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels.h"
+#include "workload/workload.h"
+
+namespace decodebench::cuda {
+
+// Headroom left free when deciding whether a point fits: the runtime's own allocations, the
+// launch of the kernels and allocator rounding.
+inline constexpr std::size_t kMemoryHeadroomBytes = std::size_t{256} << 20;
+
+// Theoretical DRAM bandwidth in B/s: 2 transfers per memory clock (DDR) x bus width in bytes.
+// `memory_clock_khz` as cudaDevAttrMemoryClockRate reports it; 0 when either input is unknown.
+// H100 SXM: 2 x 2619 MHz x 5120 bit / 8 = 3.35 TB/s.
+double theoretical_bandwidth(std::int64_t memory_clock_khz, std::int64_t bus_width_bits);
+
+// Bytes of each bandwidth-ceiling buffer: at least 8x the L2 so the ceilings measure DRAM and
+// not the cache (DESIGN.md "Ceilings"), at least kMinCeilingBufferBytes for devices that report
+// a small or no L2, rounded up to whole MiB (a multiple of 16, as the kernels require).
+inline constexpr std::size_t kMinCeilingBufferBytes = std::size_t{256} << 20;
+std::size_t ceiling_buffer_bytes(std::size_t l2_bytes);
+// The largest buffer size (whole MiB) of which three, plus kMemoryHeadroomBytes, fit into
+// `free_bytes`; 0 when not even 1 MiB does.
+std::size_t ceiling_buffer_bytes_that_fit(std::size_t free_bytes);
+
+// Kernel parameters with every shape field of a point and no data pointers: enough for the
+// registry's unsupported_reason() and the split planner.
+kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec, const PagedLayout& layout);
+
+// Device memory one prepared point holds, per tensor, in bytes.
+struct PointFootprint {
+  std::size_t q = 0;             // [batch][Hq][d]                       q_dtype
+  std::size_t out = 0;           // [batch][Hq][d]                       q_dtype
+  std::size_t k_cache = 0;       // [num_blocks][Hkv][P][d]              kv_dtype
+  std::size_t v_cache = 0;       // [num_blocks][Hkv][P][d]              kv_dtype
+  std::size_t block_tables = 0;  // [batch][max_blocks_per_seq]          int32
+  std::size_t context_lens = 0;  // [batch]                              int32
+  std::size_t workspace = 0;     // split_kv partials (0 for the other rungs)
+  int num_splits = 1;            // the planner's split count (1 unless the kernel splits)
+  std::size_t total() const {
+    return q + out + k_cache + v_cache + block_tables + context_lens + workspace;
+  }
+};
+// split_kv workspace layout: partial_out [batch][Hq][splits][d] fp32, then partial_lse
+// [batch][Hq][splits] fp32, each in its own allocation.
+std::size_t split_partial_out_bytes(const kernels::PagedDecodeParams& p, int num_splits);
+std::size_t split_partial_lse_bytes(const kernels::PagedDecodeParams& p, int num_splits);
+PointFootprint point_footprint(const kernels::PagedDecodeParams& p, const kernels::KernelInfo& kernel,
+                               int sm_count);
+
+// Empty when `need` fits into `free_bytes` less the headroom; else
+// "needs 151.20 GB of device memory (K/V cache 150.00 GB, ...), device has 139.10 GB free".
+std::string memory_skip_reason(const PointFootprint& need, std::size_t free_bytes);
+
+// "12.35 GB" (SI, GB = 1e9, as everywhere in decodebench).
+std::string format_gb(double bytes);
+
+// `--kernel auto` on a GPU. When batch x Hkv thread blocks cannot fill the SMs and the context
+// is long enough for splitting to pay for the merge launch, the rung that splits the context
+// (KernelInfo::uses_workspace); otherwise the highest rung of the ladder that supports the
+// point (pipelined > gqa > naive in a full build). Never names a kernel itself: the ladder
+// order and its flags decide. If nothing supports the point, the first rung (skip_reason then
+// says why).
+inline constexpr int kSplitKvMinContext = 1024;  // tokens in the longest sequence
+std::string choose_kernel_for(const kernels::PagedDecodeParams& p,
+                              const std::vector<kernels::KernelInfo>& ladder, int sm_count);
+
+// InputError text for a --device index outside [0, names.size()), listing the devices.
+std::string bad_device_message(int requested, const std::vector<std::string>& device_names);
+
+}  // namespace decodebench::cuda

@@ -1,0 +1,131 @@
+#include "backends/datasheet.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/errors.h"
+#include "workload/workload.h"  // configs_dir()
+
+namespace decodebench {
+namespace {
+
+using nlohmann::json;
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+[[noreturn]] void fail(const std::filesystem::path& file, const std::string& key,
+                       const std::string& what) {
+  throw InputError(file.string() + ": key '" + key + "': " + what);
+}
+
+double positive_number(const json& row, const char* key, const std::filesystem::path& file,
+                       const std::string& where) {
+  if (!row.contains(key)) fail(file, where + "." + key, "missing");
+  const json& v = row.at(key);
+  if (!v.is_number() || v.get<double>() <= 0) {
+    fail(file, where + "." + key, "must be a positive number, got " + v.dump());
+  }
+  return v.get<double>();
+}
+
+Datasheet parse_row(const json& row, const std::filesystem::path& file, const std::string& where) {
+  static const std::vector<std::string> kKeys = {"key",       "name",       "match",
+                                                 "bandwidth", "fp32_flops", "mem_bytes"};
+  if (!row.is_object()) fail(file, where, "must be an object");
+  for (const auto& [k, v] : row.items()) {
+    if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
+      fail(file, where + "." + k, "unknown key (valid: key, name, match, bandwidth, fp32_flops, mem_bytes)");
+    }
+  }
+  Datasheet d;
+  for (const char* k : {"key", "name"}) {
+    if (!row.contains(k) || !row.at(k).is_string() || row.at(k).get<std::string>().empty()) {
+      fail(file, where + "." + k, "must be a non-empty string");
+    }
+  }
+  d.key = row.at("key").get<std::string>();
+  d.name = row.at("name").get<std::string>();
+  const std::string here = "devices[" + d.key + "]";
+  if (!row.contains("match") || !row.at("match").is_array() || row.at("match").empty()) {
+    fail(file, here + ".match", "must be a non-empty array of strings");
+  }
+  for (const json& m : row.at("match")) {
+    if (!m.is_string() || m.get<std::string>().empty()) {
+      fail(file, here + ".match", "must hold non-empty strings, got " + m.dump());
+    }
+    d.match.push_back(m.get<std::string>());
+  }
+  d.bandwidth = positive_number(row, "bandwidth", file, here);
+  d.fp32_flops = positive_number(row, "fp32_flops", file, here);
+  d.mem_bytes = static_cast<std::int64_t>(positive_number(row, "mem_bytes", file, here));
+  return d;
+}
+
+}  // namespace
+
+std::filesystem::path datasheet_file() { return configs_dir() / "devices.json"; }
+
+std::vector<Datasheet> load_datasheets(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw InputError(file.string() + ": cannot open the device datasheet file");
+  json doc;
+  try {
+    doc = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw InputError(file.string() + ": not valid JSON: " + e.what());
+  }
+  if (!doc.is_object()) throw InputError(file.string() + ": must hold a JSON object");
+  for (const auto& [k, v] : doc.items()) {
+    if (k != "devices" && k != "_comment") fail(file, k, "unknown key (valid: devices, _comment)");
+  }
+  if (!doc.contains("devices") || !doc.at("devices").is_array()) {
+    fail(file, "devices", "must be an array of device rows");
+  }
+  std::vector<Datasheet> rows;
+  int i = 0;
+  for (const json& row : doc.at("devices")) {
+    Datasheet d = parse_row(row, file, "devices[" + std::to_string(i++) + "]");
+    for (const Datasheet& other : rows) {
+      if (lower(other.key) == lower(d.key)) fail(file, "devices[" + d.key + "].key", "duplicate key");
+    }
+    rows.push_back(std::move(d));
+  }
+  return rows;
+}
+
+std::vector<Datasheet> all_datasheets() { return load_datasheets(datasheet_file()); }
+
+std::optional<Datasheet> find_datasheet(std::string_view device_name) {
+  const std::string name = lower(device_name);
+  std::optional<Datasheet> best;
+  std::size_t best_len = 0;
+  for (Datasheet& d : all_datasheets()) {
+    for (const std::string& m : d.match) {
+      if (m.size() > best_len && name.find(lower(m)) != std::string::npos) {
+        best_len = m.size();
+        best = d;
+      }
+    }
+  }
+  return best;
+}
+
+Datasheet datasheet_by_key(std::string_view key) {
+  std::vector<Datasheet> rows = all_datasheets();
+  std::string keys;
+  for (Datasheet& d : rows) {
+    if (lower(d.key) == lower(key)) return d;
+    keys += (keys.empty() ? "" : ", ") + d.key;
+  }
+  throw InputError("unknown device '" + std::string(key) + "' in " + datasheet_file().string() +
+                   " (valid: " + keys + ")");
+}
+
+}  // namespace decodebench

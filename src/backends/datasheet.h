@@ -1,0 +1,39 @@
+// Datasheet peaks of known GPUs (configs/devices.json): the vendor's memory bandwidth, fp32
+// (non-tensor) FLOP rate and memory size. Reports carry them next to the measured ceilings so a
+// roofline fraction can be read against either (DESIGN.md "Ceilings").
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace decodebench {
+
+struct Datasheet {
+  std::string key;                 // "h100-sxm", "h200", ... (what `decodebench model --device` takes)
+  std::string name;                // marketing name, "NVIDIA H200 SXM 141GB"
+  std::vector<std::string> match;  // case-insensitive substrings of cudaDeviceProp.name
+  double bandwidth = 0;            // B/s
+  double fp32_flops = 0;           // FLOP/s, non-tensor fp32
+  std::int64_t mem_bytes = 0;      // bytes (GB = 1e9)
+};
+
+// configs_dir() / "devices.json".
+std::filesystem::path datasheet_file();
+
+// Every row of the file, in file order. Throws InputError naming the file and the key for a
+// malformed file (unknown keys are rejected, like every config here).
+std::vector<Datasheet> all_datasheets();
+std::vector<Datasheet> load_datasheets(const std::filesystem::path& file);
+
+// The row whose `match` substring is the longest one found in `device_name` (so "H200 NVL" wins
+// over "H200"); nullopt when no row matches. Case-insensitive.
+std::optional<Datasheet> find_datasheet(std::string_view device_name);
+
+// The row with this key (case-insensitive); InputError listing the valid keys otherwise.
+Datasheet datasheet_by_key(std::string_view key);
+
+}  // namespace decodebench

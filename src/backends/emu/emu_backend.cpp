@@ -1,0 +1,276 @@
+#include "backends/emu/emu_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/errors.h"
+#include "common/float_formats.h"
+#include "kernels.h"
+
+namespace decodebench {
+namespace {
+
+namespace k = kernels;
+
+// Kernel parameters carrying everything but data pointers: enough for the registry's
+// unsupported_reason() and the split planner.
+k::PagedDecodeParams shape_params(const WorkloadSpec& spec, const PagedLayout& layout) {
+  k::PagedDecodeParams p;
+  p.block_tables = layout.block_tables.data();
+  p.context_lens = layout.context_lens.data();
+  p.batch = spec.batch;
+  p.num_q_heads = spec.model.num_q_heads;
+  p.num_kv_heads = spec.model.num_kv_heads;
+  p.head_dim = spec.model.head_dim;
+  p.block_size = spec.block_size;
+  p.max_blocks_per_seq = layout.max_blocks_per_seq;
+  p.num_blocks = layout.num_blocks;
+  p.q_dtype = spec.q_dtype;
+  p.kv_dtype = spec.kv_dtype;
+  return p;
+}
+
+const k::KernelInfo* find_kernel(std::string_view name) {
+  for (const k::KernelInfo& info : k::kernel_ladder()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+std::string ladder_names() {
+  std::string s;
+  for (const k::KernelInfo& info : k::kernel_ladder()) s += (s.empty() ? "" : ", ") + info.name;
+  return s.empty() ? "none compiled" : s;
+}
+
+float decode_out(const std::byte* base, DType t, std::size_t i) {
+  std::uint16_t bits;
+  std::memcpy(&bits, base + 2 * i, 2);
+  return t == DType::bf16 ? floatfmt::bf16_to_float(bits) : floatfmt::f16_to_float(bits);
+}
+
+class EmuPoint final : public PreparedPoint {
+ public:
+  EmuPoint(const Workload& w, std::string kernel) : w_(w), kernel_(std::move(kernel)) {
+    params_ = w_.params();
+    if (params_.q_dtype != DType::f16 && params_.q_dtype != DType::bf16) {
+      throw InputError("emu backend: q/out dtype must be f16 or bf16");
+    }
+    // [rows][Hq][d] q_dtype. Filled with 0xFF (NaN in f16 and bf16) so an element the kernel
+    // never writes fails validation instead of passing on leftover zeros.
+    out_.assign(static_cast<std::size_t>(w_.rows()) * params_.num_q_heads * params_.head_dim *
+                    dtype_size(params_.q_dtype),
+                std::byte{0xFF});
+    params_.out = out_.data();
+    const k::KernelInfo* info = find_kernel(kernel_);
+    if (info == nullptr) {
+      throw InputError("emu backend: unknown kernel '" + kernel_ + "' (valid: " + ladder_names() + ")");
+    }
+    if (info->uses_workspace) {
+      params_.num_splits = std::max(1, k::plan_num_splits(params_, kEmuSmCount));
+      // partial_out [batch][Hq][num_splits][d] fp32, then partial_lse [batch][Hq][num_splits].
+      const std::size_t partial_out = static_cast<std::size_t>(params_.batch) *
+                                      params_.num_q_heads * params_.num_splits * params_.head_dim;
+      const std::size_t partial_lse =
+          static_cast<std::size_t>(params_.batch) * params_.num_q_heads * params_.num_splits;
+      const std::size_t floats = std::max(partial_out + partial_lse,
+          (k::split_kv_workspace_bytes(params_, params_.num_splits) + sizeof(float) - 1) / sizeof(float));
+      workspace_.assign(floats, 0.f);
+      params_.partial_out = workspace_.data();
+      params_.partial_lse = workspace_.data() + partial_out;
+    }
+  }
+
+  void run() override {
+    const k::LaunchResult r = k::emu::launch_paged_decode(kernel_, params_, /*stream=*/nullptr);
+    if (!r.ok()) {
+      throw RuntimeFailure("emu backend: kernel '" + kernel_ + "' " +
+                           (r.status == k::LaunchStatus::unsupported ? "refused the point: "
+                                                                     : "failed in the emulator: ") +
+                           r.message);
+    }
+  }
+
+  std::vector<float> output() override {
+    const std::size_t n = out_.size() / dtype_size(params_.q_dtype);
+    std::vector<float> out(n);  // [rows][Hq][d]
+    for (std::size_t i = 0; i < n; ++i) out[i] = decode_out(out_.data(), params_.q_dtype, i);
+    return out;
+  }
+
+  // Wall-clock time of one emulated step. Meaningless as a GPU figure; kept so the harness loop
+  // runs unchanged on every backend.
+  double time_one() override {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+ private:
+  Workload w_;  // an owned copy: emulated points are small (kEmuMaxKvElements)
+  std::string kernel_;
+  k::PagedDecodeParams params_;
+  std::vector<std::byte> out_;     // [rows][Hq][d] q_dtype
+  std::vector<float> workspace_;   // split_kv partials
+};
+
+class EmuBackend final : public Backend {
+ public:
+  std::string name() const override { return "emu"; }
+
+  DeviceInfo device_info() override {
+    DeviceInfo info;
+    info.backend = "emu";
+    info.name = "SIMT emulator on the CPU: correctness only, timings are not GPU timings";
+    info.sm_count = kEmuSmCount;  // what the split_kv planner is told
+    return info;
+  }
+
+  // Not measured: emulated bandwidth is a property of the emulator, not of any GPU. All zeros.
+  Ceilings measure_ceilings() override { return {}; }
+
+  std::vector<std::string> kernel_names() const override {
+    std::vector<std::string> names;
+    for (const k::KernelInfo& info : k::kernel_ladder()) names.push_back(info.name);
+    return names;
+  }
+
+  // The workspace rung (split_kv) when the planner wants more than one split (batch x Hkv too
+  // small to fill the nominal SMs); otherwise the highest rung of the ladder that supports the
+  // point. Never names a kernel: the ladder order and its flags decide.
+  std::string choose_kernel(const WorkloadSpec& spec) override {
+    const auto& ladder = k::kernel_ladder();
+    if (ladder.empty()) throw RuntimeFailure("emu backend: no paged-decode kernel is compiled");
+    const PagedLayout layout = build_layout(spec);
+    const k::PagedDecodeParams p = shape_params(spec, layout);
+    for (const k::KernelInfo& info : ladder) {
+      if (info.uses_workspace && k::unsupported_reason(info, p).empty() &&
+          k::plan_num_splits(p, kEmuSmCount) > 1) {
+        return info.name;
+      }
+    }
+    for (auto it = ladder.rbegin(); it != ladder.rend(); ++it) {
+      if (!it->uses_workspace && k::unsupported_reason(*it, p).empty()) return it->name;
+    }
+    return ladder.front().name;  // nothing supports it; skip_reason() will say why
+  }
+
+  std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {
+    const k::KernelInfo* info = find_kernel(kernel);
+    if (info == nullptr) {
+      return "unknown kernel '" + std::string(kernel) + "' (valid: " + ladder_names() + ")";
+    }
+    const PagedLayout layout = build_layout(spec);
+    const std::string unsupported = k::unsupported_reason(*info, shape_params(spec, layout));
+    if (!unsupported.empty()) return unsupported;
+    const long long elements = static_cast<long long>(layout.total_tokens) *
+                               spec.model.num_kv_heads * spec.model.head_dim * 2;
+    if (elements > kEmuMaxKvElements) {
+      return "too large for the emulator (" + std::to_string(elements) + " K+V elements > " +
+             std::to_string(kEmuMaxKvElements) + "); use --backend cpu or cuda";
+    }
+    return {};
+  }
+
+  std::vector<SelfCheck> check_ceiling_kernels() override;
+
+  std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
+                                         const TimingOptions&) override {
+    return std::make_unique<EmuPoint>(w, std::string(kernel));
+  }
+};
+
+// Small buffers of small integers, so every sum and every b + 3c is exact in fp32 whatever the
+// summation order or FMA contraction: the checks compare exactly.
+std::vector<Backend::SelfCheck> EmuBackend::check_ceiling_kernels() {
+  constexpr std::size_t kFloats = 16 * 1024 + 4;  // 64 KiB + 16 B: a partial last grid-stride step
+  constexpr int kGrid = 5;
+  constexpr int kBlock = 64;
+  std::vector<Backend::SelfCheck> checks;
+  auto launch_failed = [&](const char* name, const k::LaunchResult& r) {
+    checks.push_back({name, false, "launch failed: " + r.message});
+  };
+
+  std::vector<float> src(kFloats), dst(kFloats, -1.f), b(kFloats), c(kFloats), a(kFloats, -1.f);
+  double expected_sum = 0;
+  for (std::size_t i = 0; i < kFloats; ++i) {
+    src[i] = static_cast<float>(i % 13);
+    b[i] = static_cast<float>(i % 7);
+    c[i] = static_cast<float>(i % 5) - 2.f;
+    expected_sum += src[i];
+  }
+
+  {  // read: the per-block partial sums in sink[grid] must add up to the sum of src.
+    std::vector<float> sink(kGrid, 0.f);
+    k::BandwidthParams p;
+    p.src = src.data();
+    p.sink = sink.data();
+    p.bytes = kFloats * sizeof(float);
+    p.grid = kGrid;
+    p.block = kBlock;
+    const k::LaunchResult r = k::emu::launch_bandwidth(k::BandwidthKernel::read, p, nullptr);
+    if (!r.ok()) {
+      launch_failed("bandwidth.read", r);
+    } else {
+      double got = 0;
+      for (float s : sink) got += s;
+      checks.push_back({"bandwidth.read", got == expected_sum,
+                        "sum of sink[" + std::to_string(kGrid) + "] = " + std::to_string(got) +
+                            ", sum of src = " + std::to_string(expected_sum)});
+    }
+  }
+  {  // copy: dst == src bit for bit.
+    k::BandwidthParams p;
+    p.src = src.data();
+    p.dst = dst.data();
+    p.bytes = kFloats * sizeof(float);
+    p.grid = kGrid;
+    p.block = kBlock;
+    const k::LaunchResult r = k::emu::launch_bandwidth(k::BandwidthKernel::copy, p, nullptr);
+    if (!r.ok()) {
+      launch_failed("bandwidth.copy", r);
+    } else {
+      std::size_t bad = kFloats;
+      for (std::size_t i = 0; i < kFloats && bad == kFloats; ++i) {
+        if (std::memcmp(&dst[i], &src[i], sizeof(float)) != 0) bad = i;
+      }
+      checks.push_back({"bandwidth.copy", bad == kFloats,
+                        bad == kFloats ? std::to_string(kFloats) + " floats equal"
+                                       : "dst[" + std::to_string(bad) + "] = " + std::to_string(dst[bad]) +
+                                             ", src = " + std::to_string(src[bad])});
+    }
+  }
+  {  // triad: a[i] == b[i] + scalar * c[i] exactly.
+    k::BandwidthParams p;
+    p.a = a.data();
+    p.b = b.data();
+    p.c = c.data();
+    p.scalar = 3.f;
+    p.bytes = kFloats * sizeof(float);
+    p.grid = kGrid;
+    p.block = kBlock;
+    const k::LaunchResult r = k::emu::launch_bandwidth(k::BandwidthKernel::triad, p, nullptr);
+    if (!r.ok()) {
+      launch_failed("bandwidth.triad", r);
+    } else {
+      std::size_t bad = kFloats;
+      for (std::size_t i = 0; i < kFloats && bad == kFloats; ++i) {
+        if (a[i] != b[i] + p.scalar * c[i]) bad = i;
+      }
+      checks.push_back({"bandwidth.triad", bad == kFloats,
+                        bad == kFloats ? std::to_string(kFloats) + " values of b + 3c exact"
+                                       : "a[" + std::to_string(bad) + "] = " + std::to_string(a[bad]) +
+                                             ", expected " + std::to_string(b[bad] + p.scalar * c[bad])});
+    }
+  }
+  return checks;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_emu_backend() { return std::make_unique<EmuBackend>(); }
+
+}  // namespace decodebench

@@ -1,0 +1,81 @@
+#include "cli/dump.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/dtype.h"
+#include "common/errors.h"
+#include "common/npy.h"
+#include "reference/reference.h"
+#include "report/report.h"
+
+namespace decodebench::cli {
+
+void write_dump(const std::filesystem::path& dir, Backend& backend, const SweepPoint& point,
+                const PointResult& result) {
+  if (result.status == PointStatus::skipped) {
+    throw InputError("--dump: the point was skipped, nothing ran to dump: " + result.reason);
+  }
+  const std::string kernel =
+      !result.kernel.empty() ? result.kernel
+      : point.kernel == "auto" ? backend.choose_kernel(point.spec) : point.kernel;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw RuntimeFailure("--dump: cannot create " + dir.string() + ": " + ec.message());
+
+  // The same workload the sweep ran: every value is a pure function of the seed.
+  const Workload w = make_workload(point.spec);
+  const WorkloadSpec& s = w.spec;
+  const PagedLayout& layout = w.layout;
+  const std::int64_t batch = w.rows();
+  const std::int64_t hq = s.model.num_q_heads, hkv = s.model.num_kv_heads, d = s.model.head_dim;
+  const std::int64_t p = s.block_size;
+
+  std::unique_ptr<PreparedPoint> prepared = backend.prepare(w, kernel, TimingOptions{});
+  prepared->run();
+  const std::vector<float> out = prepared->output();   // [B][Hq][d]
+  const std::vector<float> ref = reference_decode(w);  // [B][Hq][d]
+
+  const std::int64_t qshape[] = {batch, hq, d};
+  const std::int64_t kvshape[] = {layout.num_blocks, hkv, p, d};
+  const std::int64_t tshape[] = {batch, layout.max_blocks_per_seq};
+  const std::int64_t lshape[] = {batch};
+  write_npy(dir / "q.npy", decode_to_float(w.q, s.q_dtype), qshape);
+  write_npy(dir / "k_cache.npy", decode_to_float(w.k_cache, s.kv_dtype), kvshape);  // unscaled
+  write_npy(dir / "v_cache.npy", decode_to_float(w.v_cache, s.kv_dtype), kvshape);  // unscaled
+  write_npy(dir / "block_tables.npy", std::span<const std::int32_t>(layout.block_tables), tshape);
+  write_npy(dir / "context_lens.npy", std::span<const std::int32_t>(layout.context_lens), lshape);
+  write_npy(dir / "out.npy", out, qshape);
+  write_npy(dir / "ref.npy", ref, qshape);
+
+  const nlohmann::json meta = {
+      {"kernel", kernel},
+      {"backend", backend.name()},
+      {"model", s.model.name},
+      {"num_q_heads", hq},
+      {"num_kv_heads", hkv},
+      {"head_dim", d},
+      {"block_size", p},
+      {"kv_dtype", dtype_name(s.kv_dtype)},
+      {"q_dtype", dtype_name(s.q_dtype)},
+      {"softmax_scale", w.softmax_scale},
+      {"k_scale", w.k_scale},
+      {"v_scale", w.v_scale},
+      {"hit_rate", s.hit_rate},
+      {"hit_rate_actual", layout.hit_rate_actual},
+      {"prefix_groups", s.prefix_groups},
+      {"seed", s.seed},
+      // Beyond the required keys: what a reader needs to interpret the files.
+      {"batch", batch},
+      {"context", context_label(s.context)},
+      {"status", status_name(result.status)},
+      {"num_blocks", layout.num_blocks},
+      {"max_blocks_per_seq", layout.max_blocks_per_seq},
+      {"note", "k_cache/v_cache hold the stored values; real K = k_cache * k_scale, real V = "
+               "v_cache * v_scale. out[b,h] = softmax(softmax_scale * k_scale * K . q[b,h]) "
+               "@ (v_scale * V) over the context_lens[b] tokens found through block_tables[b]; "
+               "query head h reads KV head h // (num_q_heads / num_kv_heads)."}};
+  write_text_atomic(dir / "meta.json", meta.dump(2) + "\n");
+}
+
+}  // namespace decodebench::cli

@@ -1,0 +1,51 @@
+// decodebench: paged-attention decode benchmark. See DESIGN.md "Command line".
+//
+// Every failure ends here as an exit code, never as an uncaught exception:
+//   0 ok   1 wrong results or a regression   2 bad input   3 runtime/device failure
+//   130 interrupted by Ctrl-C (finished points written)
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "common/errors.h"
+
+int main(int argc, char** argv) {
+  using namespace decodebench;
+  int exit_code = kExitOk;
+  CLI::App app{
+      "decodebench: how fast paged-attention decode runs, and how close it gets to the memory "
+      "roofline.\nExit codes: 0 ok, 1 wrong results or regression, 2 bad input, 3 runtime/device "
+      "failure, 130 interrupted.",
+      "decodebench"};
+  app.require_subcommand(1);
+  try {
+    cli::add_sweep_command(app, exit_code);
+    cli::add_check_command(app, exit_code);
+    cli::add_ceilings_command(app, exit_code);
+    cli::add_devices_command(app, exit_code);
+    cli::add_kernels_command(app, exit_code);
+    cli::add_model_command(app, exit_code);
+    cli::add_compare_command(app, exit_code);
+    cli::add_merge_command(app, exit_code);
+    app.parse(argc, argv);  // runs the chosen subcommand's callback
+    return exit_code;
+  } catch (const CLI::ParseError& e) {
+    // --help prints and succeeds; every other parse error is bad input.
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitBadInput;
+  } catch (const InputError& e) {
+    std::cerr << "decodebench: error: " << e.what() << '\n';
+    return kExitBadInput;
+  } catch (const RuntimeFailure& e) {
+    std::cerr << "decodebench: failure: " << e.what() << '\n';
+    return kExitRuntimeFailure;
+  } catch (const std::exception& e) {
+    std::cerr << "decodebench: internal error: " << e.what() << '\n';
+    return kExitRuntimeFailure;
+  } catch (...) {
+    std::cerr << "decodebench: internal error: unknown exception\n";
+    return kExitRuntimeFailure;
+  }
+}

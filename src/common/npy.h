@@ -1,0 +1,33 @@
+// Minimal NumPy .npy files (format version 1.0): float32 and int32 arrays, little-endian, C order.
+// What `decodebench sweep --dump DIR` writes, so anyone can recompute a point with numpy.load.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace decodebench {
+
+// Write `data` with `shape` (product of shape == data.size(), else InputError). Throws
+// RuntimeFailure naming the path if the file cannot be written.
+void write_npy(const std::filesystem::path& path, std::span<const float> data,
+               std::span<const std::int64_t> shape);
+void write_npy(const std::filesystem::path& path, std::span<const std::int32_t> data,
+               std::span<const std::int64_t> shape);
+
+struct NpyArray {
+  std::string descr;                // numpy dtype string, e.g. "<f4", "<i4"
+  bool fortran_order = false;
+  std::vector<std::int64_t> shape;
+  std::vector<std::byte> data;      // raw element bytes as stored
+  std::size_t elements() const;
+  std::vector<float> as_float() const;         // requires descr "<f4"
+  std::vector<std::int32_t> as_int32() const;  // requires descr "<i4"
+};
+// Reads a version 1.0/2.0 .npy file; throws RuntimeFailure naming the path and what is wrong.
+NpyArray read_npy(const std::filesystem::path& path);
+
+}  // namespace decodebench

@@ -1,0 +1,31 @@
+// The measurement loop (DESIGN.md "Timing"): one strategy for every backend, the backend's
+// PreparedPoint::time_one() supplies one sample (CUDA events around every launch of the step,
+// L2 flushed before unless warm; a steady clock on the CPU).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "backends/backend.h"
+#include "harness/sweep_config.h"
+
+namespace decodebench {
+
+// Wall clock in seconds, injectable for tests.
+using WallClock = std::function<double()>;
+double steady_seconds();
+
+// Takes samples until the stopping rule of MeasureOptions holds or the timeout passes, and
+// returns them (seconds, in order). One untimed warm-up run() comes first. Throws InputError
+// for options out of range (min_samples < 1, negative times, max_noise < 0). Exceptions from
+// the point propagate.
+std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt);
+std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt,
+                            const WallClock& now);
+
+// The rule itself, on samples taken so far (for tests and for explaining why a point stopped).
+enum class StopReason { not_yet, converged, timeout };
+StopReason stop_reason(std::span<const double> samples, const MeasureOptions& opt,
+                       double wall_elapsed_s);
+
+}  // namespace decodebench

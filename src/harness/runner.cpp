@@ -1,0 +1,234 @@
+// The sweep runner: skip -> validate against the reference -> time -> roofline, per point.
+#include "harness/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <new>
+
+#include <fmt/format.h>
+
+#include "common/dtype.h"
+#include "common/errors.h"
+#include "harness/measure.h"
+#include "harness/roofline.h"
+#include "harness/stats.h"
+#include "reference/reference.h"
+#include "report/knees.h"
+#include "workload/byte_model.h"
+
+namespace decodebench {
+
+namespace {
+
+// The identity and the model's numbers of a point: everything known before it runs.
+PointResult describe(const SweepPoint& p, const std::string& backend, const PagedLayout& layout) {
+  const WorkloadSpec& s = p.spec;
+  PointResult r;
+  r.index = p.index;
+  r.kernel_requested = p.kernel;
+  r.kernel = p.kernel;
+  r.backend = backend;
+  r.model = s.model.name;
+  r.num_q_heads = s.model.num_q_heads;
+  r.num_kv_heads = s.model.num_kv_heads;
+  r.head_dim = s.model.head_dim;
+  r.num_layers = s.model.num_layers;
+  r.kv_dtype = s.kv_dtype;
+  r.q_dtype = s.q_dtype;
+  r.block_size = s.block_size;
+  r.batch = s.batch;
+  r.context = s.context;
+  r.hit_rate = s.hit_rate;
+  r.hit_rate_actual = layout.hit_rate_actual;
+  r.prefix_groups = s.prefix_groups;
+  r.seed = s.seed;
+  const ByteModel bm = byte_model(s, layout);
+  r.bytes.kv_logical = static_cast<double>(bm.kv_logical);
+  r.bytes.kv_unique = static_cast<double>(bm.kv_unique);
+  r.bytes.min = static_cast<double>(bm.min);
+  r.flops = bm.flops;
+  r.arithmetic_intensity = bm.arithmetic_intensity;
+  return r;
+}
+
+// Rows `rows` of an output [batch][Hq][d].
+std::vector<float> gather_rows(const std::vector<float>& out, std::span<const int> rows,
+                               std::size_t row_elems) {
+  std::vector<float> g;
+  g.reserve(rows.size() * row_elems);
+  for (int r : rows) {
+    const auto first = out.begin() + static_cast<std::ptrdiff_t>(r * row_elems);
+    g.insert(g.end(), first, first + static_cast<std::ptrdiff_t>(row_elems));
+  }
+  return g;
+}
+
+// Runs the point once and compares it with the reference; fills r.error. True when correct.
+bool validate_point(PreparedPoint& prepared, const Workload& full, const PagedLayout& layout,
+                    int max_rows, PointResult& r) {
+  const WorkloadSpec& s = full.spec;
+  prepared.run();
+  const std::vector<float> out = prepared.output();
+  const std::size_t row_elems = static_cast<std::size_t>(s.model.num_q_heads) * s.model.head_dim;
+  const std::size_t want = static_cast<std::size_t>(s.batch) * row_elems;
+  if (out.size() != want) {
+    throw RuntimeFailure(fmt::format("backend returned {} output values, expected {} "
+                                     "([batch {}][Hq {}][d {}])",
+                                     out.size(), want, s.batch, s.model.num_q_heads,
+                                     s.model.head_dim));
+  }
+  const std::vector<int> rows = validation_subset(layout, max_rows);
+  const bool all_rows = static_cast<int>(rows.size()) == s.batch;
+  // The reference runs on the rows validated only: a subset workload packs just their blocks.
+  Workload subset;
+  if (!all_rows) subset = make_workload(s, layout, rows);
+  const Workload& checked = all_rows ? full : subset;
+  const std::vector<float> ref = reference_decode(checked);
+  const std::vector<float> got = all_rows ? out : gather_rows(out, rows, row_elems);
+  const Tolerance tol = tolerance_for(s.q_dtype, s.kv_dtype);
+  const Comparison cmp = compare_outputs(got, ref, s.model.num_q_heads, s.model.head_dim, tol);
+  r.error.max_abs = cmp.max_abs;
+  r.error.max_rel = cmp.max_rel;
+  r.error.rows_checked = static_cast<int>(rows.size());
+  if (is_fp8(s.kv_dtype)) {
+    r.error.quant_rel = quantization_error(ref, reference_decode_unquantized(checked));
+  }
+  if (cmp.ok) return true;
+  r.error.first_mismatch = cmp.report;
+  r.status = PointStatus::wrong;
+  r.reason = fmt::format(
+      "{} of {} checked elements outside |out - ref| <= {:g} + {:g}*|ref| ({} of {} sequences "
+      "checked){}{}",
+      cmp.mismatches, cmp.checked, tol.atol, tol.rtol, rows.size(), s.batch,
+      cmp.report.empty() ? "" : ": ", cmp.report);
+  return false;
+}
+
+// Everything after the identity: skip, validate, time. Exceptions propagate to run_sweep.
+void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
+               const SweepConfig& config, const DeviceInfo& device, bool time_it,
+               PointResult& r) {
+  if (p.kernel == "auto") r.kernel = backend.choose_kernel(p.spec);
+  const std::string skip = backend.skip_reason(p.spec, r.kernel);
+  if (!skip.empty()) {
+    r.status = PointStatus::skipped;
+    r.reason = skip;
+    return;
+  }
+  Workload w;
+  try {
+    w = make_workload(p.spec);
+  } catch (const std::bad_alloc&) {
+    r.status = PointStatus::skipped;
+    r.reason = fmt::format("the workload ({:.2f} GB) does not fit host memory",
+                           static_cast<double>(workload_host_bytes(p.spec, layout)) / 1e9);
+    return;
+  }
+  TimingOptions timing;
+  timing.warm_l2 = config.measure.warm_l2;
+  const std::unique_ptr<PreparedPoint> prepared = backend.prepare(w, r.kernel, timing);
+  if (!validate_point(*prepared, w, layout, config.validate_max_rows, r)) return;
+  r.status = PointStatus::ok;
+  if (!time_it) return;
+
+  r.samples = measure(*prepared, config.measure);
+  r.time_s = summarize(r.samples);
+  if (stop_reason(r.samples, config.measure, /*wall_elapsed_s=*/0) != StopReason::converged) {
+    // Still ok and published; the note says the numbers are noisier than asked for.
+    r.reason = fmt::format("stopped at the {:g} s timeout after {} samples, noise {:.2f}% "
+                           "(asked <= {:.2f}%)",
+                           config.measure.timeout_s, r.time_s.samples,
+                           100 * r.time_s.rel_noise, 100 * config.measure.max_noise);
+  }
+  RooflineInput in;
+  in.bytes_min = r.bytes.min;
+  in.bytes_logical = r.bytes.min - r.bytes.kv_unique + r.bytes.kv_logical;
+  in.flops = r.flops;
+  in.batch = p.spec.batch;
+  in.num_layers = p.spec.model.num_layers;
+  const RooflineResult roof = compute_roofline(in, r.time_s.median, device);
+  r.bandwidth = roof.bandwidth;
+  r.roofline = roof.roofline;
+  r.tokens_per_s = roof.tokens_per_s;
+}
+
+void check_kernel_names(const Backend& backend, const SweepConfig& config) {
+  const std::vector<std::string> names = backend.kernel_names();
+  for (const auto& k : config.kernels) {
+    if (k == "auto" || k == "all") continue;
+    if (std::find(names.begin(), names.end(), k) == names.end()) {
+      std::string valid = "auto, all";
+      for (const auto& n : names) valid += ", " + n;
+      throw InputError(fmt::format("kernel '{}' is not available on the {} backend; valid: {}",
+                                   k, backend.name(), valid));
+    }
+  }
+}
+
+}  // namespace
+
+Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& options) {
+  validate(config);
+  check_kernel_names(backend, config);
+  const std::vector<SweepPoint> points = expand(config, backend.kernel_names());
+  // Bad shapes are bad input: find them all before any time is spent.
+  for (const auto& p : points) validate(p.spec);
+
+  Report report = new_report();
+  report.config = to_json(config);
+  DeviceInfo device = backend.device_info();
+  device.measured = options.ceilings ? *options.ceilings : backend.measure_ceilings();
+  report.devices = {device};
+  report.completion.points_planned = static_cast<int>(points.size());
+
+  const double start = steady_seconds();
+  const int total = static_cast<int>(points.size());
+  for (int i = 0; i < total; ++i) {
+    if (options.interrupted && options.interrupted->load()) {
+      report.completion.state = Completion::State::interrupted;
+      report.completion.reason = fmt::format("interrupted after {} of {} points", i, total);
+      break;
+    }
+    const SweepPoint& p = points[i];
+    const PagedLayout layout = build_layout(p.spec);
+    PointResult r = describe(p, backend.name(), layout);
+    bool device_failed = false;
+    try {
+      run_point(backend, p, layout, config, device, /*time_it=*/true, r);
+    } catch (const RuntimeFailure& e) {
+      // A device failure may leave the device unusable (a sticky CUDA error): stop here.
+      r.status = PointStatus::error;
+      r.reason = e.what();
+      device_failed = true;
+    } catch (const std::exception& e) {
+      r.status = PointStatus::error;
+      r.reason = e.what();
+    }
+    if (r.status != PointStatus::ok) r.samples.clear();
+    report.results.push_back(std::move(r));
+    if (device_failed) {
+      report.completion.state = Completion::State::device_failure;
+      report.completion.reason =
+          fmt::format("device failure at point {} ({} of {} points done): {}", p.index, i + 1,
+                      total, report.results.back().reason);
+    }
+    report.knees = compute_knees(report.results);
+    if (options.checkpoint) options.checkpoint(report);
+    if (options.progress) options.progress(i + 1, total, steady_seconds() - start, report.results.back());
+    if (device_failed) break;
+  }
+  report.knees = compute_knees(report.results);
+  return report;
+}
+
+PointResult run_check_point(Backend& backend, const SweepPoint& point, int validate_max_rows) {
+  validate(point.spec);
+  const PagedLayout layout = build_layout(point.spec);
+  PointResult r = describe(point, backend.name(), layout);
+  SweepConfig config;
+  config.validate_max_rows = validate_max_rows;
+  run_point(backend, point, layout, config, DeviceInfo{}, /*time_it=*/false, r);
+  return r;
+}
+
+}  // namespace decodebench

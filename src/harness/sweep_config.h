@@ -1,0 +1,111 @@
+// A sweep: the axes of DESIGN.md (model x batch x context x hit rate x ... x kernel), how each
+// point is measured, and which shard of the points this process runs.
+//
+// Config file (configs/sweeps/*.json). Every axis takes one value or a list; keys are the
+// command-line flag names with '_' for '-'; unknown keys are rejected; all keys optional:
+//   {
+//     "model":         ["llama-3.1-8b"],          preset names or paths to model JSON
+//     "batch":         [1, 8, 64],
+//     "context":       [1024, "8k", "512:4096"],  n, "nk" (n*1024), or "lo:hi" ragged uniform
+//     "hit_rate":      [0, 0.5, 0.9],
+//     "prefix_groups": [1],
+//     "kv_dtype":      ["f16", "fp8_e4m3"],
+//     "q_dtype":       ["f16"],
+//     "block_size":    [16],
+//     "kernel":        ["auto"],                  "auto", "all", or names from the backend
+//     "backend":       "auto",
+//     "seed":          0,
+//     "validate_max_rows": 64,
+//     "shard":         "0/1",
+//     "measure": {"min_samples": 10, "min_time_s": 0.5, "max_noise": 0.005,
+//                 "timeout_s": 10, "warm_l2": false}
+//   }
+// to_json(SweepConfig) writes exactly this shape (every key present), so a report's "config" is
+// itself a valid config file that reruns the sweep.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "workload/workload.h"
+
+namespace decodebench {
+
+// DESIGN.md stopping rule, per point: stop once samples >= min_samples AND the samples sum to
+// >= min_time_s AND rel_noise (stats.h) <= max_noise; or when timeout_s of wall time has passed
+// since the first sample (then at least one sample has been taken).
+struct MeasureOptions {
+  int min_samples = 10;
+  double min_time_s = 0.5;
+  double max_noise = 0.005;
+  double timeout_s = 10;
+  bool warm_l2 = false;   // --warm: no L2 flush before each sample (GPU)
+};
+
+struct SweepConfig {
+  std::vector<std::string> models{"llama-3.1-8b"};
+  std::vector<int> batches{1};
+  std::vector<ContextSpec> contexts{ContextSpec::fixed(1024)};
+  std::vector<double> hit_rates{0.0};
+  std::vector<int> prefix_groups{1};
+  std::vector<DType> kv_dtypes{DType::f16};
+  std::vector<DType> q_dtypes{DType::f16};
+  std::vector<int> block_sizes{16};
+  std::vector<std::string> kernels{"auto"};  // "auto" (backend's choice per point), "all"
+                                             // (every kernel of the backend), or names
+  std::string backend = "auto";
+  std::uint64_t seed = 0;
+  MeasureOptions measure;
+  int shard_index = 0;   // --shard i/n: this process runs the points with index % n == i
+  int shard_count = 1;
+  int validate_max_rows = 64;  // validate every sequence up to this batch, else a
+                               // deterministic subset of this many sequences
+};
+bool operator==(const MeasureOptions&, const MeasureOptions&);
+bool operator==(const SweepConfig&, const SweepConfig&);
+
+// Reads a config file. Throws InputError whose message starts with the file name and names the
+// key ("configs/sweeps/x.json: key 'batch[2]': must be a positive integer, got -1"). Unknown
+// keys are rejected with the list of valid keys. The result is validate()d.
+SweepConfig load_sweep_config(const std::filesystem::path& file);
+// The same from parsed JSON; `source` is what error messages start with (a file name or
+// "--config"). Keys absent from `j` keep the values of `base`, so a CLI can layer flags on a
+// file: sweep_config_from_json(file_json, name, defaults) then overwrite with flags.
+SweepConfig sweep_config_from_json(const nlohmann::json& j, std::string_view source,
+                                   const SweepConfig& base = {});
+nlohmann::json to_json(const SweepConfig& c);
+
+// Throws InputError listing every problem found, each with the valid choices: an empty axis,
+// batch <= 0, context <= 0 or lo > hi, h outside [0, 1], prefix_groups < 1, a block size not a
+// power of two in [1, 1024], a q dtype other than f16/bf16, measure values out of range, a
+// shard index outside [0, n). Model names and kernel names are checked by expand()/the runner
+// (they need the presets and the backend).
+void validate(const SweepConfig& c);
+
+// Value parsers shared with the CLI; each throws InputError naming the value and the choices.
+ContextSpec parse_context(std::string_view s);   // "1024", "8k", "512:4096", "1k:8k"
+std::string context_label(const ContextSpec& c); // "8192" or "512:4096"
+void parse_shard(std::string_view s, int& index, int& count);  // "i/n", 0 <= i < n
+
+struct SweepPoint {
+  WorkloadSpec spec;      // model loaded, seed = config seed
+  std::string kernel;     // as requested: "auto" or a kernel name
+  int index = 0;          // position in the full expansion (stable across shards)
+};
+
+// The cartesian product, in this order (outermost first, batch innermost so a batch series is
+// contiguous): model, kernel, kv_dtype, q_dtype, block_size, prefix_groups, hit_rate, context,
+// batch; each axis in the order the config lists it. Then only the shard's points
+// (index % shard_count == shard_index). "all" in kernels expands to `all_kernels` (the backend's
+// kernel_names(); empty = leave "all" as InputError). Loads each model once (load_model).
+std::vector<SweepPoint> expand(const SweepConfig& c,
+                               const std::vector<std::string>& all_kernels = {});
+// Size of the full expansion without loading models (for progress / sanity).
+std::size_t expansion_size(const SweepConfig& c, std::size_t num_kernels_for_all = 1);
+
+}  // namespace decodebench

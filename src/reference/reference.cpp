@@ -1,0 +1,200 @@
+#include "reference/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "common/counter_rng.h"
+#include "common/dtype.h"
+#include "common/errors.h"
+#include "common/paged_kv.h"
+
+namespace decodebench {
+namespace {
+
+// Where the reference takes K/V values from: the stored cache (times the dequantization
+// scales) or the generator's real values.
+enum class KvSource { stored, generator };
+
+std::vector<float> decode_reference(const Workload& w, KvSource source) {
+  const ModelShape& m = w.spec.model;
+  const int hq = m.num_q_heads;
+  const int hkv = m.num_kv_heads;
+  const int d = m.head_dim;
+  const int group = hq / hkv;
+  const int block_size = w.spec.block_size;
+  const DType kv_dtype = w.spec.kv_dtype;
+  const std::size_t kv_size = dtype_size(kv_dtype);
+  const std::size_t q_size = dtype_size(w.spec.q_dtype);
+  const PagedLayout& layout = w.layout;
+  const int rows = w.rows();
+  if (hkv <= 0 || hq % hkv != 0) {
+    throw InputError(fmt::format("reference: num_q_heads {} is not a multiple of num_kv_heads {}", hq, hkv));
+  }
+
+  // The element at cache offset `offset` of tensor `t`, as a real (dequantized) value.
+  const std::size_t block_elems = static_cast<std::size_t>(hkv) * block_size * d;
+  auto kv_value = [&](Tensor t, std::size_t offset) -> double {
+    if (source == KvSource::stored) {
+      const std::vector<std::byte>& cache = t == Tensor::k ? w.k_cache : w.v_cache;
+      const double scale = t == Tensor::k ? w.k_scale : w.v_scale;
+      return decode_value(kv_dtype, cache.data() + offset * kv_size) * scale;
+    }
+    // The generator's value at the same element of the original pool.
+    const std::size_t block = offset / block_elems;
+    const std::uint64_t original = static_cast<std::uint64_t>(w.source_block_ids.at(block)) * block_elems +
+                                   offset % block_elems;
+    return counter_normal(w.spec.seed, static_cast<std::uint32_t>(t), original);
+  };
+
+  std::vector<float> out(static_cast<std::size_t>(rows) * hq * d);
+  // One (row, kv head) at a time: its K/V rows are decoded once and serve the whole group.
+#pragma omp parallel for schedule(dynamic)
+  for (int task = 0; task < rows * hkv; ++task) {
+    const int r = task / hkv;
+    const int kv_head = task % hkv;
+    const int len = layout.context_lens[r];
+    std::vector<double> k(static_cast<std::size_t>(len) * d);  // [L][d]
+    std::vector<double> v(static_cast<std::size_t>(len) * d);  // [L][d]
+    for (int t = 0; t < len; ++t) {
+      const std::size_t row = token_row_offset(layout.block_tables.data(), layout.max_blocks_per_seq,
+                                               r, t, kv_head, hkv, block_size, d);
+      for (int i = 0; i < d; ++i) {
+        k[static_cast<std::size_t>(t) * d + i] = kv_value(Tensor::k, row + i);
+        v[static_cast<std::size_t>(t) * d + i] = kv_value(Tensor::v, row + i);
+      }
+    }
+    std::vector<double> score(static_cast<std::size_t>(len));
+    for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+      const std::size_t q_row = (static_cast<std::size_t>(r) * hq + h) * d;  // [rows][Hq][d]
+      // Scores, then a numerically safe softmax (subtract the max).
+      double max_score = -std::numeric_limits<double>::infinity();
+      for (int t = 0; t < len; ++t) {
+        double dot = 0;
+        for (int i = 0; i < d; ++i) {
+          dot += static_cast<double>(decode_value(w.spec.q_dtype, w.q.data() + (q_row + i) * q_size)) *
+                 k[static_cast<std::size_t>(t) * d + i];
+        }
+        score[t] = dot * w.softmax_scale;
+        max_score = std::max(max_score, score[t]);
+      }
+      double sum = 0;
+      for (int t = 0; t < len; ++t) {
+        score[t] = std::exp(score[t] - max_score);
+        sum += score[t];
+      }
+      for (int i = 0; i < d; ++i) {
+        double acc = 0;
+        for (int t = 0; t < len; ++t) acc += score[t] * v[static_cast<std::size_t>(t) * d + i];
+        out[q_row + i] = static_cast<float>(acc / sum);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<float> reference_decode(const Workload& w) {
+  return decode_reference(w, KvSource::stored);
+}
+
+std::vector<float> reference_decode_unquantized(const Workload& w) {
+  return decode_reference(w, KvSource::generator);
+}
+
+// Why these numbers. The kernels accumulate in fp32 and round the output once to q_dtype; the
+// reference is exact to ~1e-15. So, per element:
+//  - rounding the output to f16 costs up to half an ulp, 2^-11 = 4.9e-4 relative; bf16 has 8
+//    significant bits, 2^-8 = 3.9e-3. rtol is twice that, leaving room for the fp32 error of
+//    scores and softmax weights (exp2 approximations are good to ~2^-22 relative; a d = 256 dot
+//    product in fp32 is good to ~1e-6 relative) and for the order in which split_kv merges.
+//  - outputs are weighted means of N(0,1) values, so they shrink like 1/sqrt(context) and some
+//    elements are near zero, where the relative bound vanishes. atol covers the fp32
+//    accumulation error there: sum_t p_t v_t over up to 32k tokens with sum p_t = 1 has a
+//    rounding error around sqrt(L) * 2^-24 * max|v| ~ 1e-5, and below 6e-5 f16 output is
+//    subnormal with a fixed spacing of 6e-8. bf16 rounding near zero is coarser, so its atol is
+//    larger too.
+//  - the KV dtype does not change the bound: the reference reads the same stored (fp8) values,
+//    with the same per-tensor scales, so quantization is not a kernel error (it is reported
+//    separately, by quantization_error). Every dtype here gets an fp32 accumulator.
+// A kernel that drops or double-counts one token of a context of a few hundred moves outputs by
+// ~1/L, far outside these bounds; the planted-fault tests check that such faults are caught.
+Tolerance tolerance_for(DType q_dtype, DType kv_dtype) {
+  (void)kv_dtype;  // see above: the bound is set by the output rounding and fp32 accumulation
+  switch (q_dtype) {
+    case DType::f16: return {2e-5, 1e-3};
+    case DType::bf16: return {1e-4, 8e-3};
+    case DType::f32: return {1e-5, 1e-5};  // fp32 output: accumulation error only
+    default:
+      throw InputError(fmt::format("no tolerance for q dtype {}; valid: f16, bf16, f32",
+                                   dtype_name(q_dtype)));
+  }
+}
+
+Comparison compare_outputs(std::span<const float> out, std::span<const float> ref, int num_q_heads,
+                           int head_dim, Tolerance tol) {
+  const std::size_t row_elems = static_cast<std::size_t>(num_q_heads) * head_dim;
+  if (out.size() != ref.size() || row_elems == 0 || out.size() % row_elems != 0) {
+    throw InputError(fmt::format(
+        "compare_outputs: out has {} elements, ref has {}; both must be [rows][{}][{}]",
+        out.size(), ref.size(), num_q_heads, head_dim));
+  }
+  constexpr std::size_t kReported = 8;
+  Comparison c;
+  c.checked = out.size();
+  std::string details;
+  for (std::size_t idx = 0; idx < out.size(); ++idx) {
+    const double o = out[idx];
+    const double r = ref[idx];
+    const double diff = std::fabs(o - r);
+    const double allowed = tol.atol + tol.rtol * std::fabs(r);
+    // Written so that NaN (in either) fails: every comparison with NaN is false.
+    const bool good = std::isfinite(o) && std::isfinite(r) && diff <= allowed;
+    if (std::isfinite(diff)) {
+      c.max_abs = std::max(c.max_abs, diff);
+      if (r != 0) c.max_rel = std::max(c.max_rel, diff / std::fabs(r));
+    }
+    if (good) continue;
+    ++c.mismatches;
+    if (c.mismatches <= kReported) {
+      const std::size_t row = idx / row_elems;
+      const std::size_t head = idx % row_elems / head_dim;
+      const std::size_t i = idx % head_dim;
+      details += fmt::format("  [{}][{}][{}] out={:.8g} ref={:.8g} |diff|={:.3g} allowed={:.3g}\n",
+                             row, head, i, o, r, diff, allowed);
+    }
+  }
+  c.ok = c.mismatches == 0;
+  if (c.ok) {
+    c.report = fmt::format("all {} elements within atol={:g} + rtol={:g}*|ref| (max abs {:.3g}, "
+                           "max rel {:.3g})",
+                           c.checked, tol.atol, tol.rtol, c.max_abs, c.max_rel);
+  } else {
+    c.report = fmt::format("{} of {} elements outside atol={:g} + rtol={:g}*|ref| (max abs {:.3g}, "
+                           "max rel {:.3g}); first {}:\n{}",
+                           c.mismatches, c.checked, tol.atol, tol.rtol, c.max_abs, c.max_rel,
+                           std::min(c.mismatches, kReported), details);
+  }
+  return c;
+}
+
+double quantization_error(std::span<const float> quantized_ref,
+                          std::span<const float> unquantized_ref) {
+  if (quantized_ref.size() != unquantized_ref.size()) {
+    throw InputError(fmt::format("quantization_error: sizes differ ({} vs {})",
+                                 quantized_ref.size(), unquantized_ref.size()));
+  }
+  double max_diff = 0;
+  double max_ref = 0;
+  for (std::size_t i = 0; i < quantized_ref.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(quantized_ref[i]) - unquantized_ref[i]));
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(unquantized_ref[i])));
+  }
+  return max_ref > 0 ? max_diff / max_ref : max_diff;
+}
+
+}  // namespace decodebench

@@ -1,0 +1,28 @@
+// Knees of the batch curves: where adding sequences stops buying bandwidth.
+//
+// Definition (also written into every knee object as "definition"): a series is the set of ok
+// points sharing (model, kernel as requested -- "auto" stays one series even where its choice
+// changes with batch --, kv_dtype, q_dtype, block_size, context, hit_rate,
+// prefix_groups), ordered by batch. Its knee is the smallest batch whose achieved bandwidth is
+// >= kKneeFraction (90 %) of the series' maximum. For a serving engineer that is the smallest
+// batch that already gets (nearly) all the bandwidth this kernel can pull at this context: below
+// it the GPU is latency-bound and extra sequences are nearly free; above it each added sequence
+// costs proportionally more step time. Series with fewer than 2 ok points have no knee.
+#pragma once
+
+#include <span>
+
+#include <nlohmann/json.hpp>
+
+#include "report/point_result.h"
+
+namespace decodebench {
+
+inline constexpr double kKneeFraction = 0.9;
+
+// One JSON object per series: {model, kernel, kv_dtype, q_dtype, block_size, context, hit_rate,
+// prefix_groups, knee_batch, knee_bandwidth, max_bandwidth, max_batch, batches[], bandwidth[],
+// definition}.
+nlohmann::json compute_knees(std::span<const PointResult> results);
+
+}  // namespace decodebench

@@ -1,0 +1,111 @@
+// The data model of one report entry (DESIGN.md "Report": results[...]) and its pieces. Plain
+// structs only: the harness fills them, the report layer writes, reads, merges and prints them.
+//
+// Convention for "not available": a double that has no value for this point (the time of a
+// point that was never timed, a roofline fraction without a ceiling) is NaN here and `null` in
+// the JSON. Scripts test for null, never for 0.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.h"    // DeviceInfo (one devices[] entry)
+#include "workload/workload.h"   // ContextSpec, DType
+
+namespace decodebench {
+
+inline constexpr double kNotAvailable = std::numeric_limits<double>::quiet_NaN();
+inline bool available(double x) { return !std::isnan(x); }
+
+// Summary of the timed samples of one point, seconds (DESIGN.md "Timing").
+//   rel_noise: the relative standard error of the median, a robust estimate:
+//     sigma     = (p90 - p10) / 2.5631      (p90 - p10 spans 2 * 1.2816 sigma of a normal)
+//     rel_noise = 1.2533 * sigma / sqrt(samples) / median
+//   i.e. "the median is known to about +-rel_noise". Unlike stddev/mean it shrinks as samples
+//   accumulate (so the stopping rule converges on a noisy machine) and a few preempted samples
+//   do not move it. The spread of single samples is what p10..p90 report. NaN below 2 samples.
+struct SampleStats {
+  double median = kNotAvailable;
+  double min = kNotAvailable;
+  double max = kNotAvailable;
+  double p10 = kNotAvailable;
+  double p90 = kNotAvailable;
+  double mean = kNotAvailable;
+  double rel_noise = kNotAvailable;
+  int samples = 0;
+};
+
+// DESIGN.md "Byte and FLOP model", one decode step of one layer.
+struct BytesRecord {
+  double kv_logical = 0;  // what a prefix-unaware kernel streams
+  double kv_unique = 0;   // distinct (block, slot) pairs: the compulsory KV traffic
+  double min = 0;         // kv_unique + q + out + block tables + context_lens
+};
+
+enum class Bound { memory, compute };
+std::string_view bound_name(Bound b);
+
+// src/harness/roofline.h computes these.
+struct RooflineRecord {
+  Bound bound = Bound::memory;          // which roof is lower for this point (measured ceilings)
+  double t_roof_s = kNotAvailable;      // max(bytes_min / BW_measured, flops / FLOP_peak)
+  double fraction_measured = kNotAvailable;   // t_roof_s / t_median
+  double fraction_datasheet = kNotAvailable;  // same against the datasheet bandwidth
+};
+
+struct BandwidthRecord {
+  double achieved = kNotAvailable;  // bytes.min / t_median, B/s
+  double logical = kNotAvailable;   // (bytes.min - kv_unique + kv_logical) / t_median, B/s
+};
+
+// Validation against the CPU reference (src/reference), done before timing.
+struct ErrorRecord {
+  double max_abs = kNotAvailable;    // max |out - ref| over the validated rows
+  double max_rel = kNotAvailable;    // max |out - ref| / max(|ref|, tiny)
+  double quant_rel = kNotAvailable;  // fp8 KV only: reference on fp8 values vs on unquantized
+                                     // values; the dtype's accuracy cost, not a kernel error
+  int rows_checked = 0;              // sequences compared (all, or a deterministic subset)
+  std::string first_mismatch;        // for status wrong: where and by how much
+};
+
+enum class PointStatus { ok, wrong, skipped, error };
+std::string_view status_name(PointStatus s);
+PointStatus parse_status(std::string_view s);  // throws InputError listing the valid names
+
+struct PointResult {
+  int index = 0;                     // position in the full (unsharded) sweep expansion
+  std::string kernel;                // the kernel that ran ("auto" already resolved)
+  std::string kernel_requested;      // "auto" or the name the sweep asked for
+  std::string backend;
+  std::string model;
+  int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, num_layers = 0;
+  DType kv_dtype = DType::f16;
+  DType q_dtype = DType::f16;
+  int block_size = 0;
+  int batch = 0;
+  ContextSpec context;               // JSON: {kind: fixed|ragged, values: [n] | [lo, hi]}
+  double hit_rate = 0;               // requested
+  double hit_rate_actual = 0;        // from the built layout
+  int prefix_groups = 1;
+  std::uint64_t seed = 0;
+  PointStatus status = PointStatus::ok;
+  std::string reason;                // why skipped / wrong / error; empty when ok
+  SampleStats time_s;                // NaN unless status ok
+  std::vector<double> samples;       // every timed sample, seconds (kept, STYLE.md 18)
+  BytesRecord bytes;
+  double flops = 0;
+  double arithmetic_intensity = 0;   // flops / bytes.min
+  BandwidthRecord bandwidth;         // NaN unless status ok
+  RooflineRecord roofline;           // times NaN unless status ok
+  double tokens_per_s = kNotAvailable;  // attention-only: batch / (t_median * num_layers)
+  ErrorRecord error;
+};
+
+// One devices[] entry: what the backend reports about its device, ceilings included.
+using DeviceRecord = DeviceInfo;
+
+}  // namespace decodebench

@@ -1,0 +1,500 @@
+// Report JSON (schema_version 1), atomic writes and shard merging.
+#include "report/report.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "common/dtype.h"
+#include "common/errors.h"
+#include "report/json_util.h"
+#include "report/knees.h"
+
+namespace decodebench {
+
+using nlohmann::json;
+
+std::string_view bound_name(Bound b) { return b == Bound::memory ? "memory" : "compute"; }
+
+std::string_view status_name(PointStatus s) {
+  switch (s) {
+    case PointStatus::ok: return "ok";
+    case PointStatus::wrong: return "wrong";
+    case PointStatus::skipped: return "skipped";
+    case PointStatus::error: return "error";
+  }
+  return "?";
+}
+
+PointStatus parse_status(std::string_view s) {
+  for (PointStatus p : {PointStatus::ok, PointStatus::wrong, PointStatus::skipped,
+                        PointStatus::error}) {
+    if (status_name(p) == s) return p;
+  }
+  throw InputError(fmt::format("unknown point status '{}'; valid: ok, wrong, skipped, error", s));
+}
+
+std::string_view completion_state_name(Completion::State s) {
+  switch (s) {
+    case Completion::State::complete: return "complete";
+    case Completion::State::interrupted: return "interrupted";
+    case Completion::State::device_failure: return "device_failure";
+  }
+  return "?";
+}
+
+namespace {
+
+Completion::State parse_completion_state(const JsonIn& in) {
+  const std::string s = in.string();
+  for (auto st : {Completion::State::complete, Completion::State::interrupted,
+                  Completion::State::device_failure}) {
+    if (completion_state_name(st) == s) return st;
+  }
+  in.fail(fmt::format("'{}' is not a completion state; valid: complete, interrupted, "
+                      "device_failure", s));
+}
+
+DType dtype_from(const JsonIn& in) {
+  try {
+    return parse_dtype(in.string(), in.path());
+  } catch (const InputError& e) {
+    in.fail(e.what());
+  }
+}
+
+json context_to_json(const ContextSpec& c) {
+  if (c.kind == ContextSpec::Kind::fixed) return {{"kind", "fixed"}, {"values", {c.lo}}};
+  return {{"kind", "ragged"}, {"values", {c.lo, c.hi}}};
+}
+
+ContextSpec context_from(const JsonIn& in) {
+  const std::string kind = in.at("kind").string();
+  const JsonIn values = in.at("values");
+  if (kind == "fixed") {
+    if (values.size() != 1) values.fail("a fixed context has exactly one value");
+    return ContextSpec::fixed(values.at(0).int32());
+  }
+  if (kind == "ragged") {
+    if (values.size() != 2) values.fail("a ragged context has two values [lo, hi]");
+    return ContextSpec::ragged(values.at(0).int32(), values.at(1).int32());
+  }
+  in.at("kind").fail(fmt::format("'{}' is not a context kind; valid: fixed, ragged", kind));
+}
+
+}  // namespace
+
+json to_json(const PointResult& r) {
+  json samples = json::array();
+  for (double s : r.samples) samples.push_back(s);
+  return {
+      {"index", r.index},
+      {"kernel", r.kernel},
+      {"kernel_requested", r.kernel_requested},
+      {"backend", r.backend},
+      {"model", r.model},
+      {"model_shape",
+       {{"num_q_heads", r.num_q_heads},
+        {"num_kv_heads", r.num_kv_heads},
+        {"head_dim", r.head_dim},
+        {"num_layers", r.num_layers}}},
+      {"kv_dtype", dtype_name(r.kv_dtype)},
+      {"q_dtype", dtype_name(r.q_dtype)},
+      {"block_size", r.block_size},
+      {"batch", r.batch},
+      {"context", context_to_json(r.context)},
+      {"hit_rate", r.hit_rate},
+      {"hit_rate_actual", r.hit_rate_actual},
+      {"prefix_groups", r.prefix_groups},
+      {"seed", r.seed},
+      {"status", status_name(r.status)},
+      {"reason", r.reason},
+      {"time_s",
+       {{"median", number_or_null(r.time_s.median)},
+        {"min", number_or_null(r.time_s.min)},
+        {"max", number_or_null(r.time_s.max)},
+        {"p10", number_or_null(r.time_s.p10)},
+        {"p90", number_or_null(r.time_s.p90)},
+        {"mean", number_or_null(r.time_s.mean)},
+        {"rel_noise", number_or_null(r.time_s.rel_noise)},
+        {"samples", r.time_s.samples}}},
+      {"samples", samples},
+      {"bytes",
+       {{"kv_logical", r.bytes.kv_logical},
+        {"kv_unique", r.bytes.kv_unique},
+        {"min", r.bytes.min}}},
+      {"flops", r.flops},
+      {"arithmetic_intensity", r.arithmetic_intensity},
+      {"bandwidth",
+       {{"achieved", number_or_null(r.bandwidth.achieved)},
+        {"logical", number_or_null(r.bandwidth.logical)}}},
+      {"roofline",
+       {{"bound", bound_name(r.roofline.bound)},
+        {"t_roof_s", number_or_null(r.roofline.t_roof_s)},
+        {"fraction_measured", number_or_null(r.roofline.fraction_measured)},
+        {"fraction_datasheet", number_or_null(r.roofline.fraction_datasheet)}}},
+      {"tokens_per_s", number_or_null(r.tokens_per_s)},
+      {"tokens_per_s_scope", "attention-only: batch / (median step time * num_layers)"},
+      {"error",
+       {{"max_abs", number_or_null(r.error.max_abs)},
+        {"max_rel", number_or_null(r.error.max_rel)},
+        {"quant_rel", number_or_null(r.error.quant_rel)},
+        {"rows_checked", r.error.rows_checked},
+        {"first_mismatch", r.error.first_mismatch}}},
+  };
+}
+
+namespace {
+
+PointResult point_from(const JsonIn& in) {
+  PointResult r;
+  r.index = in.at("index").int32();
+  r.kernel = in.at("kernel").string();
+  r.kernel_requested = in.at("kernel_requested").string();
+  r.backend = in.at("backend").string();
+  r.model = in.at("model").string();
+  const JsonIn shape = in.at("model_shape");
+  r.num_q_heads = shape.at("num_q_heads").int32();
+  r.num_kv_heads = shape.at("num_kv_heads").int32();
+  r.head_dim = shape.at("head_dim").int32();
+  r.num_layers = shape.at("num_layers").int32();
+  r.kv_dtype = dtype_from(in.at("kv_dtype"));
+  r.q_dtype = dtype_from(in.at("q_dtype"));
+  r.block_size = in.at("block_size").int32();
+  r.batch = in.at("batch").int32();
+  r.context = context_from(in.at("context"));
+  r.hit_rate = in.at("hit_rate").number();
+  r.hit_rate_actual = in.at("hit_rate_actual").number();
+  r.prefix_groups = in.at("prefix_groups").int32();
+  r.seed = in.at("seed").uint64();
+  {
+    const JsonIn st = in.at("status");
+    try {
+      r.status = parse_status(st.string());
+    } catch (const InputError& e) {
+      st.fail(e.what());
+    }
+  }
+  r.reason = in.at("reason").string();
+  const JsonIn t = in.at("time_s");
+  r.time_s.median = t.at("median").number_or_nan();
+  r.time_s.min = t.at("min").number_or_nan();
+  r.time_s.max = t.at("max").number_or_nan();
+  r.time_s.p10 = t.at("p10").number_or_nan();
+  r.time_s.p90 = t.at("p90").number_or_nan();
+  r.time_s.mean = t.at("mean").number_or_nan();
+  r.time_s.rel_noise = t.at("rel_noise").number_or_nan();
+  r.time_s.samples = t.at("samples").int32();
+  const JsonIn samples = in.at("samples");
+  for (std::size_t i = 0; i < samples.size(); ++i) r.samples.push_back(samples.at(i).number());
+  const JsonIn b = in.at("bytes");
+  r.bytes.kv_logical = b.at("kv_logical").number();
+  r.bytes.kv_unique = b.at("kv_unique").number();
+  r.bytes.min = b.at("min").number();
+  r.flops = in.at("flops").number();
+  r.arithmetic_intensity = in.at("arithmetic_intensity").number();
+  const JsonIn bw = in.at("bandwidth");
+  r.bandwidth.achieved = bw.at("achieved").number_or_nan();
+  r.bandwidth.logical = bw.at("logical").number_or_nan();
+  const JsonIn roof = in.at("roofline");
+  {
+    const std::string bound = roof.at("bound").string();
+    if (bound == "memory") {
+      r.roofline.bound = Bound::memory;
+    } else if (bound == "compute") {
+      r.roofline.bound = Bound::compute;
+    } else {
+      roof.at("bound").fail(fmt::format("'{}' is not a bound; valid: memory, compute", bound));
+    }
+  }
+  r.roofline.t_roof_s = roof.at("t_roof_s").number_or_nan();
+  r.roofline.fraction_measured = roof.at("fraction_measured").number_or_nan();
+  r.roofline.fraction_datasheet = roof.at("fraction_datasheet").number_or_nan();
+  r.tokens_per_s = in.at("tokens_per_s").number_or_nan();
+  const JsonIn err = in.at("error");
+  r.error.max_abs = err.at("max_abs").number_or_nan();
+  r.error.max_rel = err.at("max_rel").number_or_nan();
+  r.error.quant_rel = err.at("quant_rel").number_or_nan();
+  r.error.rows_checked = err.at("rows_checked").int32();
+  r.error.first_mismatch = err.at("first_mismatch").string();
+  return r;
+}
+
+DeviceRecord device_from(const JsonIn& in) {
+  DeviceRecord d;
+  d.backend = in.at("backend").string();
+  d.name = in.at("name").string();
+  d.sm_count = in.at("sm_count").int32();
+  d.l2_bytes = in.at("l2_bytes").integer();
+  d.mem_bytes = in.at("mem_bytes").integer();
+  const JsonIn bw = in.at("bandwidth");
+  d.bandwidth_datasheet = bw.at("datasheet").number_or_zero();
+  d.bandwidth_theoretical = bw.at("theoretical").number_or_zero();
+  const JsonIn m = bw.at("measured");
+  d.measured.read = m.at("read").number_or_zero();
+  d.measured.copy = m.at("copy").number_or_zero();
+  d.measured.triad = m.at("triad").number_or_zero();
+  d.measured.buffer_bytes = m.at("buffer_bytes").integer();
+  d.flops_peak = in.at("flops_peak").number_or_zero();
+  d.measured.fma_flops = in.at("flops_measured").number_or_zero();
+  return d;
+}
+
+}  // namespace
+
+PointResult point_result_from_json(const json& j) { return point_from(JsonIn(j, "result")); }
+
+json to_json(const DeviceRecord& d) {
+  return {
+      {"backend", d.backend},
+      {"name", d.name},
+      {"sm_count", d.sm_count},
+      {"l2_bytes", d.l2_bytes},
+      {"mem_bytes", d.mem_bytes},
+      {"bandwidth",
+       {{"datasheet", positive_or_null(d.bandwidth_datasheet)},
+        {"theoretical", positive_or_null(d.bandwidth_theoretical)},
+        {"measured",
+         {{"read", positive_or_null(d.measured.read)},
+          {"copy", positive_or_null(d.measured.copy)},
+          {"triad", positive_or_null(d.measured.triad)},
+          {"buffer_bytes", d.measured.buffer_bytes}}}}},
+      {"flops_peak", positive_or_null(d.flops_peak)},
+      {"flops_measured", positive_or_null(d.measured.fma_flops)},
+  };
+}
+
+DeviceRecord device_record_from_json(const json& j) { return device_from(JsonIn(j, "device")); }
+
+json to_json(const Report& r) {
+  json devices = json::array();
+  for (const auto& d : r.devices) devices.push_back(to_json(d));
+  json results = json::array();
+  for (const auto& p : r.results) results.push_back(to_json(p));
+  return {
+      {"schema_version", r.schema_version},
+      {"tool", {{"name", r.tool.name}, {"version", r.tool.version}, {"git_sha", r.tool.git_sha}}},
+      {"created", r.created},
+      {"host",
+       {{"hostname", r.host.hostname},
+        {"os", r.host.os},
+        {"cpu", r.host.cpu},
+        {"cpu_threads", r.host.cpu_threads},
+        {"compiler", r.host.compiler},
+        {"build_type", r.host.build_type}}},
+      {"devices", devices},
+      {"config", r.config},
+      {"results", results},
+      {"knees", r.knees},
+      {"completion",
+       {{"state", completion_state_name(r.completion.state)},
+        {"reason", r.completion.reason},
+        {"points_planned", r.completion.points_planned}}},
+  };
+}
+
+namespace {
+
+Report report_from(const JsonIn& in) {
+  Report r;
+  if (!in.has("schema_version")) in.fail("not a decodebench report: no schema_version");
+  const JsonIn ver = in.at("schema_version");
+  r.schema_version = ver.int32();
+  if (r.schema_version != kSchemaVersion) {
+    ver.fail(fmt::format("schema_version {} is not supported; this build reads {}",
+                         r.schema_version, kSchemaVersion));
+  }
+  const JsonIn tool = in.at("tool");
+  r.tool.name = tool.at("name").string();
+  r.tool.version = tool.at("version").string();
+  r.tool.git_sha = tool.at("git_sha").string();
+  r.created = in.at("created").string();
+  const JsonIn host = in.at("host");
+  r.host.hostname = host.at("hostname").string();
+  r.host.os = host.at("os").string();
+  r.host.cpu = host.at("cpu").string();
+  r.host.cpu_threads = host.at("cpu_threads").int32();
+  r.host.compiler = host.at("compiler").string();
+  r.host.build_type = host.at("build_type").string();
+  const JsonIn devices = in.at("devices");
+  for (std::size_t i = 0; i < devices.size(); ++i) r.devices.push_back(device_from(devices.at(i)));
+  r.config = in.at("config").json();
+  const JsonIn results = in.at("results");
+  for (std::size_t i = 0; i < results.size(); ++i) r.results.push_back(point_from(results.at(i)));
+  r.knees = in.at("knees").json();
+  // completion is additive to DESIGN.md's key list; a report without it is taken as complete.
+  if (in.has("completion")) {
+    const JsonIn c = in.at("completion");
+    r.completion.state = parse_completion_state(c.at("state"));
+    r.completion.reason = c.at("reason").string();
+    r.completion.points_planned = c.at("points_planned").int32();
+  } else {
+    r.completion.points_planned = static_cast<int>(r.results.size());
+  }
+  return r;
+}
+
+}  // namespace
+
+Report report_from_json(const json& j) { return report_from(JsonIn(j, "report")); }
+
+void write_text_atomic(const std::filesystem::path& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::create_directories(dir, ec);  // a missing directory is reported by mkstemp below
+  // mkstemp in the target's directory: rename() is atomic only within one file system.
+  std::string tmpl = (dir / fmt::format(".{}.tmp-XXXXXX", path.filename().string())).string();
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) {
+    throw RuntimeFailure(fmt::format("cannot write {}: cannot create a temporary file in {} ({})",
+                                     path.string(), dir.string(), std::strerror(errno)));
+  }
+  auto fail = [&](std::string_view what) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmpl.c_str());
+    throw RuntimeFailure(
+        fmt::format("cannot write {}: {} ({})", path.string(), what, std::strerror(err)));
+  };
+  std::size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("write failed");
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) fail("fsync failed");
+  ::fchmod(fd, 0644);  // mkstemp creates 0600; a report is meant to be read by others
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmpl.c_str());
+    throw RuntimeFailure(
+        fmt::format("cannot write {}: close failed ({})", path.string(), std::strerror(err)));
+  }
+  if (std::rename(tmpl.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmpl.c_str());
+    throw RuntimeFailure(fmt::format("cannot write {}: rename failed ({})", path.string(),
+                                     std::strerror(err)));
+  }
+}
+
+void write_report_atomic(const std::filesystem::path& path, const Report& r) {
+  // Serialize first: an exception here leaves nothing on disk at all.
+  const std::string text = to_json(r).dump(2) + "\n";
+  write_text_atomic(path, text);
+}
+
+Report read_report(const std::filesystem::path& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError(fmt::format("{}: cannot open the report", path.string()));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
+  }
+  try {
+    return report_from_json(j);
+  } catch (const InputError& e) {
+    // Replace the generic source name with the file.
+    std::string msg = e.what();
+    if (msg.rfind("report: ", 0) == 0) msg = msg.substr(8);
+    throw InputError(fmt::format("{}: {}", path.string(), msg));
+  }
+}
+
+Report new_report() {
+  Report r;
+  r.tool = this_tool();
+  r.host = this_host();
+  r.created = iso8601_utc_now();
+  return r;
+}
+
+namespace {
+
+json config_without_shard(json c) {
+  if (c.is_object()) c.erase("shard");
+  return c;
+}
+
+int severity(Completion::State s) {
+  switch (s) {
+    case Completion::State::complete: return 0;
+    case Completion::State::interrupted: return 1;
+    case Completion::State::device_failure: return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Report merge_reports(std::span<const Report> shards) {
+  if (shards.empty()) throw InputError("merge: no reports given");
+  Report out = shards[0];
+  out.results.clear();
+  out.created = iso8601_utc_now();
+  out.completion = {};
+  const json config = config_without_shard(shards[0].config);
+  std::set<std::pair<std::string, std::string>> devices;
+  for (const auto& d : shards[0].devices) devices.insert({d.backend, d.name});
+  std::set<int> seen;
+  std::vector<std::string> reasons;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const Report& r = shards[s];
+    if (config_without_shard(r.config) != config) {
+      throw InputError(fmt::format(
+          "merge: report {} was made with a different sweep config than report 0 (only 'shard' "
+          "may differ)", s));
+    }
+    std::set<std::pair<std::string, std::string>> mine;
+    for (const auto& d : r.devices) mine.insert({d.backend, d.name});
+    if (mine != devices) {
+      throw InputError(fmt::format(
+          "merge: report {} ran on {} but report 0 on {}; merge only shards of one device type",
+          s, r.devices.empty() ? "no device" : r.devices[0].name,
+          shards[0].devices.empty() ? "no device" : shards[0].devices[0].name));
+    }
+    for (const auto& p : r.results) {
+      if (!seen.insert(p.index).second) {
+        throw InputError(fmt::format(
+            "merge: point {} appears twice (report {}); were the same shards given twice?",
+            p.index, s));
+      }
+      out.results.push_back(p);
+    }
+    if (severity(r.completion.state) > severity(out.completion.state)) {
+      out.completion.state = r.completion.state;
+    }
+    if (!r.completion.reason.empty()) {
+      reasons.push_back(fmt::format("report {}: {}", s, r.completion.reason));
+    }
+    out.completion.points_planned += r.completion.points_planned;
+  }
+  for (const auto& reason : reasons) {
+    out.completion.reason += (out.completion.reason.empty() ? "" : "; ") + reason;
+  }
+  std::sort(out.results.begin(), out.results.end(),
+            [](const PointResult& a, const PointResult& b) { return a.index < b.index; });
+  if (out.config.is_object() && out.config.contains("shard")) out.config["shard"] = "0/1";
+  out.knees = compute_knees(out.results);
+  return out;
+}
+
+}  // namespace decodebench

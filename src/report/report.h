@@ -1,0 +1,85 @@
+// The JSON report (DESIGN.md "Report", schema_version 1): building, reading, writing atomically,
+// merging shard reports and comparing a run against a baseline. Scripts read only this file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/point_result.h"
+
+namespace decodebench {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct ToolInfo {
+  std::string name = "decodebench";
+  std::string version;   // project version
+  std::string git_sha;   // short sha of the build, "unknown" outside a checkout
+};
+
+struct HostInfo {
+  std::string hostname;
+  std::string os;        // uname: sysname release machine
+  std::string cpu;       // /proc/cpuinfo model name
+  int cpu_threads = 0;   // hardware threads
+  std::string compiler;  // "GCC 12.2.0", ...
+  std::string build_type;
+};
+
+// How the run that produced the report ended. Not in DESIGN.md's key list: an additive field
+// so a reader can tell a finished sweep from one cut short (all finished points are kept).
+struct Completion {
+  enum class State { complete, interrupted, device_failure };
+  State state = State::complete;
+  std::string reason;     // empty when complete
+  int points_planned = 0; // points of this shard's expansion
+};
+std::string_view completion_state_name(Completion::State s);
+
+struct Report {
+  int schema_version = kSchemaVersion;
+  ToolInfo tool;
+  std::string created;                 // ISO-8601 UTC, "2025-01-31T12:00:00Z"
+  HostInfo host;
+  std::vector<DeviceRecord> devices;
+  nlohmann::json config = nlohmann::json::object();  // the resolved sweep (harness to_json)
+  std::vector<PointResult> results;
+  nlohmann::json knees = nlohmann::json::array();    // compute_knees(results), see knees.h
+  Completion completion;
+};
+
+// A report stamped with this tool, this host and the current time; devices/config/results empty.
+Report new_report();
+ToolInfo this_tool();
+HostInfo this_host();
+std::string iso8601_utc_now();
+
+nlohmann::json to_json(const PointResult& r);
+PointResult point_result_from_json(const nlohmann::json& j);  // throws InputError naming the key
+nlohmann::json to_json(const DeviceRecord& d);
+DeviceRecord device_record_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const Report& r);
+// Throws InputError when schema_version is missing or not kSchemaVersion, or a key is missing
+// or of the wrong type (the message names the key path, e.g. "results[3].time_s.median").
+Report report_from_json(const nlohmann::json& j);
+
+// Writes `path` atomically: the JSON goes to a temporary file in the same directory, is flushed
+// and closed, and is renamed over `path`; on any failure the temporary file is removed and
+// `path` is left as it was. Throws RuntimeFailure naming the path.
+void write_report_atomic(const std::filesystem::path& path, const Report& r);
+void write_text_atomic(const std::filesystem::path& path, const std::string& text);
+// Throws InputError (missing file, bad JSON with the parser's position, wrong schema).
+Report read_report(const std::filesystem::path& path);
+
+// Shard reports -> one report. All inputs must have the same config except its shard keys and
+// the same devices by backend+name (else InputError naming the difference); results are
+// concatenated, sorted by index, duplicates rejected; knees recomputed; the merged config's
+// shard becomes 0/1; completion is the worst of the inputs.
+Report merge_reports(std::span<const Report> shards);
+
+}  // namespace decodebench

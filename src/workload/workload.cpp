@@ -1,0 +1,568 @@
+#include "workload/workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/counter_rng.h"
+#include "common/dtype.h"
+#include "common/errors.h"
+#include "common/float_formats.h"
+
+#ifndef DECODEBENCH_SOURCE_CONFIGS_DIR
+#error "DECODEBENCH_SOURCE_CONFIGS_DIR must be defined by src/workload/CMakeLists.txt"
+#endif
+
+namespace decodebench {
+namespace {
+
+// A small, fully specified generator for layout decisions (context lengths, the block shuffle):
+// splitmix64. std::shuffle and std::uniform_int_distribution are implementation-defined, so
+// the same seed would give different layouts with different standard libraries.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next() {
+    state_ += 0x9e3779b97f4a7c15ull;
+    return rng_detail::mix64(state_);
+  }
+  // Uniform in [0, n), n >= 1: the high half of a 64x64 product (Lemire's method without the
+  // rejection step; the bias is below n / 2^64, irrelevant for n < 2^32).
+  std::uint64_t below(std::uint64_t n) {
+    __extension__ using U128 = unsigned __int128;  // GCC/Clang; -Wpedantic knows no __int128
+    return static_cast<std::uint64_t>((static_cast<U128>(next()) * n) >> 64);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+// Independent streams for the independent layout decisions, so e.g. changing the context range
+// does not change the shuffle's stream.
+constexpr std::uint64_t kStreamContext = 0x636f6e7465787431ull;  // "context1"
+constexpr std::uint64_t kStreamShuffle = 0x73687566666c6531ull;  // "shuffle1"
+
+int blocks_for(int tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
+
+bool is_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+// Fills the read statistics of a layout from its block tables: the distinct (block, slot)
+// pairs read and the blocks read by more than one row. Each row reads slots [0, n) of its j-th
+// block, n = min(P, L - j*P), so the union over rows of a block's slots is [0, max n).
+void fill_read_stats(PagedLayout& layout, int block_size) {
+  std::vector<int> max_slots(static_cast<std::size_t>(layout.num_blocks), 0);
+  std::vector<int> readers(static_cast<std::size_t>(layout.num_blocks), 0);
+  layout.total_tokens = 0;
+  for (std::size_t b = 0; b < layout.context_lens.size(); ++b) {
+    const int len = layout.context_lens[b];
+    layout.total_tokens += len;
+    for (int j = 0; j < blocks_for(len, block_size); ++j) {
+      const std::int32_t block =
+          layout.block_tables[b * static_cast<std::size_t>(layout.max_blocks_per_seq) + j];
+      const int slots = std::min(block_size, len - j * block_size);
+      max_slots[block] = std::max(max_slots[block], slots);
+      ++readers[block];
+    }
+  }
+  layout.unique_tokens = std::accumulate(max_slots.begin(), max_slots.end(), std::int64_t{0});
+  layout.num_shared_blocks =
+      static_cast<int>(std::count_if(readers.begin(), readers.end(), [](int r) { return r > 1; }));
+}
+
+// Tokens of each row lying in its group's shared blocks, over all tokens.
+double hit_rate_of(const PagedLayout& layout, int block_size) {
+  std::int64_t hit = 0;
+  std::int64_t total = 0;
+  for (std::size_t b = 0; b < layout.context_lens.size(); ++b) {
+    hit += static_cast<std::int64_t>(layout.shared_blocks_of_group[layout.group_of[b]]) * block_size;
+    total += layout.context_lens[b];
+  }
+  return total ? static_cast<double>(hit) / static_cast<double>(total) : 0.0;
+}
+
+std::int64_t cache_elements(const ModelShape& m, int block_size, std::int64_t num_blocks) {
+  return num_blocks * m.num_kv_heads * block_size * m.head_dim;
+}
+
+// The generator's polynomials are chains of fmaf. Without an FMA instruction in the baseline
+// ISA each is a libm call; an FMA clone of the fill loop, picked at run time, is ~2x faster.
+// fmaf is exactly rounded either way, so both clones produce the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DECODEBENCH_FMA_CLONES __attribute__((target_clones("fma", "default")))
+#else
+#define DECODEBENCH_FMA_CLONES
+#endif
+
+// Stores one value in the storage type of `dtype` (the encode_value of common/dtype.h, inlined
+// into the fill loop per dtype).
+template <DType kType>
+void store_as(float x, std::byte* dst) {
+  if constexpr (kType == DType::f32) {
+    std::memcpy(dst, &x, 4);
+  } else if constexpr (kType == DType::f16 || kType == DType::bf16) {
+    const std::uint16_t bits =
+        kType == DType::f16 ? floatfmt::float_to_f16(x) : floatfmt::float_to_bf16(x);
+    std::memcpy(dst, &bits, 2);
+  } else {
+    *dst = static_cast<std::byte>(kType == DType::fp8_e4m3 ? floatfmt::float_to_e4m3(x)
+                                                           : floatfmt::float_to_e5m2(x));
+  }
+}
+
+template <DType kType>
+DECODEBENCH_FMA_CLONES void fill_chunk(std::byte* dst, std::int64_t count, std::uint64_t seed,
+                                       Tensor tensor, std::uint64_t first_index, float inv_scale) {
+  constexpr std::size_t kSize = dtype_size(kType);
+  const auto t = static_cast<std::uint32_t>(tensor);
+  std::int64_t i = 0;
+  if (count > 0 && (first_index & 1u)) {  // an odd first element: the second of its pair
+    store_as<kType>(counter_normal(seed, t, first_index) * inv_scale, dst);
+    i = 1;
+  }
+  for (; i + 1 < count; i += 2) {  // whole pairs: elements 2p and 2p + 1
+    const NormalPair p = counter_normal_pair(seed, t, (first_index + static_cast<std::uint64_t>(i)) >> 1);
+    store_as<kType>(p.first * inv_scale, dst + static_cast<std::size_t>(i) * kSize);
+    store_as<kType>(p.second * inv_scale, dst + static_cast<std::size_t>(i + 1) * kSize);
+  }
+  if (i < count) {
+    store_as<kType>(counter_normal(seed, t, first_index + static_cast<std::uint64_t>(i)) * inv_scale,
+                    dst + static_cast<std::size_t>(i) * kSize);
+  }
+}
+
+void fill_chunk(DType dtype, std::byte* dst, std::int64_t count, std::uint64_t seed, Tensor tensor,
+                std::uint64_t first_index, float inv_scale) {
+  switch (dtype) {
+    case DType::f32: return fill_chunk<DType::f32>(dst, count, seed, tensor, first_index, inv_scale);
+    case DType::f16: return fill_chunk<DType::f16>(dst, count, seed, tensor, first_index, inv_scale);
+    case DType::bf16: return fill_chunk<DType::bf16>(dst, count, seed, tensor, first_index, inv_scale);
+    case DType::fp8_e4m3:
+      return fill_chunk<DType::fp8_e4m3>(dst, count, seed, tensor, first_index, inv_scale);
+    case DType::fp8_e5m2:
+      return fill_chunk<DType::fp8_e5m2>(dst, count, seed, tensor, first_index, inv_scale);
+  }
+  throw InputError(fmt::format("fill: unknown DType value {}", static_cast<int>(dtype)));
+}
+
+// dst[i] = encode(dtype, counter_normal(seed, tensor, first_index + i) * inv_scale), i < count:
+// the host twin of the device fill (kernels::FillParams), in parallel chunks.
+void fill_values(std::byte* dst, DType dtype, std::int64_t count, std::uint64_t seed, Tensor tensor,
+                 std::uint64_t first_index, float inv_scale) {
+  constexpr std::int64_t kChunk = 1 << 16;
+  const std::int64_t chunks = (count + kChunk - 1) / kChunk;
+  const std::size_t size = dtype_size(dtype);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t begin = c * kChunk;
+    fill_chunk(dtype, dst + static_cast<std::size_t>(begin) * size, std::min(kChunk, count - begin),
+               seed, tensor, first_index + static_cast<std::uint64_t>(begin), inv_scale);
+  }
+}
+
+// --- model configs -------------------------------------------------------------------------
+
+int positive_int(const nlohmann::json& j, const char* key, const std::string& file) {
+  if (!j.contains(key)) {
+    throw InputError(fmt::format("{}: missing key '{}'", file, key));
+  }
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer() || v.get<long long>() <= 0 ||
+      v.get<long long>() > std::numeric_limits<int>::max()) {
+    throw InputError(fmt::format("{}: key '{}' must be a positive integer, got {}", file, key,
+                                 v.dump()));
+  }
+  return v.get<int>();
+}
+
+ModelShape parse_model(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("cannot open model config {}", file));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("{}: not valid JSON: {}", file, e.what()));
+  }
+  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", file));
+  static const std::set<std::string> kKeys = {"name",     "num_q_heads", "num_kv_heads",
+                                              "head_dim", "num_layers",  "source"};
+  for (const auto& [key, value] : j.items()) {
+    if (!kKeys.count(key)) {
+      throw InputError(fmt::format(
+          "{}: unknown key '{}'; valid: name, num_q_heads, num_kv_heads, head_dim, num_layers, "
+          "source",
+          file, key));
+    }
+  }
+  ModelShape m;
+  if (!j.contains("name")) throw InputError(fmt::format("{}: missing key 'name'", file));
+  if (!j.at("name").is_string() || j.at("name").get<std::string>().empty()) {
+    throw InputError(fmt::format("{}: key 'name' must be a non-empty string", file));
+  }
+  m.name = j.at("name").get<std::string>();
+  m.num_q_heads = positive_int(j, "num_q_heads", file);
+  m.num_kv_heads = positive_int(j, "num_kv_heads", file);
+  m.head_dim = positive_int(j, "head_dim", file);
+  m.num_layers = positive_int(j, "num_layers", file);
+  if (j.contains("source")) {
+    if (!j.at("source").is_string()) {
+      throw InputError(fmt::format("{}: key 'source' must be a string", file));
+    }
+    m.source = j.at("source").get<std::string>();
+  }
+  if (m.num_q_heads % m.num_kv_heads != 0) {
+    throw InputError(fmt::format(
+        "{}: key 'num_kv_heads' ({}) must divide num_q_heads ({}) for grouped-query attention",
+        file, m.num_kv_heads, m.num_q_heads));
+  }
+  return m;
+}
+
+}  // namespace
+
+// ---- models -------------------------------------------------------------------------------
+
+std::filesystem::path configs_dir() {
+  if (const char* env = std::getenv("DECODEBENCH_CONFIGS"); env && *env) return env;
+  return DECODEBENCH_SOURCE_CONFIGS_DIR;
+}
+
+std::vector<std::string> model_presets() {
+  std::vector<std::string> names;
+  const std::filesystem::path dir = configs_dir() / "models";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".json") {
+      names.push_back(entry.path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+ModelShape load_model(const std::string& name_or_path) {
+  const std::filesystem::path as_path(name_or_path);
+  const bool looks_like_path = as_path.has_parent_path() || as_path.extension() == ".json";
+  if (looks_like_path) {
+    if (!std::filesystem::is_regular_file(as_path)) {
+      throw InputError(fmt::format("model config {} does not exist", name_or_path));
+    }
+    return parse_model(as_path);
+  }
+  const std::filesystem::path preset = configs_dir() / "models" / (name_or_path + ".json");
+  if (!std::filesystem::is_regular_file(preset)) {
+    const std::vector<std::string> presets = model_presets();
+    throw InputError(fmt::format("unknown model '{}'; presets in {}: {} (or give a path to a "
+                                 "model .json)",
+                                 name_or_path, (configs_dir() / "models").string(),
+                                 presets.empty() ? "none" : fmt::format("{}", fmt::join(presets, ", "))));
+  }
+  return parse_model(preset);
+}
+
+// ---- spec ---------------------------------------------------------------------------------
+
+void validate(const WorkloadSpec& spec) {
+  const ModelShape& m = spec.model;
+  if (spec.batch <= 0) {
+    throw InputError(fmt::format("batch must be >= 1, got {}", spec.batch));
+  }
+  if (spec.context.lo <= 0 || spec.context.hi < spec.context.lo) {
+    throw InputError(fmt::format("context lengths must satisfy 1 <= lo <= hi, got lo={} hi={}",
+                                 spec.context.lo, spec.context.hi));
+  }
+  if (spec.context.kind == ContextSpec::Kind::fixed && spec.context.lo != spec.context.hi) {
+    throw InputError(fmt::format("a fixed context has lo == hi, got lo={} hi={}", spec.context.lo,
+                                 spec.context.hi));
+  }
+  if (!(spec.hit_rate >= 0.0 && spec.hit_rate <= 1.0)) {  // also rejects NaN
+    throw InputError(fmt::format("hit rate must be in [0, 1], got {}", spec.hit_rate));
+  }
+  if (spec.prefix_groups < 1) {
+    throw InputError(fmt::format("prefix_groups must be >= 1, got {}", spec.prefix_groups));
+  }
+  if (m.num_q_heads <= 0 || m.num_kv_heads <= 0) {
+    throw InputError(fmt::format("model '{}': num_q_heads ({}) and num_kv_heads ({}) must be >= 1",
+                                 m.name, m.num_q_heads, m.num_kv_heads));
+  }
+  if (m.num_q_heads % m.num_kv_heads != 0) {
+    throw InputError(fmt::format("model '{}': num_q_heads ({}) % num_kv_heads ({}) != 0; the "
+                                 "query heads must split evenly into KV groups",
+                                 m.name, m.num_q_heads, m.num_kv_heads));
+  }
+  if (m.head_dim != 64 && m.head_dim != 128 && m.head_dim != 256) {
+    throw InputError(fmt::format("model '{}': head_dim {} is not supported; valid: 64, 128, 256",
+                                 m.name, m.head_dim));
+  }
+  if (!is_power_of_two(spec.block_size) || spec.block_size > 1024) {
+    throw InputError(fmt::format(
+        "block size {} is not supported; valid: a power of two in [1, 1024] (e.g. 8, 16, 32)",
+        spec.block_size));
+  }
+  if (spec.q_dtype != DType::f16 && spec.q_dtype != DType::bf16) {
+    throw InputError(fmt::format("q dtype {} is not supported; valid: f16, bf16",
+                                 dtype_name(spec.q_dtype)));
+  }
+}
+
+// ---- layout -------------------------------------------------------------------------------
+
+PagedLayout build_layout(const WorkloadSpec& spec) {
+  validate(spec);
+  const int batch = spec.batch;
+  const int groups = spec.prefix_groups;
+  const int block_size = spec.block_size;
+  PagedLayout layout;
+
+  // Context lengths: fixed, or uniform in [lo, hi] per sequence.
+  layout.context_lens.resize(batch);
+  SplitMix64 context_rng(spec.seed ^ kStreamContext);
+  for (int b = 0; b < batch; ++b) {
+    const std::uint64_t span = static_cast<std::uint64_t>(spec.context.hi - spec.context.lo) + 1;
+    layout.context_lens[b] =
+        spec.context.kind == ContextSpec::Kind::fixed
+            ? spec.context.lo
+            : spec.context.lo + static_cast<std::int32_t>(context_rng.below(span));
+  }
+
+  // Groups, round-robin; each group shares floor(h * L_min / P) leading blocks, L_min its
+  // shortest context, so shared blocks are always full blocks every member reads entirely.
+  layout.group_of.resize(batch);
+  std::vector<int> min_len(groups, std::numeric_limits<int>::max());
+  for (int b = 0; b < batch; ++b) {
+    layout.group_of[b] = b % groups;
+    min_len[b % groups] = std::min(min_len[b % groups], layout.context_lens[b]);
+  }
+  layout.shared_blocks_of_group.assign(groups, 0);
+  for (int g = 0; g < groups && g < batch; ++g) {
+    // The epsilon absorbs decimal hit rates that are not exact in binary (0.7 * 1000 / 10).
+    layout.shared_blocks_of_group[g] = static_cast<int>(
+        std::floor(spec.hit_rate * min_len[g] / block_size + 1e-9));
+  }
+
+  // Logical block numbering: each group's shared blocks, then each sequence's private blocks.
+  std::int64_t num_blocks = 0;
+  std::vector<std::int64_t> group_first(groups, 0);
+  for (int g = 0; g < groups; ++g) {
+    group_first[g] = num_blocks;
+    num_blocks += layout.shared_blocks_of_group[g];
+  }
+  int max_blocks = 0;
+  for (int b = 0; b < batch; ++b) {
+    const int blocks = blocks_for(layout.context_lens[b], block_size);
+    max_blocks = std::max(max_blocks, blocks);
+    num_blocks += blocks - layout.shared_blocks_of_group[layout.group_of[b]];
+  }
+  if (num_blocks > std::numeric_limits<std::int32_t>::max()) {
+    throw InputError(fmt::format("the point needs {} KV blocks, more than int32 block ids hold; "
+                                 "use a larger block size or fewer/shorter sequences",
+                                 num_blocks));
+  }
+  layout.num_blocks = static_cast<int>(num_blocks);
+  layout.max_blocks_per_seq = max_blocks;
+
+  // Physical ids: a seeded Fisher-Yates shuffle of the pool, so consecutive logical blocks land
+  // anywhere, as after real allocator churn.
+  std::vector<std::int32_t> physical(static_cast<std::size_t>(num_blocks));
+  std::iota(physical.begin(), physical.end(), 0);
+  SplitMix64 shuffle_rng(spec.seed ^ kStreamShuffle);
+  for (std::int64_t i = num_blocks - 1; i > 0; --i) {
+    const auto j = static_cast<std::int64_t>(shuffle_rng.below(static_cast<std::uint64_t>(i) + 1));
+    std::swap(physical[i], physical[j]);
+  }
+
+  // Block tables [batch][max_blocks], unused entries -1.
+  layout.block_tables.assign(static_cast<std::size_t>(batch) * max_blocks, -1);
+  std::int64_t next_private = group_first.empty() ? 0 : group_first.back() + layout.shared_blocks_of_group.back();
+  for (int b = 0; b < batch; ++b) {
+    const int g = layout.group_of[b];
+    const int shared = layout.shared_blocks_of_group[g];
+    std::int32_t* row = layout.block_tables.data() + static_cast<std::size_t>(b) * max_blocks;
+    for (int j = 0; j < blocks_for(layout.context_lens[b], block_size); ++j) {
+      row[j] = j < shared ? physical[group_first[g] + j] : physical[next_private++];
+    }
+  }
+
+  fill_read_stats(layout, block_size);
+  layout.hit_rate_actual = hit_rate_of(layout, block_size);
+  return layout;
+}
+
+// ---- values -------------------------------------------------------------------------------
+
+float kv_scale_for(DType kv_dtype) {
+  return is_fp8(kv_dtype) ? kGeneratorBound / fp8_max(kv_dtype) : 1.0f;
+}
+
+float inv_scale_for(Tensor tensor, DType kv_dtype) {
+  return tensor == Tensor::q ? 1.0f : 1.0f / kv_scale_for(kv_dtype);
+}
+
+kernels::PagedDecodeParams Workload::params() const {
+  kernels::PagedDecodeParams p;
+  p.q = q.data();
+  p.out = nullptr;
+  p.k_cache = k_cache.data();
+  p.v_cache = v_cache.data();
+  p.block_tables = layout.block_tables.data();
+  p.context_lens = layout.context_lens.data();
+  p.batch = rows();
+  p.num_q_heads = spec.model.num_q_heads;
+  p.num_kv_heads = spec.model.num_kv_heads;
+  p.head_dim = spec.model.head_dim;
+  p.block_size = spec.block_size;
+  p.max_blocks_per_seq = layout.max_blocks_per_seq;
+  p.num_blocks = layout.num_blocks;
+  p.q_dtype = spec.q_dtype;
+  p.kv_dtype = spec.kv_dtype;
+  p.softmax_scale = softmax_scale;
+  p.k_scale = k_scale;
+  p.v_scale = v_scale;
+  return p;
+}
+
+Workload make_workload(const WorkloadSpec& spec) {
+  const PagedLayout layout = build_layout(spec);
+  std::vector<int> all(static_cast<std::size_t>(spec.batch));
+  std::iota(all.begin(), all.end(), 0);
+  return make_workload(spec, layout, all);
+}
+
+Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
+                       std::span<const int> sequences) {
+  validate(spec);
+  const int batch = static_cast<int>(layout.context_lens.size());
+  if (sequences.empty()) throw InputError("make_workload: no sequences selected");
+  std::vector<bool> seen(static_cast<std::size_t>(batch), false);
+  for (int s : sequences) {
+    if (s < 0 || s >= batch) {
+      throw InputError(fmt::format("make_workload: sequence {} out of range [0, {})", s, batch));
+    }
+    if (seen[s]) throw InputError(fmt::format("make_workload: sequence {} selected twice", s));
+    seen[s] = true;
+  }
+  const ModelShape& m = spec.model;
+  const int block_size = spec.block_size;
+  const int rows = static_cast<int>(sequences.size());
+
+  Workload w;
+  w.spec = spec;
+  w.sequences.assign(sequences.begin(), sequences.end());
+  w.softmax_scale = 1.0f / std::sqrt(static_cast<float>(m.head_dim));
+  w.k_scale = w.v_scale = kv_scale_for(spec.kv_dtype);
+
+  // Pack the blocks these rows read into a compact pool, in order of first use. For the full
+  // batch in order this is still a renumbering, so keep the original ids then: the values and
+  // the block tables stay exactly those of the layout.
+  const bool full = rows == batch && std::is_sorted(sequences.begin(), sequences.end());
+  PagedLayout& sub = w.layout;
+  sub.shared_blocks_of_group = layout.shared_blocks_of_group;
+  int max_blocks = 0;
+  for (int s : sequences) max_blocks = std::max(max_blocks, blocks_for(layout.context_lens[s], block_size));
+  sub.max_blocks_per_seq = max_blocks;
+  sub.block_tables.assign(static_cast<std::size_t>(rows) * max_blocks, -1);
+  if (full) {
+    sub.block_tables = layout.block_tables;
+    sub.max_blocks_per_seq = layout.max_blocks_per_seq;
+    sub.num_blocks = layout.num_blocks;
+    w.source_block_ids.resize(static_cast<std::size_t>(layout.num_blocks));
+    std::iota(w.source_block_ids.begin(), w.source_block_ids.end(), 0);
+  } else {
+    std::unordered_map<std::int32_t, std::int32_t> remap;
+    for (int r = 0; r < rows; ++r) {
+      const int s = sequences[r];
+      const std::int32_t* src = layout.block_tables.data() + static_cast<std::size_t>(s) * layout.max_blocks_per_seq;
+      std::int32_t* dst = sub.block_tables.data() + static_cast<std::size_t>(r) * max_blocks;
+      for (int j = 0; j < blocks_for(layout.context_lens[s], block_size); ++j) {
+        auto [it, inserted] = remap.emplace(src[j], static_cast<std::int32_t>(remap.size()));
+        if (inserted) w.source_block_ids.push_back(src[j]);
+        dst[j] = it->second;
+      }
+    }
+    sub.num_blocks = static_cast<int>(w.source_block_ids.size());
+  }
+  for (int s : sequences) {
+    sub.context_lens.push_back(layout.context_lens[s]);
+    sub.group_of.push_back(layout.group_of[s]);
+  }
+  fill_read_stats(sub, block_size);
+  sub.hit_rate_actual = hit_rate_of(sub, block_size);
+
+  // Q [rows][Hq][d]: row r takes the values of original sequence sequences[r].
+  const std::int64_t q_row = static_cast<std::int64_t>(m.num_q_heads) * m.head_dim;
+  w.q.resize(static_cast<std::size_t>(rows * q_row) * dtype_size(spec.q_dtype));
+  for (int r = 0; r < rows; ++r) {
+    fill_values(w.q.data() + static_cast<std::size_t>(r * q_row) * dtype_size(spec.q_dtype),
+                spec.q_dtype, q_row, spec.seed, Tensor::q,
+                static_cast<std::uint64_t>(sequences[r]) * q_row, 1.0f);
+  }
+
+  // K/V [num_blocks][Hkv][P][d]: block n takes the values of original block source_block_ids[n].
+  const std::int64_t block_elems = cache_elements(m, block_size, 1);
+  const std::size_t kv_size = dtype_size(spec.kv_dtype);
+  const std::int64_t total = cache_elements(m, block_size, sub.num_blocks);
+  w.k_cache.resize(static_cast<std::size_t>(total) * kv_size);
+  w.v_cache.resize(static_cast<std::size_t>(total) * kv_size);
+  const float inv_scale = inv_scale_for(Tensor::k, spec.kv_dtype);
+  if (full) {
+    fill_values(w.k_cache.data(), spec.kv_dtype, total, spec.seed, Tensor::k, 0, inv_scale);
+    fill_values(w.v_cache.data(), spec.kv_dtype, total, spec.seed, Tensor::v, 0, inv_scale);
+  } else {
+    for (int n = 0; n < sub.num_blocks; ++n) {
+      const std::size_t offset = static_cast<std::size_t>(n * block_elems) * kv_size;
+      const std::uint64_t first = static_cast<std::uint64_t>(w.source_block_ids[n]) * block_elems;
+      fill_values(w.k_cache.data() + offset, spec.kv_dtype, block_elems, spec.seed, Tensor::k,
+                  first, inv_scale);
+      fill_values(w.v_cache.data() + offset, spec.kv_dtype, block_elems, spec.seed, Tensor::v,
+                  first, inv_scale);
+    }
+  }
+  return w;
+}
+
+std::vector<int> validation_subset(const PagedLayout& layout, int max_rows) {
+  const int batch = static_cast<int>(layout.context_lens.size());
+  if (max_rows < 1) throw InputError(fmt::format("validation subset needs >= 1 row, got {}", max_rows));
+  std::vector<int> rows;
+  if (batch <= max_rows) {
+    rows.resize(batch);
+    std::iota(rows.begin(), rows.end(), 0);
+    return rows;
+  }
+  // One sequence of every prefix group first (sequence g is in group g), then the last one,
+  // then evenly spaced ones until max_rows are picked.
+  std::set<int> picked;
+  const int groups = static_cast<int>(layout.shared_blocks_of_group.size());
+  for (int g = 0; g < std::min(groups, max_rows); ++g) picked.insert(g);
+  if (static_cast<int>(picked.size()) < max_rows) picked.insert(batch - 1);
+  for (int i = 1; static_cast<int>(picked.size()) < max_rows; ++i) {
+    // Midpoints of ever finer subdivisions: 1/2, 1/4, 3/4, 1/8, ... of [0, batch - 1].
+    const int level = 1 << static_cast<int>(std::log2(i) + 1);
+    const int k = 2 * (i - level / 2) + 1;
+    picked.insert(static_cast<int>(static_cast<std::int64_t>(k) * (batch - 1) / level));
+  }
+  return {picked.begin(), picked.end()};
+}
+
+std::int64_t workload_host_bytes(const WorkloadSpec& spec, const PagedLayout& layout) {
+  const ModelShape& m = spec.model;
+  const std::int64_t rows = static_cast<std::int64_t>(layout.context_lens.size());
+  const std::int64_t q = rows * m.num_q_heads * m.head_dim * static_cast<std::int64_t>(dtype_size(spec.q_dtype));
+  const std::int64_t kv = 2 * cache_elements(m, spec.block_size, layout.num_blocks) *
+                          static_cast<std::int64_t>(dtype_size(spec.kv_dtype));
+  const std::int64_t tables = static_cast<std::int64_t>(layout.block_tables.size()) * 4 + rows * 4;
+  const std::int64_t ids = static_cast<std::int64_t>(layout.num_blocks) * 4;  // source_block_ids
+  return q + kv + tables + ids;
+}
+
+}  // namespace decodebench

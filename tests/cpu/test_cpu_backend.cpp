@@ -1,0 +1,145 @@
+// The `cpu` backend through the Backend interface, and the CPU ceiling kernels (their results,
+// never their speed).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_ceilings.h"
+#include "common/errors.h"
+#include "reference/reference.h"
+#include "workload/workload.h"
+
+namespace decodebench {
+namespace {
+
+WorkloadSpec small_spec() {
+  WorkloadSpec s;
+  s.model = ModelShape{"test", 8, 2, 128, 1, ""};
+  s.batch = 5;
+  s.context = ContextSpec::ragged(1, 90);
+  s.hit_rate = 0.5;
+  s.block_size = 16;
+  s.seed = 7;
+  return s;
+}
+
+TEST(CpuBackend, NamesAndKernels) {
+  auto backend = make_cpu_backend();
+  EXPECT_EQ(backend->name(), "cpu");
+  EXPECT_EQ(backend->kernel_names(), std::vector<std::string>{"cpu"});
+  EXPECT_EQ(backend->choose_kernel(small_spec()), "cpu");
+}
+
+TEST(CpuBackend, DeviceInfo) {
+  auto backend = make_cpu_backend();
+  const DeviceInfo info = backend->device_info();
+  EXPECT_EQ(info.backend, "cpu");
+  EXPECT_FALSE(info.name.empty());
+  EXPECT_GE(info.sm_count, 1);
+  EXPECT_GT(info.l2_bytes, 0);
+  EXPECT_GT(info.mem_bytes, 0);
+}
+
+TEST(CpuBackend, SkipReasons) {
+  auto backend = make_cpu_backend();
+  EXPECT_EQ(backend->skip_reason(small_spec(), "cpu"), "");
+  EXPECT_NE(backend->skip_reason(small_spec(), "gqa").find("valid: cpu"), std::string::npos);
+  WorkloadSpec huge = small_spec();
+  huge.model = ModelShape{"huge", 64, 8, 128, 80, ""};
+  huge.batch = 256;
+  huge.context = ContextSpec::fixed(131072);
+  huge.hit_rate = 0;
+  EXPECT_NE(backend->skip_reason(huge, "cpu").find("memory"), std::string::npos);
+}
+
+TEST(CpuBackend, PreparedPointMatchesReference) {
+  auto backend = make_cpu_backend();
+  const Workload w = make_workload(small_spec());
+  auto point = backend->prepare(w, "cpu", {});
+  point->run();
+  const std::vector<float> out = point->output();
+  const std::vector<float> ref = reference_decode(w);
+  const Comparison cmp = compare_outputs(out, ref, 8, 128, tolerance_for(DType::f16, DType::f16));
+  EXPECT_TRUE(cmp.ok) << cmp.report;
+  EXPECT_GT(point->time_one(), 0.0);
+  EXPECT_THROW(backend->prepare(w, "naive", {}), InputError);
+}
+
+TEST(CpuCeilings, SelfChecksPass) {
+  auto backend = make_cpu_backend();
+  const auto checks = backend->check_ceiling_kernels();
+  ASSERT_EQ(checks.size(), 4u);
+  for (const auto& c : checks) EXPECT_TRUE(c.ok) << c.name << ": " << c.detail;
+}
+
+// Measurement on small buffers: every ceiling is produced and positive (no speed asserted).
+TEST(CpuCeilings, MeasureOnSmallBuffers) {
+  cpu::CeilingOptions options;
+  options.buffer_bytes = 1 << 20;
+  options.repetitions = 2;
+  options.fma_iterations = 1000;
+  ::unsetenv("DECODEBENCH_CEILING_BYTES");
+  const Ceilings c = cpu::measure_ceilings(options);
+  EXPECT_EQ(c.buffer_bytes, 1 << 20);
+  EXPECT_GT(c.read, 0);
+  EXPECT_GT(c.copy, 0);
+  EXPECT_GT(c.triad, 0);
+  EXPECT_GT(c.fma_flops, 0);
+  EXPECT_EQ(c.note, "");
+  ::setenv("DECODEBENCH_CEILING_BYTES", "65536", 1);
+  const Ceilings from_env = cpu::measure_ceilings(options);
+  ::unsetenv("DECODEBENCH_CEILING_BYTES");
+  EXPECT_EQ(from_env.buffer_bytes, 65536);
+  EXPECT_NE(from_env.note.find("DECODEBENCH_CEILING_BYTES"), std::string::npos);
+}
+
+// Each checker catches a planted fault.
+TEST(CpuCeilings, ReadCheckerCatchesWrongSum) {
+  std::vector<float> x(1024, 1.0f);
+  EXPECT_TRUE(cpu::verify_read(x, cpu::read_kernel(x.data(), x.size(), 0)).ok);
+  EXPECT_FALSE(cpu::verify_read(x, 1023.0).ok);
+}
+
+TEST(CpuCeilings, CopyCheckerCatchesOneWrongElement) {
+  std::vector<float> src(1024), dst(1024);
+  cpu::fill_pattern(src.data(), src.size(), 1.0f, 0);
+  cpu::copy_kernel(src.data(), dst.data(), src.size(), 0);
+  EXPECT_TRUE(cpu::verify_copy(src, dst).ok);
+  dst[777] += 1.0f;
+  const auto check = cpu::verify_copy(src, dst);
+  EXPECT_FALSE(check.ok);
+  EXPECT_NE(check.detail.find("777"), std::string::npos);
+}
+
+TEST(CpuCeilings, TriadCheckerCatchesOneWrongElement) {
+  std::vector<float> a(1024), b(1024), c(1024);
+  cpu::fill_pattern(b.data(), b.size(), 1.0f, 0);
+  cpu::fill_pattern(c.data(), c.size(), 2.0f, 0);
+  cpu::triad_kernel(a.data(), b.data(), c.data(), 3.0f, a.size(), 0);
+  EXPECT_TRUE(cpu::verify_triad(a, b, c, 3.0f).ok);
+  a[5] = 0.0f;
+  EXPECT_FALSE(cpu::verify_triad(a, b, c, 3.0f).ok);
+}
+
+TEST(CpuCeilings, FmaCheckerCatchesWrongValue) {
+  const double v = cpu::fma_kernel(500, 0.99f, 0);
+  EXPECT_TRUE(cpu::verify_fma(v, 500, 0.99f).ok);
+  EXPECT_FALSE(cpu::verify_fma(v * 1.01, 500, 0.99f).ok);
+}
+
+TEST(CpuCeilings, KernelsRejectUnchunkedSizes) {
+  std::vector<float> x(100);
+  EXPECT_THROW(cpu::read_kernel(x.data(), x.size(), 0), InputError);
+}
+
+TEST(CpuCeilings, HostFacts) {
+  EXPECT_FALSE(cpu::cpu_model_name().empty());
+  EXPECT_GT(cpu::last_level_cache_bytes(), 0);
+  EXPECT_GT(cpu::available_memory_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace decodebench

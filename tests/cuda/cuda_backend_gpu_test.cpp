@@ -1,0 +1,241 @@
+// The CUDA backend on a real GPU (label `gpu`). Every test skips, with a message, when no CUDA
+// device is visible; ctest runs each test in its own process, so the planted device fault at
+// the end cannot poison the others.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_plan.h"
+#include "backends/cuda/cuda_resources.h"
+#include "common/dtype.h"
+#include "common/errors.h"
+#include "kernels.h"
+#include "reference/reference.h"
+#include "workload/workload.h"
+
+namespace decodebench {
+namespace {
+
+namespace k = kernels;
+
+#define DECODEBENCH_REQUIRE_GPU()                                                       \
+  do {                                                                                  \
+    if (!cuda_runtime_device_present()) {                                               \
+      GTEST_SKIP() << "no CUDA device visible: this test needs a GPU (label `gpu`)";    \
+    }                                                                                   \
+  } while (0)
+
+// Small odd shapes on what this build compiled (the first head_dim and KV dtype of the rung).
+WorkloadSpec odd_spec(const k::KernelInfo& kernel, int batch, ContextSpec context) {
+  WorkloadSpec s;
+  s.model = {"gpu-test", /*num_q_heads=*/8, /*num_kv_heads=*/2, kernel.head_dims.front(), 1, ""};
+  s.batch = batch;
+  s.context = context;
+  s.hit_rate = 0.5;
+  s.prefix_groups = 2;
+  s.kv_dtype = kernel.kv_dtypes.front();
+  s.q_dtype = DType::f16;
+  s.block_size = 16;
+  s.seed = 77;
+  return s;
+}
+
+Workload layout_only(const Workload& w) {
+  Workload copy = w;
+  copy.q.clear();
+  copy.k_cache.clear();
+  copy.v_cache.clear();
+  return copy;
+}
+
+std::vector<float> run_point(Backend& b, const Workload& w, const std::string& kernel) {
+  std::unique_ptr<PreparedPoint> point = b.prepare(w, kernel, TimingOptions{});
+  point->run();
+  return point->output();
+}
+
+TEST(CudaGpu, DeviceInfoIsSane) {
+  DECODEBENCH_REQUIRE_GPU();
+  auto b = make_cuda_backend(0);
+  const DeviceInfo info = b->device_info();
+  EXPECT_EQ(info.backend, "cuda");
+  EXPECT_FALSE(info.name.empty());
+  EXPECT_GT(info.sm_count, 0);
+  EXPECT_GT(info.l2_bytes, 0);
+  EXPECT_GT(info.mem_bytes, 0);
+  if (info.bandwidth_theoretical > 0 && info.bandwidth_datasheet > 0) {
+    EXPECT_NEAR(info.bandwidth_theoretical / info.bandwidth_datasheet, 1.0, 0.3)
+        << info.name << ": theoretical " << info.bandwidth_theoretical << " vs datasheet "
+        << info.bandwidth_datasheet;
+  }
+}
+
+TEST(CudaGpu, CeilingKernelsSelfCheck) {
+  DECODEBENCH_REQUIRE_GPU();
+  auto b = make_cuda_backend(0);
+  const auto checks = b->check_ceiling_kernels();
+  ASSERT_EQ(checks.size(), 3u);
+  for (const auto& c : checks) EXPECT_TRUE(c.ok) << c.name << ": " << c.detail;
+}
+
+TEST(CudaGpu, MeasuredCeilingsArePlausible) {
+  DECODEBENCH_REQUIRE_GPU();
+  auto b = make_cuda_backend(0);
+  const Ceilings c = b->measure_ceilings();
+  const DeviceInfo info = b->device_info();
+  EXPECT_GE(c.buffer_bytes, 8 * info.l2_bytes) << c.note;
+  for (double bw : {c.read, c.copy, c.triad}) {
+    EXPECT_GT(bw, 0);
+    // Buffers of 8x L2 cannot be served from L2: no figure far above the DRAM peak.
+    if (info.bandwidth_theoretical > 0) {
+      EXPECT_LT(bw, 1.15 * info.bandwidth_theoretical);
+    }
+  }
+  EXPECT_EQ(info.measured.copy, c.copy);  // remembered for the report
+}
+
+// The device fill writes the host generator's values bit for bit, for every dtype.
+TEST(CudaGpu, DeviceFillMatchesHostBitForBit) {
+  DECODEBENCH_REQUIRE_GPU();
+  for (DType kv : {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2}) {
+    WorkloadSpec spec;
+    spec.model = {"fill", 8, 2, 128, 1, ""};
+    spec.batch = 7;
+    spec.context = ContextSpec::ragged(1, 300);
+    spec.kv_dtype = kv;
+    spec.q_dtype = kv == DType::bf16 ? DType::bf16 : DType::f16;
+    spec.seed = 1234;
+    const Workload w = make_workload(spec);
+    struct Job {
+      Tensor tensor;
+      DType dtype;
+      const std::vector<std::byte>* want;
+    };
+    for (const Job& job : {Job{Tensor::q, spec.q_dtype, &w.q}, Job{Tensor::k, kv, &w.k_cache},
+                           Job{Tensor::v, kv, &w.v_cache}}) {
+      cuda::DeviceBuffer d(job.want->size());
+      k::FillParams p;
+      p.dst = d.get();
+      p.dtype = job.dtype;
+      p.count = job.want->size() / dtype_size(job.dtype);
+      p.seed = spec.seed;
+      p.tensor = static_cast<std::uint32_t>(job.tensor);
+      p.inv_scale = inv_scale_for(job.tensor, kv);
+      const k::LaunchResult r = k::cuda::launch_fill(p, /*stream=*/nullptr);
+      ASSERT_TRUE(r.ok()) << r.message;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<std::byte> got(job.want->size());
+      d.download(got.data(), got.size());
+      const std::size_t size = dtype_size(job.dtype);
+      for (std::size_t i = 0; i < p.count; ++i) {
+        if (std::memcmp(got.data() + i * size, job.want->data() + i * size, size) != 0) {
+          ADD_FAILURE() << dtype_name(kv) << " tensor " << static_cast<int>(job.tensor)
+                        << ": element " << i << " device "
+                        << decode_value(job.dtype, got.data() + i * size) << " host "
+                        << decode_value(job.dtype, job.want->data() + i * size);
+          break;
+        }
+      }
+    }
+  }
+}
+
+// Every compiled rung against the CPU reference on odd shapes (the harness does this for every
+// point; this keeps the backend's own plumbing honest: uploads, workspace, output decoding).
+TEST(CudaGpu, EveryCompiledKernelMatchesTheReference) {
+  DECODEBENCH_REQUIRE_GPU();
+  auto b = make_cuda_backend(0);
+  for (const k::KernelInfo& kernel : k::kernel_ladder()) {
+    for (int batch : {1, 7}) {
+      for (ContextSpec ctx : {ContextSpec::fixed(17), ContextSpec::ragged(1, 97),
+                              ContextSpec::fixed(4000)}) {
+        const WorkloadSpec spec = odd_spec(kernel, batch, ctx);
+        ASSERT_EQ(b->skip_reason(spec, kernel.name), "") << kernel.name;
+        const Workload w = make_workload(spec);
+        const std::vector<float> out = run_point(*b, w, kernel.name);
+        const Comparison cmp =
+            compare_outputs(out, reference_decode(w), spec.model.num_q_heads, spec.model.head_dim,
+                            tolerance_for(spec.q_dtype, spec.kv_dtype));
+        EXPECT_TRUE(cmp.ok) << kernel.name << " batch " << batch << " context " << ctx.lo << ".."
+                            << ctx.hi << ": " << cmp.report;
+      }
+    }
+  }
+}
+
+// A layout-only workload (the convention of backend.h) gives exactly the output of the same
+// workload uploaded from the host: full pools with one fill, subset pools block by block.
+TEST(CudaGpu, LayoutOnlyWorkloadsAreFilledOnTheDevice) {
+  DECODEBENCH_REQUIRE_GPU();
+  auto b = make_cuda_backend(0);
+  const k::KernelInfo& kernel = k::kernel_ladder().front();
+  const WorkloadSpec spec = odd_spec(kernel, 7, ContextSpec::ragged(1, 300));
+  const Workload full = make_workload(spec);
+  EXPECT_EQ(run_point(*b, layout_only(full), kernel.name), run_point(*b, full, kernel.name));
+  const std::vector<int> rows = {6, 2, 3};
+  const Workload subset = make_workload(spec, full.layout, rows);
+  EXPECT_EQ(run_point(*b, layout_only(subset), kernel.name), run_point(*b, subset, kernel.name));
+}
+
+TEST(CudaGpu, TimingColdAndWarm) {
+  DECODEBENCH_REQUIRE_GPU();
+  auto b = make_cuda_backend(0);
+  const k::KernelInfo& kernel = k::kernel_ladder().front();
+  const Workload w = make_workload(odd_spec(kernel, 7, ContextSpec::fixed(2048)));
+  for (bool warm : {false, true}) {
+    TimingOptions t;
+    t.warm_l2 = warm;
+    auto point = b->prepare(w, kernel.name, t);
+    point->run();
+    for (int i = 0; i < 5; ++i) {
+      const double s = point->time_one();
+      EXPECT_GT(s, 0);
+      EXPECT_LT(s, 1.0);
+    }
+  }
+}
+
+TEST(CudaGpu, SkipReasons) {
+  DECODEBENCH_REQUIRE_GPU();
+  auto b = make_cuda_backend(0);
+  const k::KernelInfo& kernel = k::kernel_ladder().front();
+  // 512 sequences x 128k tokens x 8 KV heads x 128 x 2 B = 137 GB each of K and V.
+  WorkloadSpec huge = odd_spec(kernel, 512, ContextSpec::fixed(1 << 17));
+  huge.hit_rate = 0;
+  huge.model.num_kv_heads = 8;
+  huge.model.num_q_heads = 64;
+  const std::string reason = b->skip_reason(huge, kernel.name);
+  EXPECT_NE(reason.find("needs"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("GB free"), std::string::npos) << reason;
+  EXPECT_NE(b->skip_reason(odd_spec(kernel, 1, ContextSpec::fixed(8)), "no-such-kernel")
+                .find("valid:"),
+            std::string::npos);
+  EXPECT_EQ(b->skip_reason(odd_spec(kernel, 1, ContextSpec::fixed(8)), kernel.name), "");
+  const std::string chosen = b->choose_kernel(odd_spec(kernel, 1, ContextSpec::fixed(8)));
+  EXPECT_EQ(b->skip_reason(odd_spec(kernel, 1, ContextSpec::fixed(8)), chosen), "") << chosen;
+}
+
+// A planted device fault (block-table entries far outside the pool: an illegal address) must
+// surface as a RuntimeFailure, the harness's signal to end the sweep and keep what it has.
+TEST(CudaGpu, DeviceFaultSurfacesAsRuntimeFailure) {
+  DECODEBENCH_REQUIRE_GPU();
+  auto b = make_cuda_backend(0);
+  const k::KernelInfo& kernel = k::kernel_ladder().front();
+  Workload w = make_workload(odd_spec(kernel, 3, ContextSpec::fixed(64)));
+  for (std::int32_t& id : w.layout.block_tables) {
+    if (id >= 0) id = 1 << 30;
+  }
+  auto point = b->prepare(w, kernel.name, TimingOptions{});
+  EXPECT_THROW(point->run(), RuntimeFailure);
+  // The error is sticky: whatever comes next fails the same way rather than returning garbage.
+  EXPECT_THROW((void)point->output(), RuntimeFailure);
+}
+
+}  // namespace
+}  // namespace decodebench

@@ -1,0 +1,253 @@
+// The CUDA backend's decisions that need no GPU (src/backends/cuda/cuda_plan.h), its error
+// checks (cuda_check.h), and how it behaves on a machine without a device.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_plan.h"
+#include "common/errors.h"
+#include "kernels.h"
+#include "workload/workload.h"
+
+namespace decodebench::cuda {
+namespace {
+
+namespace k = kernels;
+
+ModelShape llama_8b() { return {"llama-3.1-8b", 32, 8, 128, 32, ""}; }
+
+WorkloadSpec spec_of(ModelShape m, int batch, int context, DType kv = DType::f16) {
+  WorkloadSpec s;
+  s.model = std::move(m);
+  s.batch = batch;
+  s.context = ContextSpec::fixed(context);
+  s.kv_dtype = kv;
+  s.block_size = 16;
+  return s;
+}
+
+// ---- theoretical bandwidth, buffer sizes ---------------------------------------------------
+
+TEST(CudaPlan, TheoreticalBandwidthFromClockAndBus) {
+  // H100 SXM: HBM3 at 2619 MHz on a 5120-bit bus.
+  EXPECT_NEAR(theoretical_bandwidth(2'619'000, 5120), 3.352e12, 1e9);
+  // H200: 3201 MHz (HBM3e) x 6144 bit = 4.92 TB/s.
+  EXPECT_NEAR(theoretical_bandwidth(3'201'000, 6144), 4.917e12, 1e9);
+  EXPECT_EQ(theoretical_bandwidth(0, 5120), 0);  // not reported: unknown, not a guess
+  EXPECT_EQ(theoretical_bandwidth(2'619'000, 0), 0);
+}
+
+TEST(CudaPlan, CeilingBuffersAreAtLeastEightTimesL2) {
+  const std::size_t h100_l2 = 50 * 1024 * 1024;
+  const std::size_t b = ceiling_buffer_bytes(h100_l2);
+  EXPECT_GE(b, 8 * h100_l2);
+  EXPECT_EQ(b % (1 << 20), 0u);
+  EXPECT_EQ(ceiling_buffer_bytes(60'000'000 + 3) % 16, 0u);  // odd L2 sizes still give 16-multiples
+  EXPECT_GE(ceiling_buffer_bytes(60'000'000 + 3), 480'000'024u);
+  EXPECT_EQ(ceiling_buffer_bytes(0), kMinCeilingBufferBytes);  // no L2 reported: the floor
+  // Capping to free memory: three buffers plus the headroom fit.
+  const std::size_t free_bytes = std::size_t{1} << 30;
+  const std::size_t fit = ceiling_buffer_bytes_that_fit(free_bytes);
+  EXPECT_GT(fit, 0u);
+  EXPECT_LE(3 * fit + kMemoryHeadroomBytes, free_bytes);
+  EXPECT_EQ(fit % (1 << 20), 0u);
+  EXPECT_EQ(ceiling_buffer_bytes_that_fit(kMemoryHeadroomBytes), 0u);
+}
+
+// ---- memory footprint and the skip reason --------------------------------------------------
+
+TEST(CudaPlan, FootprintOfLlama8bBatch64Context8k) {
+  // h = 0: every sequence has its own 8192 / 16 = 512 blocks.
+  const WorkloadSpec spec = spec_of(llama_8b(), 64, 8192);
+  const PagedLayout layout = build_layout(spec);
+  ASSERT_EQ(layout.num_blocks, 64 * 512);
+  k::KernelInfo plain;
+  plain.name = "plain";
+  const PointFootprint f = point_footprint(shape_params(spec, layout), plain, /*sm_count=*/132);
+  EXPECT_EQ(f.q, 64u * 32 * 128 * 2);
+  EXPECT_EQ(f.out, f.q);
+  EXPECT_EQ(f.k_cache, 32768ull * 8 * 16 * 128 * 2);  // 1 GiB
+  EXPECT_EQ(f.v_cache, f.k_cache);
+  EXPECT_EQ(f.block_tables, 64u * layout.max_blocks_per_seq * 4);
+  EXPECT_EQ(f.context_lens, 64u * 4);
+  EXPECT_EQ(f.workspace, 0u);
+  EXPECT_EQ(f.num_splits, 1);
+  EXPECT_EQ(f.total(), f.q + f.out + f.k_cache + f.v_cache + f.block_tables + f.context_lens);
+}
+
+TEST(CudaPlan, SplitWorkspaceIsCounted) {
+  const WorkloadSpec spec = spec_of(llama_8b(), 1, 32768);
+  const PagedLayout layout = build_layout(spec);
+  const k::PagedDecodeParams p = shape_params(spec, layout);
+  k::KernelInfo splitting;
+  splitting.name = "splitting";
+  splitting.uses_workspace = true;
+  const PointFootprint f = point_footprint(p, splitting, /*sm_count=*/132);
+  EXPECT_EQ(f.num_splits, std::max(1, k::plan_num_splits(p, 132)));
+  EXPECT_GE(f.workspace,
+            split_partial_out_bytes(p, f.num_splits) + split_partial_lse_bytes(p, f.num_splits));
+  EXPECT_EQ(split_partial_out_bytes(p, 3), 1u * 32 * 3 * 128 * 4);  // [B][Hq][splits][d] fp32
+  EXPECT_EQ(split_partial_lse_bytes(p, 3), 1u * 32 * 3 * 4);        // [B][Hq][splits] fp32
+}
+
+TEST(CudaPlan, MemorySkipReasonNamesBothSizes) {
+  PointFootprint f;
+  f.k_cache = f.v_cache = 70'000'000'000;  // 140 GB of K/V
+  const std::string reason = memory_skip_reason(f, /*free_bytes=*/139'000'000'000);
+  EXPECT_NE(reason.find("needs 140.00 GB"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("139.00 GB free"), std::string::npos) << reason;
+  // Fits, with the headroom to spare.
+  EXPECT_EQ(memory_skip_reason(f, 141'000'000'000), "");
+  // Fits only without the headroom: skipped.
+  EXPECT_NE(memory_skip_reason(f, 140'000'000'000 + kMemoryHeadroomBytes / 2), "");
+  EXPECT_EQ(format_gb(1.5e9), "1.50 GB");
+}
+
+// ---- the `auto` kernel -----------------------------------------------------------------------
+
+// A synthetic ladder shaped like the full build's, so the rule is tested whatever this build
+// compiled.
+std::vector<k::KernelInfo> full_ladder() {
+  std::vector<k::KernelInfo> ladder;
+  for (const char* name : {"naive", "gqa", "pipelined", "split_kv"}) {
+    k::KernelInfo info;
+    info.name = name;
+    info.head_dims = {64, 128, 256};
+    info.kv_dtypes = {DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2};
+    info.q_dtypes = {DType::f16, DType::bf16};
+    info.max_group = std::string(name) == "naive" ? 0 : 8;
+    info.uses_workspace = std::string(name) == "split_kv";
+    ladder.push_back(info);
+  }
+  return ladder;
+}
+
+std::string choose(const WorkloadSpec& spec, const std::vector<k::KernelInfo>& ladder,
+                   int sm_count = 132) {
+  const PagedLayout layout = build_layout(spec);
+  return choose_kernel_for(shape_params(spec, layout), ladder, sm_count);
+}
+
+TEST(CudaPlan, AutoSplitsLongContextsThatCannotFillTheGpu) {
+  const auto ladder = full_ladder();
+  EXPECT_EQ(choose(spec_of(llama_8b(), 1, 32768), ladder), "split_kv");   // 8 blocks, 132 SMs
+  EXPECT_EQ(choose(spec_of(llama_8b(), 16, 8192), ladder), "split_kv");   // 128 < 132
+  EXPECT_EQ(choose(spec_of(llama_8b(), 64, 8192), ladder), "pipelined");  // 512 blocks fill it
+  EXPECT_EQ(choose(spec_of(llama_8b(), 1, 512), ladder), "pipelined");    // too short to split
+  EXPECT_EQ(choose(spec_of(llama_8b(), 16, 8192), ladder, /*sm_count=*/100), "pipelined");
+}
+
+TEST(CudaPlan, AutoFallsBackToWhatSupportsThePoint) {
+  auto ladder = full_ladder();
+  // GQA group 16 is beyond every rung but naive.
+  const ModelShape wide{"wide-group", 128, 8, 128, 1, ""};
+  EXPECT_EQ(choose(spec_of(wide, 1, 32768), ladder), "naive");
+  // A build without split_kv: the best plain rung even when splitting would help.
+  ladder.pop_back();
+  EXPECT_EQ(choose(spec_of(llama_8b(), 1, 32768), ladder), "pipelined");
+  // A build with split_kv only: it, whatever the shape.
+  const std::vector<k::KernelInfo> only_split = {full_ladder().back()};
+  EXPECT_EQ(choose(spec_of(llama_8b(), 256, 1024), only_split), "split_kv");
+  // Nothing supports head_dim 64 here: the first rung (skip_reason then says why).
+  for (auto& info : ladder) info.head_dims = {128};
+  const ModelShape small_heads{"d64", 32, 8, 64, 1, ""};
+  EXPECT_EQ(choose(spec_of(small_heads, 1, 1024), ladder), "naive");
+  EXPECT_EQ(choose_kernel_for(k::PagedDecodeParams{}, {}, 132), "");
+}
+
+TEST(CudaPlan, BadDeviceMessageListsTheDevices) {
+  const std::string msg = bad_device_message(3, {"NVIDIA H200", "NVIDIA H100 80GB HBM3"});
+  EXPECT_NE(msg.find("--device 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("0 (NVIDIA H200)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1 (NVIDIA H100 80GB HBM3)"), std::string::npos) << msg;
+  EXPECT_NE(bad_device_message(0, {}).find("no CUDA device"), std::string::npos);
+}
+
+// ---- error checks --------------------------------------------------------------------------
+
+cudaError_t returns(cudaError_t e) { return e; }
+
+TEST(CudaCheck, ThrowsWithFileLineCallAndErrorName) {
+  try {
+    DECODEBENCH_CUDA_CHECK(returns(cudaErrorMemoryAllocation));
+    FAIL() << "no exception";
+  } catch (const RuntimeFailure& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("cuda_plan_test.cpp:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("returns(cudaErrorMemoryAllocation)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cudaErrorMemoryAllocation"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("out of memory"), std::string::npos) << msg;
+  }
+  EXPECT_NO_THROW(DECODEBENCH_CUDA_CHECK(returns(cudaSuccess)));
+}
+
+TEST(CudaCheck, NoThrowVariantLogs) {
+  ::testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(DECODEBENCH_CUDA_CHECK_NOTHROW(returns(cudaErrorInvalidValue)));
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(logged.find("cudaErrorInvalidValue"), std::string::npos) << logged;
+}
+
+TEST(CudaCheck, LaunchResults) {
+  EXPECT_NO_THROW(DECODEBENCH_CHECK_LAUNCH(k::LaunchResult{}, "fine"));
+  // A device failure ends the sweep: RuntimeFailure, with the launcher's message.
+  try {
+    DECODEBENCH_CHECK_LAUNCH((k::LaunchResult{k::LaunchStatus::failed, "cudaErrorIllegalAddress"}),
+                             "kernel 'x'");
+    FAIL() << "no exception";
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("kernel 'x' failed on the device: cudaErrorIllegalAddress"),
+              std::string::npos)
+        << e.what();
+  }
+  // A refused point is that point's problem: InputError, not a device failure.
+  EXPECT_THROW(DECODEBENCH_CHECK_LAUNCH((k::LaunchResult{k::LaunchStatus::unsupported, "d=96"}),
+                                        "kernel 'x'"),
+               InputError);
+}
+
+// ---- no device -------------------------------------------------------------------------------
+
+TEST(CudaNoDevice, PresenceAgreesWithTheRuntimeAndLeavesNoError) {
+  int count = 0;
+  const bool runtime_sees = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  (void)cudaGetLastError();
+  EXPECT_EQ(cuda_runtime_device_present(), runtime_sees);
+  // With a device, the probe leaves no error behind for a later check to trip over. (Without a
+  // driver the runtime's initialization error is returned by every call, cudaGetLastError
+  // included, whatever anyone clears.)
+  if (runtime_sees) {
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  }
+}
+
+TEST(CudaNoDevice, BackendConstructionFailsCleanly) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  (void)cudaGetLastError();
+  if (count == 0) {
+    // No driver or no device: a RuntimeFailure naming the CUDA error, never a crash.
+    try {
+      (void)make_cuda_backend(0);
+      FAIL() << "no exception without a device";
+    } catch (const RuntimeFailure& e) {
+      EXPECT_NE(std::string(e.what()).find("cudaGetDeviceCount"), std::string::npos) << e.what();
+    }
+  } else {
+    // An index past the last device: InputError listing the devices.
+    try {
+      (void)make_cuda_backend(count);
+      FAIL() << "no exception for --device " << count;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("0 ("), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace decodebench::cuda

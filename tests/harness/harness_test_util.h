@@ -1,0 +1,43 @@
+// Helpers shared by the harness tests: temporary files, a tiny model, fake backends.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+namespace decodebench::test {
+
+// A fresh directory under the system temp dir, removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "decodebench-test-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path write(const std::string& name, const std::string& text) const {
+    const auto p = path_ / name;
+    std::ofstream(p) << text;
+    return p;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A small GQA model (Hq 4, Hkv 2, d 64, 3 layers) so reference runs stay quick.
+inline std::string tiny_model_json() {
+  return R"({"name": "tiny", "num_q_heads": 4, "num_kv_heads": 2, "head_dim": 64,
+             "num_layers": 3})";
+}
+
+}  // namespace decodebench::test

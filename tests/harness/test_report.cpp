@@ -1,0 +1,268 @@
+// Report JSON round trip, atomic writes, reading errors, knees and the printers.
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "common/errors.h"
+#include "harness_test_util.h"
+#include "report/format.h"
+#include "report/knees.h"
+#include "report/report.h"
+#include "report_fixtures.h"
+
+namespace decodebench {
+namespace {
+
+using test::sample_report;
+using test::TempDir;
+
+TEST(ReportJson, RoundTripIsExact) {
+  Report r = sample_report();
+  r.knees = compute_knees(r.results);
+  const nlohmann::json j = to_json(r);
+  const Report back = report_from_json(j);
+  EXPECT_EQ(to_json(back), j);
+  // Field-level spot checks, including the NaN <-> null convention and exact doubles.
+  ASSERT_EQ(back.results.size(), r.results.size());
+  EXPECT_EQ(back.results[0].seed, r.results[0].seed);
+  EXPECT_EQ(back.results[0].time_s.rel_noise, r.results[0].time_s.rel_noise);
+  EXPECT_EQ(back.results[0].error.max_abs, 1.0 / 3.0);
+  EXPECT_EQ(back.results[0].samples, r.results[0].samples);
+  EXPECT_EQ(back.results[3].status, PointStatus::wrong);
+  EXPECT_EQ(back.results[3].kv_dtype, DType::fp8_e5m2);
+  EXPECT_TRUE(std::isnan(back.results[3].time_s.median));
+  EXPECT_TRUE(j["results"][3]["time_s"]["median"].is_null());
+  EXPECT_TRUE(j["results"][3]["tokens_per_s"].is_null());
+  EXPECT_EQ(back.results[4].context.kind, ContextSpec::Kind::ragged);
+  EXPECT_EQ(back.results[4].context.hi, 9000);
+  EXPECT_EQ(back.devices[0].measured.read, 4.1e12);
+  EXPECT_EQ(back.devices[0].measured.fma_flops, 0);  // unknown: null in the JSON, 0 here
+  EXPECT_TRUE(j["devices"][0]["flops_measured"].is_null());
+  EXPECT_EQ(back.config, r.config);
+  EXPECT_EQ(back.host.hostname, r.host.hostname);
+  EXPECT_EQ(back.completion.points_planned, 5);
+}
+
+TEST(ReportJson, HasEveryKeyOfTheDesign) {
+  const nlohmann::json j = to_json(sample_report());
+  for (const char* k : {"schema_version", "tool", "created", "host", "devices", "config",
+                        "results", "knees"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["schema_version"], 1);
+  for (const char* k : {"name", "version", "git_sha"}) EXPECT_TRUE(j["tool"].contains(k)) << k;
+  const auto& d = j["devices"][0];
+  for (const char* k : {"backend", "name", "sm_count", "l2_bytes", "mem_bytes", "bandwidth",
+                        "flops_peak"}) {
+    EXPECT_TRUE(d.contains(k)) << k;
+  }
+  for (const char* k : {"read", "copy", "triad"}) EXPECT_TRUE(d["bandwidth"]["measured"].contains(k));
+  const auto& p = j["results"][0];
+  for (const char* k :
+       {"kernel", "backend", "model", "kv_dtype", "q_dtype", "block_size", "batch", "context",
+        "hit_rate", "hit_rate_actual", "prefix_groups", "status", "reason", "time_s", "bytes",
+        "flops", "arithmetic_intensity", "bandwidth", "roofline", "tokens_per_s", "error"}) {
+    EXPECT_TRUE(p.contains(k)) << k;
+  }
+  for (const char* k : {"median", "min", "max", "p10", "p90", "mean", "rel_noise", "samples"}) {
+    EXPECT_TRUE(p["time_s"].contains(k)) << k;
+  }
+  for (const char* k : {"bound", "t_roof_s", "fraction_measured", "fraction_datasheet"}) {
+    EXPECT_TRUE(p["roofline"].contains(k)) << k;
+  }
+  for (const char* k : {"max_abs", "max_rel", "quant_rel"}) EXPECT_TRUE(p["error"].contains(k));
+  EXPECT_EQ(p["context"]["kind"], "fixed");
+  EXPECT_EQ(p["context"]["values"], nlohmann::json::array({8192}));
+  // ISO-8601 UTC.
+  const std::string created = j["created"];
+  EXPECT_EQ(created.size(), 20u);
+  EXPECT_EQ(created.back(), 'Z');
+  EXPECT_EQ(created[10], 'T');
+}
+
+TEST(ReportJson, ReadingErrorsNameTheKey) {
+  nlohmann::json j = to_json(sample_report());
+  j["results"][2]["time_s"].erase("median");
+  try {
+    report_from_json(j);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("results[2].time_s.median"), std::string::npos) << e.what();
+  }
+  j = to_json(sample_report());
+  j["results"][0]["status"] = "great";
+  EXPECT_THROW(report_from_json(j), InputError);
+  j = to_json(sample_report());
+  j["schema_version"] = 2;
+  try {
+    report_from_json(j);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("schema_version 2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(report_from_json(nlohmann::json::object()), InputError);
+}
+
+TEST(AtomicWrite, WritesAndReadsBack) {
+  TempDir dir;
+  const auto path = dir.path() / "sub" / "r.json";
+  const Report r = sample_report();
+  write_report_atomic(path, r);
+  EXPECT_EQ(to_json(read_report(path)), to_json(r));
+  // Overwrite: the new content replaces the old one whole.
+  Report r2 = r;
+  r2.results.resize(1);
+  write_report_atomic(path, r2);
+  EXPECT_EQ(read_report(path).results.size(), 1u);
+  // Only the report in the directory: no temporary file left behind.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(path.parent_path())) {
+    ++files;
+    EXPECT_EQ(e.path().filename(), "r.json");
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(AtomicWrite, AFailedWriteLeavesNoPartialFile) {
+  TempDir dir;
+  const auto path = dir.path() / "r.json";
+  write_report_atomic(path, sample_report());
+  std::ifstream before_file(path);
+  std::stringstream before;
+  before << before_file.rdbuf();
+
+  // 1) Serialization fails (invalid UTF-8 in a string): the old report stays as it was.
+  Report bad = sample_report();
+  bad.results[0].reason = std::string("\xff\xfe broken", 9);
+  EXPECT_ANY_THROW(write_report_atomic(path, bad));
+  std::ifstream after_file(path);
+  std::stringstream after;
+  after << after_file.rdbuf();
+  EXPECT_EQ(after.str(), before.str());
+
+  // 2) The rename fails (the target is a directory): RuntimeFailure, no temporary file left.
+  const auto target_dir = dir.path() / "is_a_dir";
+  std::filesystem::create_directory(target_dir);
+  std::filesystem::create_directory(target_dir / "keep");  // a non-empty directory
+  EXPECT_THROW(write_report_atomic(target_dir, sample_report()), RuntimeFailure);
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name == "r.json" || name == "is_a_dir") << "left behind: " << name;
+  }
+
+  // 3) The directory cannot be created (a file is in the way): RuntimeFailure naming the path.
+  try {
+    write_report_atomic(path / "x.json", sample_report());
+    FAIL();
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("x.json"), std::string::npos);
+  }
+}
+
+TEST(ReadReport, FileErrors) {
+  TempDir dir;
+  EXPECT_THROW(read_report(dir.path() / "none.json"), InputError);
+  const auto garbage = dir.write("g.json", "{ not json");
+  try {
+    read_report(garbage);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("g.json"), std::string::npos);
+  }
+}
+
+TEST(Knees, SmallestBatchReachingNinetyPercentOfTheSeriesMax) {
+  std::vector<PointResult> pts;
+  const std::vector<std::pair<int, double>> curve = {
+      {1, 10}, {8, 50}, {32, 92}, {64, 100}, {128, 95}};
+  int i = 0;
+  for (const auto& [b, bw] : curve) pts.push_back(test::ok_point(i++, b, 1e-3, bw));
+  // A second series (other context) whose knee is its first point.
+  for (int b : {4, 16}) {
+    PointResult p = test::ok_point(i++, b, 1e-3, 100);
+    p.context = ContextSpec::fixed(1024);
+    pts.push_back(p);
+  }
+  // Wrong points and single-point series are ignored.
+  pts.push_back(test::wrong_point(i++));
+  PointResult lone = test::ok_point(i++, 2, 1e-3, 1);
+  lone.hit_rate = 0.9;
+  pts.push_back(lone);
+  const nlohmann::json knees = compute_knees(pts);
+  ASSERT_EQ(knees.size(), 2u);
+  const auto& k8192 = knees[0]["context"]["values"][0] == 8192 ? knees[0] : knees[1];
+  const auto& k1024 = knees[0]["context"]["values"][0] == 1024 ? knees[0] : knees[1];
+  EXPECT_EQ(k8192["knee_batch"], 32);
+  EXPECT_EQ(k8192["max_batch"], 64);
+  EXPECT_EQ(k8192["max_bandwidth"], 100.0);
+  EXPECT_EQ(k8192["batches"], nlohmann::json::array({1, 8, 32, 64, 128}));
+  EXPECT_EQ(k1024["knee_batch"], 4);
+  EXPECT_NE(k8192["definition"].get<std::string>().find("90%"), std::string::npos);
+}
+
+TEST(Format, Units) {
+  EXPECT_EQ(format_bandwidth(3.35e12), "3.35 TB/s");
+  EXPECT_EQ(format_bandwidth(812e9), "812 GB/s");
+  EXPECT_EQ(format_seconds(812e-6), "812 µs");
+  EXPECT_EQ(format_seconds(1.5e-3), "1.50 ms");
+  EXPECT_EQ(format_seconds(2.0), "2.00 s");
+  EXPECT_EQ(format_seconds(NAN), "-");
+  EXPECT_EQ(format_bytes(16.5e9), "16.5 GB");
+}
+
+TEST(Format, TableHasDeviceHeaderAlignedRowsAndStatus) {
+  Report r = sample_report();
+  const std::string t = format_results(r, OutputFormat::table);
+  EXPECT_NE(t.find("NVIDIA H200"), std::string::npos);
+  EXPECT_NE(t.find("measured read 4.10 TB/s"), std::string::npos) << t;
+  EXPECT_NE(t.find("datasheet 4.80 TB/s"), std::string::npos);
+  EXPECT_NE(t.find("tok/s (attn only)"), std::string::npos);
+  EXPECT_NE(t.find("auto→gqa"), std::string::npos);
+  EXPECT_NE(t.find("wrong"), std::string::npos);
+  EXPECT_NE(t.find("skipped"), std::string::npos);
+  EXPECT_NE(t.find("needs 90.1 GB"), std::string::npos);  // the reason below the table
+  EXPECT_NE(t.find("1000:9000"), std::string::npos);
+  EXPECT_NE(t.find("4000.0"), std::string::npos);            // 4 TB/s in the GB/s column
+  EXPECT_NE(t.find("80.0%"), std::string::npos);
+  // Rows of the table proper all have the same display width.
+  std::istringstream in(t);
+  std::string line;
+  std::vector<std::size_t> widths;
+  std::getline(in, line);  // device line
+  while (std::getline(in, line) && line.rfind("% roof", 0) != 0) {
+    std::size_t w = 0;
+    for (unsigned char c : line) w += (c & 0xC0) != 0x80;
+    widths.push_back(w);
+  }
+  ASSERT_EQ(widths.size(), 1 + r.results.size());
+  for (std::size_t w : widths) EXPECT_EQ(w, widths[0]);
+}
+
+TEST(Format, CsvAndMarkdown) {
+  const Report r = sample_report();
+  const std::string csv = format_results(r, OutputFormat::csv);
+  std::istringstream in(csv);
+  std::string header, line;
+  std::getline(in, header);
+  const auto columns = std::count(header.begin(), header.end(), ',');
+  int rows = 0;
+  while (std::getline(in, line)) {
+    ++rows;
+    // Quoted fields in this fixture have no commas, so a plain count works.
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), columns) << line;
+  }
+  EXPECT_EQ(rows, 5);
+  EXPECT_NE(csv.find(",wrong,"), std::string::npos);
+  const std::string md = format_results(r, OutputFormat::md);
+  EXPECT_NE(md.find("| kernel |"), std::string::npos);
+  EXPECT_NE(md.find("---:|"), std::string::npos);
+  const std::string js = format_results(r, OutputFormat::json);
+  EXPECT_EQ(nlohmann::json::parse(js), to_json(r));
+  EXPECT_EQ(parse_output_format("md"), OutputFormat::md);
+  EXPECT_THROW(parse_output_format("xml"), InputError);
+}
+
+}  // namespace
+}  // namespace decodebench

@@ -1,0 +1,279 @@
+// run_sweep / run_check_point with fake backends: validation before timing, a planted wrong
+// element, skips, errors, a device failure mid-sweep, interruption and checkpoints.
+#include <algorithm>
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "common/errors.h"
+#include "harness/runner.h"
+#include "harness_test_util.h"
+#include "reference/reference.h"
+
+namespace decodebench {
+namespace {
+
+using test::TempDir;
+
+// Outputs the reference itself (exactly right), optionally with one element off by `delta`.
+class FakePrepared : public PreparedPoint {
+ public:
+  FakePrepared(const Workload& w, int bad_row, float delta, int* time_calls)
+      : out_(reference_decode(w)), time_calls_(time_calls) {
+    if (bad_row >= 0) {
+      const std::size_t row = static_cast<std::size_t>(w.spec.model.num_q_heads) * w.spec.model.head_dim;
+      out_[bad_row * row + row / 2 + 1] += delta;  // one element in the middle of the row
+    }
+  }
+  void run() override { ++runs_; }
+  std::vector<float> output() override {
+    if (runs_ == 0) throw std::logic_error("output() before run()");
+    return out_;
+  }
+  double time_one() override {
+    ++*time_calls_;
+    return 1e-3;
+  }
+
+ private:
+  std::vector<float> out_;
+  int runs_ = 0;
+  int* time_calls_;
+};
+
+class FakeBackend : public Backend {
+ public:
+  std::string name() const override { return "fake"; }
+  DeviceInfo device_info() override {
+    DeviceInfo d;
+    d.backend = "fake";
+    d.name = "Fake Device";
+    d.bandwidth_datasheet = 2e10;
+    return d;
+  }
+  Ceilings measure_ceilings() override {
+    ++ceiling_calls;
+    Ceilings c;
+    c.read = 1e10;
+    return c;
+  }
+  std::vector<std::string> kernel_names() const override { return {"good", "bad", "big"}; }
+  std::string choose_kernel(const WorkloadSpec& spec) override {
+    return spec.batch >= 4 ? "big" : "good";
+  }
+  std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {
+    if (spec.batch > skip_above_batch) return "does not fit the fake device";
+    if (kernel == "big" && spec.batch < 4) return "big wants batch >= 4";
+    return "";
+  }
+  std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
+                                         const TimingOptions&) override {
+    ++prepare_calls;
+    if (prepare_calls == fail_on_prepare) throw RuntimeFailure("fake device lost");
+    if (prepare_calls == throw_logic_on_prepare) throw std::logic_error("fake bug");
+    const int bad = kernel == "bad" ? (bad_row >= 0 ? bad_row : w.spec.batch - 1) : -1;
+    return std::make_unique<FakePrepared>(w, bad, delta, &time_calls);
+  }
+
+  int prepare_calls = 0, ceiling_calls = 0, time_calls = 0;
+  int fail_on_prepare = -1;
+  int throw_logic_on_prepare = -1;
+  int skip_above_batch = 1 << 30;
+  int bad_row = -1;      // -1: the last row
+  float delta = 0.25f;
+};
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { model_ = dir_.write("tiny.json", test::tiny_model_json()).string(); }
+  SweepConfig config(std::vector<std::string> kernels, std::vector<int> batches) const {
+    SweepConfig c;
+    c.models = {model_};
+    c.kernels = std::move(kernels);
+    c.batches = std::move(batches);
+    c.contexts = {ContextSpec::fixed(17)};
+    c.measure.min_samples = 3;
+    c.measure.min_time_s = 0;
+    c.measure.timeout_s = 5;
+    return c;
+  }
+  TempDir dir_;
+  std::string model_;
+};
+
+TEST_F(RunnerTest, CorrectPointsAreTimedAndPublished) {
+  FakeBackend be;
+  const Report r = run_sweep(be, config({"good"}, {1, 3}));
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(be.ceiling_calls, 1);
+  ASSERT_EQ(r.devices.size(), 1u);
+  EXPECT_EQ(r.devices[0].measured.read, 1e10);
+  EXPECT_EQ(r.completion.state, Completion::State::complete);
+  for (const auto& p : r.results) {
+    EXPECT_EQ(p.status, PointStatus::ok) << p.reason;
+    EXPECT_EQ(p.time_s.samples, 3);
+    EXPECT_DOUBLE_EQ(p.time_s.median, 1e-3);
+    EXPECT_DOUBLE_EQ(p.bandwidth.achieved, p.bytes.min / 1e-3);
+    EXPECT_DOUBLE_EQ(p.roofline.fraction_measured, p.bytes.min / 1e10 / 1e-3);
+    EXPECT_DOUBLE_EQ(p.tokens_per_s, p.batch / (1e-3 * 3));  // tiny model: 3 layers
+    EXPECT_EQ(p.error.max_abs, 0);
+    EXPECT_EQ(p.error.rows_checked, p.batch);
+    EXPECT_GT(p.bytes.min, 0);
+    EXPECT_EQ(p.model, "tiny");
+  }
+  EXPECT_EQ(r.config, to_json(config({"good"}, {1, 3})));
+}
+
+TEST_F(RunnerTest, AWrongElementMakesThePointWrongAndUntimed) {
+  FakeBackend be;
+  const Report r = run_sweep(be, config({"good", "bad"}, {2}));
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].status, PointStatus::ok);
+  const PointResult& bad = r.results[1];
+  EXPECT_EQ(bad.status, PointStatus::wrong);
+  EXPECT_NE(bad.reason.find("1 of"), std::string::npos) << bad.reason;
+  EXPECT_NEAR(bad.error.max_abs, 0.25, 1e-6);
+  EXPECT_FALSE(bad.error.first_mismatch.empty());
+  // No throughput of any kind is published for a wrong point, and it was never timed.
+  EXPECT_TRUE(std::isnan(bad.time_s.median));
+  EXPECT_TRUE(std::isnan(bad.bandwidth.achieved));
+  EXPECT_TRUE(std::isnan(bad.tokens_per_s));
+  EXPECT_TRUE(std::isnan(bad.roofline.fraction_measured));
+  EXPECT_TRUE(bad.samples.empty());
+  EXPECT_EQ(be.time_calls, 3);  // only the good point's samples
+}
+
+TEST_F(RunnerTest, LargeBatchesValidateASubsetWithTheRightRows) {
+  FakeBackend be;
+  SweepConfig c = config({"good", "bad"}, {37});
+  c.validate_max_rows = 5;
+  be.bad_row = 36;  // the last sequence is always in the subset
+  const Report r = run_sweep(be, c);
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].status, PointStatus::ok) << r.results[0].reason;  // rows mapped right
+  EXPECT_EQ(r.results[0].error.rows_checked, 5);
+  EXPECT_EQ(r.results[1].status, PointStatus::wrong);
+}
+
+TEST_F(RunnerTest, AutoIsResolvedAndRecorded) {
+  FakeBackend be;
+  const Report r = run_sweep(be, config({"auto"}, {1, 5}));
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].kernel, "good");
+  EXPECT_EQ(r.results[1].kernel, "big");
+  for (const auto& p : r.results) EXPECT_EQ(p.kernel_requested, "auto");
+}
+
+TEST_F(RunnerTest, SkippedPointsCarryTheBackendsReasonAndTheSweepGoesOn) {
+  FakeBackend be;
+  be.skip_above_batch = 2;
+  const Report r = run_sweep(be, config({"good"}, {1, 3, 2}));
+  ASSERT_EQ(r.results.size(), 3u);
+  EXPECT_EQ(r.results[0].status, PointStatus::ok);
+  EXPECT_EQ(r.results[1].status, PointStatus::skipped);
+  EXPECT_EQ(r.results[1].reason, "does not fit the fake device");
+  EXPECT_GT(r.results[1].bytes.min, 0);  // the model's numbers are still there
+  EXPECT_EQ(r.results[2].status, PointStatus::ok);
+  EXPECT_EQ(be.prepare_calls, 2);
+}
+
+TEST_F(RunnerTest, ADeviceFailureStopsTheSweepKeepingFinishedPoints) {
+  FakeBackend be;
+  be.fail_on_prepare = 3;
+  const Report r = run_sweep(be, config({"good"}, {1, 2, 3, 4, 5}));
+  ASSERT_EQ(r.results.size(), 3u);
+  EXPECT_EQ(r.results[0].status, PointStatus::ok);
+  EXPECT_EQ(r.results[1].status, PointStatus::ok);
+  EXPECT_EQ(r.results[2].status, PointStatus::error);
+  EXPECT_NE(r.results[2].reason.find("fake device lost"), std::string::npos);
+  EXPECT_EQ(r.completion.state, Completion::State::device_failure);
+  EXPECT_EQ(r.completion.points_planned, 5);
+  EXPECT_NE(r.completion.reason.find("fake device lost"), std::string::npos);
+}
+
+TEST_F(RunnerTest, OtherExceptionsMakeOnePointErrorAndTheSweepGoesOn) {
+  FakeBackend be;
+  be.throw_logic_on_prepare = 1;
+  const Report r = run_sweep(be, config({"good"}, {1, 2}));
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].status, PointStatus::error);
+  EXPECT_NE(r.results[0].reason.find("fake bug"), std::string::npos);
+  EXPECT_EQ(r.results[1].status, PointStatus::ok);
+  EXPECT_EQ(r.completion.state, Completion::State::complete);
+}
+
+TEST_F(RunnerTest, InterruptKeepsFinishedPointsAndCheckpointsSeeEachOne) {
+  FakeBackend be;
+  std::atomic<bool> stop{false};
+  std::vector<std::size_t> checkpoint_sizes;
+  std::vector<int> progress_done;
+  RunOptions opt;
+  opt.interrupted = &stop;
+  opt.checkpoint = [&](const Report& r) { checkpoint_sizes.push_back(r.results.size()); };
+  opt.progress = [&](int done, int total, double elapsed, const PointResult&) {
+    progress_done.push_back(done);
+    EXPECT_EQ(total, 4);
+    EXPECT_GE(elapsed, 0);
+    if (done == 2) stop = true;
+  };
+  const Report r = run_sweep(be, config({"good"}, {1, 2, 3, 4}), opt);
+  EXPECT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.completion.state, Completion::State::interrupted);
+  EXPECT_EQ(checkpoint_sizes, (std::vector<std::size_t>{1, 2}));
+  EXPECT_EQ(progress_done, (std::vector<int>{1, 2}));
+}
+
+TEST_F(RunnerTest, GivenCeilingsAreNotRemeasured) {
+  FakeBackend be;
+  RunOptions opt;
+  Ceilings c;
+  c.read = 5e9;
+  opt.ceilings = c;
+  const Report r = run_sweep(be, config({"good"}, {1}), opt);
+  EXPECT_EQ(be.ceiling_calls, 0);
+  EXPECT_EQ(r.devices[0].measured.read, 5e9);
+}
+
+TEST_F(RunnerTest, BadInputIsRejectedBeforeAnythingRuns) {
+  FakeBackend be;
+  EXPECT_THROW(run_sweep(be, config({"nope"}, {1})), InputError);
+  try {
+    run_sweep(be, config({"nope"}, {1}));
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("good, bad, big"), std::string::npos) << e.what();
+  }
+  // An impossible shape (head_dim 48) is found before the first point runs.
+  const auto odd = dir_.write("odd.json", R"({"name": "odd", "num_q_heads": 4,
+      "num_kv_heads": 2, "head_dim": 48, "num_layers": 1})");
+  SweepConfig c = config({"good"}, {1});
+  c.models = {model_, odd.string()};
+  EXPECT_THROW(run_sweep(be, c), InputError);
+  EXPECT_EQ(be.prepare_calls, 0);
+}
+
+TEST_F(RunnerTest, Fp8PointsReportTheQuantizationError) {
+  FakeBackend be;
+  SweepConfig c = config({"good"}, {2});
+  c.kv_dtypes = {DType::fp8_e4m3, DType::f16};
+  const Report r = run_sweep(be, c);
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].status, PointStatus::ok);
+  EXPECT_GT(r.results[0].error.quant_rel, 1e-4);   // e4m3 has 3 mantissa bits
+  EXPECT_LT(r.results[0].error.quant_rel, 0.2);
+  EXPECT_TRUE(std::isnan(r.results[1].error.quant_rel));  // f16: not reported
+}
+
+TEST_F(RunnerTest, CheckPointValidatesWithoutTiming) {
+  FakeBackend be;
+  const auto points = expand(config({"good", "bad"}, {3}));
+  ASSERT_EQ(points.size(), 2u);
+  const PointResult ok = run_check_point(be, points[0]);
+  EXPECT_EQ(ok.status, PointStatus::ok);
+  EXPECT_EQ(ok.time_s.samples, 0);
+  const PointResult wrong = run_check_point(be, points[1]);
+  EXPECT_EQ(wrong.status, PointStatus::wrong);
+  EXPECT_EQ(be.time_calls, 0);
+}
+
+}  // namespace
+}  // namespace decodebench

@@ -1,0 +1,132 @@
+// dtype names, parsing and scalar encode/decode; .npy writing and reading.
+#include "common/dtype.h"
+#include "common/errors.h"
+#include "common/npy.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace decodebench {
+namespace {
+
+TEST(Dtype, NamesAndParsing) {
+  for (DType t : all_dtypes()) EXPECT_EQ(parse_dtype(dtype_name(t)), t);
+  EXPECT_EQ(parse_dtype("fp16"), DType::f16);
+  EXPECT_EQ(parse_dtype("Float16"), DType::f16);
+  EXPECT_EQ(parse_dtype("bfloat16"), DType::bf16);
+  EXPECT_EQ(parse_dtype("E4M3"), DType::fp8_e4m3);
+  EXPECT_EQ(parse_dtype("e5m2"), DType::fp8_e5m2);
+  EXPECT_EQ(parse_dtype("fp32"), DType::f32);
+  EXPECT_EQ(dtype_name(DType::fp8_e5m2), "fp8_e5m2");
+  try {
+    parse_dtype("int8", "--kv-dtype");
+    FAIL() << "int8 accepted";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("--kv-dtype"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'int8'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("fp8_e4m3"), std::string::npos) << msg;
+  }
+}
+
+TEST(Dtype, EncodeDecode) {
+  std::byte buf[4];
+  encode_value(DType::f16, 1.0f, buf);
+  EXPECT_EQ(buf[0], std::byte{0x00});
+  EXPECT_EQ(buf[1], std::byte{0x3c});  // little-endian 0x3c00
+  EXPECT_EQ(decode_value(DType::f16, buf), 1.0f);
+  encode_value(DType::bf16, -2.0f, buf);
+  EXPECT_EQ(decode_value(DType::bf16, buf), -2.0f);
+  encode_value(DType::fp8_e4m3, 1000.0f, buf);
+  EXPECT_EQ(buf[0], std::byte{0x7e});
+  EXPECT_EQ(decode_value(DType::fp8_e4m3, buf), 448.0f);
+  encode_value(DType::fp8_e5m2, 1.0f, buf);
+  EXPECT_EQ(buf[0], std::byte{0x3c});
+  encode_value(DType::f32, 0.1f, buf);
+  EXPECT_EQ(decode_value(DType::f32, buf), 0.1f);
+
+  std::vector<std::byte> many(3 * 2);
+  for (int i = 0; i < 3; ++i) encode_value(DType::f16, static_cast<float>(i) + 0.5f, many.data() + 2 * i);
+  EXPECT_EQ(decode_to_float(many, DType::f16), (std::vector<float>{0.5f, 1.5f, 2.5f}));
+  EXPECT_THROW(decode_to_float(std::span(many).first(5), DType::f16), InputError);
+  EXPECT_EQ(fp8_max(DType::fp8_e4m3), 448.0f);
+  EXPECT_EQ(fp8_max(DType::fp8_e5m2), 57344.0f);
+  EXPECT_THROW(fp8_max(DType::f16), InputError);
+}
+
+class Npy : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("decodebench_npy_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(Npy, FloatRoundTripAndHeader) {
+  const std::vector<float> data = {1.f, -2.5f, 3.25f, 0.f, 1e-8f, 7.f};
+  const std::vector<std::int64_t> shape = {2, 3};
+  write_npy(dir_ / "a.npy", data, shape);
+  const NpyArray a = read_npy(dir_ / "a.npy");
+  EXPECT_EQ(a.descr, "<f4");
+  EXPECT_FALSE(a.fortran_order);
+  EXPECT_EQ(a.shape, shape);
+  EXPECT_EQ(a.as_float(), data);
+  EXPECT_THROW(a.as_int32(), InputError);
+
+  // The header numpy expects: magic, version 1.0, a dict padded so data starts at 64 bytes.
+  std::ifstream in(dir_ / "a.npy", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GE(bytes.size(), 64u + 24u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+  const std::size_t header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+  EXPECT_EQ((10 + header_len) % 64, 0u);
+  EXPECT_EQ(bytes.size(), 10 + header_len + data.size() * 4);
+  EXPECT_EQ(bytes[10 + header_len - 1], '\n');
+  EXPECT_NE(bytes.find("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"),
+            std::string::npos);
+}
+
+TEST_F(Npy, Int32OneDimensionalAndEmpty) {
+  const std::vector<std::int32_t> data = {5, -1, 1 << 30};
+  const std::vector<std::int64_t> shape = {3};
+  write_npy(dir_ / "b.npy", data, shape);
+  const NpyArray b = read_npy(dir_ / "b.npy");
+  EXPECT_EQ(b.descr, "<i4");
+  EXPECT_EQ(b.shape, shape);
+  EXPECT_EQ(b.as_int32(), data);
+  std::ifstream in(dir_ / "b.npy", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes.find("'shape': (3,)"), std::string::npos);  // a 1-tuple keeps its comma
+
+  const std::vector<float> none;
+  const std::vector<std::int64_t> shape0 = {0, 4};
+  write_npy(dir_ / "c.npy", none, shape0);
+  EXPECT_EQ(read_npy(dir_ / "c.npy").shape, shape0);
+}
+
+TEST_F(Npy, Errors) {
+  const std::vector<float> data = {1.f, 2.f};
+  const std::vector<std::int64_t> wrong = {3};
+  EXPECT_THROW(write_npy(dir_ / "x.npy", data, wrong), InputError);
+  EXPECT_THROW(write_npy(dir_ / "no_such_dir" / "x.npy", data, std::vector<std::int64_t>{2}),
+               RuntimeFailure);
+  std::ofstream(dir_ / "bad.npy") << "not numpy";
+  EXPECT_THROW(read_npy(dir_ / "bad.npy"), RuntimeFailure);
+  EXPECT_THROW(read_npy(dir_ / "missing.npy"), RuntimeFailure);
+  // Truncated data is reported, not read past.
+  write_npy(dir_ / "t.npy", data, std::vector<std::int64_t>{2});
+  std::filesystem::resize_file(dir_ / "t.npy", std::filesystem::file_size(dir_ / "t.npy") - 2);
+  EXPECT_THROW(read_npy(dir_ / "t.npy"), RuntimeFailure);
+}
+
+}  // namespace
+}  // namespace decodebench

@@ -167,6 +167,10 @@ struct ThreadCtx {
   std::atomic<const char*> wait_op{nullptr};
   std::atomic<const char*> wait_file{nullptr};
   std::atomic<unsigned> wait_line{0};
+  // The barrier phase the thread sleeps on: it is blocked only while that phase is current
+  // (a woken thread that has not run yet still has wait_op set).
+  std::atomic<const std::atomic<std::uint32_t>*> wait_word{nullptr};
+  std::atomic<std::uint32_t> wait_value{0};
 };
 
 thread_local ThreadCtx* t_ctx = nullptr;
@@ -290,6 +294,8 @@ void wait_for_phase(BlockRun& blk, Barrier& b, std::uint32_t phase, ThreadCtx& s
     if (blk.cancelled.load()) break;  // seq_cst pairs with cancel(): no lost wake-up
     if (now != phase) break;
     if (!announced) {
+      self.wait_word.store(&b.phase, std::memory_order_relaxed);
+      self.wait_value.store(phase, std::memory_order_relaxed);
       self.wait_op.store(where.op, std::memory_order_relaxed);
       self.wait_file.store(where.file, std::memory_order_relaxed);
       self.wait_line.store(where.line, std::memory_order_relaxed);
@@ -560,15 +566,21 @@ std::map<const void*, std::vector<SiteInfo>>& learned_sites() {
   return sites;
 }
 
-std::string waiting_report(BlockRun& blk, int* waiting_count) {
+// Lists where threads sleep. `blocked_count` gets the number of threads asleep on a phase
+// that is still current (so they cannot run until some other thread acts).
+std::string waiting_report(BlockRun& blk, int* blocked_count) {
   std::map<std::string, std::vector<int>> by_site;
   std::vector<int> running;
-  int waiting = 0;
+  int blocked = 0;
   for (int t = 0; t < blk.num_threads; ++t) {
     ThreadCtx& c = blk.threads[t];
     const char* op = c.wait_op.load(std::memory_order_relaxed);
     if (op != nullptr) {
-      ++waiting;
+      const std::atomic<std::uint32_t>* word = c.wait_word.load(std::memory_order_relaxed);
+      if (word != nullptr && word->load(std::memory_order_relaxed) ==
+                                 c.wait_value.load(std::memory_order_relaxed)) {
+        ++blocked;
+      }
       by_site[std::string(op) + " at " +
               site_text(c.wait_file.load(std::memory_order_relaxed),
                         c.wait_line.load(std::memory_order_relaxed))]
@@ -577,7 +589,7 @@ std::string waiting_report(BlockRun& blk, int* waiting_count) {
       running.push_back(t);
     }
   }
-  if (waiting_count) *waiting_count = waiting;
+  if (blocked_count) *blocked_count = blocked;
   std::string s;
   for (const auto& [site, tids] : by_site) s += " threads " + ranges_text(tids) + " wait in " + site + ";";
   if (!running.empty()) s += " threads " + ranges_text(running) + " are not waiting (running or exited);";
@@ -674,14 +686,17 @@ void run_block(const LaunchInfo& launch, uint3 block_idx) {
       continue;
     }
     const double idle_s = std::chrono::duration<double>(now - last_change).count();
-    int waiting = 0;
-    const std::string report = waiting_report(*blk, &waiting);
-    if (waiting == live_threads(*blk) && waiting > 0 && idle_s >= kDeadlockConfirm_s) {
+    int blocked = 0;
+    const std::string report = waiting_report(*blk, &blocked);
+    const bool still = blk->progress.load(std::memory_order_relaxed) == progress;  // stable scan
+    if (still && blocked == live_threads(*blk) && blocked > 0 && idle_s >= kDeadlockConfirm_s) {
       blk->fail(blk->where() + ": deadlock, every live thread waits and none can proceed:" +
                 report);
-    } else if (idle_s >= timeout_s) {
-      blk->fail(blk->where() + ": no progress for " + std::to_string(static_cast<int>(timeout_s)) +
-                " s (DECODEBENCH_EMU_TIMEOUT_S):" + report);
+    } else if (still && idle_s >= timeout_s) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
+      blk->fail(blk->where() + ": no progress for " + seconds + " s (DECODEBENCH_EMU_TIMEOUT_S):" +
+                report);
     }
   }
   if (blk->error_ready.load(std::memory_order_acquire)) throw EmuError(blk->error);

@@ -12,17 +12,18 @@
 // next rung), so while a block computes it has nothing in flight; latency is hidden only by the
 // other blocks on the SM.
 //
-// Napkin math (H100 SXM 3.35 TB/s, 132 SMs, ~1.7 GHz: ~15 B/clk/SM; H200 4.8 TB/s: ~21 B/clk/SM):
-//   bytes in flight per block = one tile of K+V = 16 KiB (f16/bf16) or 8 KiB (fp8)
-//   registers: q + acc = 2 x cap x 8 floats, K/V chunks 32, so ~100 (cap 2) to ~200 (cap 8)
-//     -> 2-4 blocks per SM; in flight per SM ~32-64 KiB at f16, ~16-32 KiB at fp8. Little's law
-//     with ~1 us loaded latency wants ~15-21 KiB per SM to be in flight *on average*, and a gqa
-//     block has nothing in flight during its compute, so the ceiling depends on occupancy; the
-//     pipelined rung removes that dependence.
-//   FLOPs per K/V element: 2 x group FMA (q.k and p.v); group 4 at f16 D128: 16 K FMA per
-//     256-byte row pair... ~8 clk/token/SM of FMA vs ~25 clk/token/SM of HBM time: memory-bound.
-//   shared memory: partials cap x T x (C + 4) floats (~20 KiB at cap 8), scores, row stats; the
-//     final merge buffer (cap x R x d floats, 32 KiB at cap 8) aliases them.
+// Napkin math (H200: 4.8 TB/s / 132 SMs / ~1.8 GHz ~ 20 B/clk/SM; H100 SXM ~14 B/clk/SM):
+//   bytes in flight per block while loading: one tile of K+V = 16 KiB (f16/bf16), 8 KiB (fp8)
+//   registers (ptxas, head_dim 128): cap 2 / 4 / 8 = 92 / 128 / 211 (f16), 78 / 124 / 199 (fp8)
+//     -> 5 / 4 / 2 blocks per SM (64 K registers); cap 4 (llama-3.1-8b, group 4) at f16 keeps up
+//     to 64 KiB in flight per SM, but only while no block is computing, so this rung's bandwidth
+//     rests on occupancy (the pipelined rung keeps loads in flight during compute).
+//   shared memory: max(partials + scores, final merge buffer) + row stats = 4168 B x cap at
+//     head_dim 128 (16.3 KiB at cap 4): never the occupancy limit.
+//   work per token and KV head at group g, head_dim 128: 2 x 128 x g FMA (q.k and p.v) + 256
+//     conversions; g = 4: 1024 FMA = 8 clk/SM at 128 FMA/clk, against 512 B / 20 B/clk = 25 clk
+//     of HBM time at f16 and 12.5 clk at fp8: memory-bound, with ~2x headroom at fp8.
+//   barriers: 2 per tile (32 tokens at head_dim 128), 3 at the end; no warp shuffles.
 #pragma once
 
 #include "paged_decode/decode_common.cuh"

@@ -15,13 +15,19 @@
 // a warp's copies cover whole rows: coalesced. The K/V rows of a tile sit contiguously in the
 // stage ([T][d]), and a warp's compute reads are 32 consecutive chunks: conflict-free.
 //
-// Napkin math (H200: 4.8 TB/s over 132 SMs at ~1.8 GHz ~ 20 B/clk/SM; ~1 us loaded latency):
-//   in flight per block: 32 KiB (2 stages of 16 KiB at f16, 4 of 8 KiB at fp8)
-//   shared memory per block: 48 KiB (f16) / 40 KiB (fp8) ring + partials (up to ~20 KiB at
-//     cap 8) + scores/stats: ~50-70 KiB -> 3 blocks per SM fit in 228 KiB
-//   registers: the K/V chunks are read from smem one at a time, so ~30 fewer than gqa
-//   2-3 blocks per SM x 32 KiB = 64-96 KiB in flight per SM, above the ~20-40 KiB that Little's
-//   law asks for (20 B/clk x ~1-2k clk), independent of how long the compute takes.
+// Napkin math (H200: 4.8 TB/s / 132 SMs / ~1.8 GHz ~ 20 B/clk/SM, ~1 us loaded latency, so
+// Little's law wants ~20-40 KiB in flight per SM at all times):
+//   in flight per block: 32 KiB, during compute too (2 stages of 16 KiB at f16, 4 of 8 KiB at fp8)
+//   shared memory (head_dim 128): ring 48 KiB (f16) / 40 KiB (fp8) + partials, scores and stats
+//     2760 B x cap: f16 cap 2 / 4 / 8 = 53.4 / 58.8 / 69.6 KiB; fp8 cap 4 / 8 = 50.8 / 61.6 KiB
+//   registers (ptxas, head_dim 128): cap 2 / 4 / 8 = 71 / 122 / 198 (f16), 71 / 120 / 196 (fp8)
+//     (K/V chunks are read from the ring one at a time, so fewer than gqa's)
+//   blocks per SM (min of 64 K registers, 228 KiB smem): f16 cap 4 -> 3, fp8 cap 4 -> 4, cap 8
+//     -> 2; in flight per SM 64-128 KiB, above what Little's law asks.
+//   waves: llama-3.1-8b batch 64 = 512 blocks on 132 x 3 slots = 1.3 waves at f16; the tail wave
+//     (116 blocks x 32 KiB = 3.7 MB in flight vs ~4.8 MB needed) runs at ~75 % of peak, so ~93 %
+//     overall; split_kv (2 splits at batch 64) has a shallower tail. kBytesInFlight is the knob.
+//   barriers: 3 per tile, 3 at the end; no warp shuffles.
 #pragma once
 
 #include "paged_decode/decode_common.cuh"

@@ -1,5 +1,6 @@
 #include "cli/cli_common.h"
 
+#include <algorithm>
 #include <charconv>
 #include <csignal>
 #include <fstream>
@@ -157,6 +158,19 @@ SweepConfig resolve_sweep_config(const SweepFlags& f) {
   if (f.warm_opt && f.warm_opt->count()) cfg.measure.warm_l2 = f.warm;
   if (f.validate_rows_opt->count()) cfg.validate_max_rows = f.validate_rows;
   return cfg;
+}
+
+void check_kernel_names(const SweepConfig& config, const std::vector<std::string>& available,
+                        std::string_view backend) {
+  for (const std::string& k : config.kernels) {
+    if (k == "auto" || k == "all") continue;
+    if (std::find(available.begin(), available.end(), k) == available.end()) {
+      std::string valid;
+      for (const std::string& n : available) valid += (valid.empty() ? "" : ", ") + n;
+      throw InputError(fmt::format("--kernel: unknown kernel '{}' for backend {} (valid: auto, all, {})",
+                                   k, backend, valid));
+    }
+  }
 }
 
 OutputFormat parse_format(std::string_view s) { return parse_output_format(s); }

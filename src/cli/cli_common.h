@@ -50,6 +50,10 @@ void add_sweep_flags(CLI::App& cmd, SweepFlags& f, bool measure);
 SweepConfig resolve_sweep_config(const SweepFlags& f);
 bool flag_given(const SweepFlags& f, std::string_view name);
 
+// Every name in config.kernels is "auto", "all" or one of `available` (InputError listing them).
+void check_kernel_names(const SweepConfig& config, const std::vector<std::string>& available,
+                        std::string_view backend);
+
 // --format: table|json|csv|md (InputError listing them).
 OutputFormat parse_format(std::string_view s);
 

@@ -18,7 +18,10 @@ namespace decodebench::cli {
 namespace {
 
 std::string or_na(double v, std::string (*format)(double)) { return v > 0 ? format(v) : "n/a"; }
-std::string flops_label(double v) { return v > 0 ? fmt::format("{:.1f} TFLOP/s", v / 1e12) : "n/a"; }
+std::string flops_label(double v) {
+  if (v <= 0) return "n/a";
+  return v >= 1e12 ? fmt::format("{:.1f} TFLOP/s", v / 1e12) : fmt::format("{:.1f} GFLOP/s", v / 1e9);
+}
 
 std::string join(const std::vector<std::string>& items) {
   std::string s;
@@ -56,6 +59,7 @@ std::string ceilings_table(const DeviceInfo& d) {
                      or_na(m.triad, format_bandwidth),
                      or_na(static_cast<double>(m.buffer_bytes), format_bytes));
   }
+  if (!m.note.empty()) s += fmt::format("note        {}\n", m.note);
   s += fmt::format("fp32 peak   measured {}, device/datasheet {}\n", flops_label(m.fma_flops),
                    flops_label(d.flops_peak));
   return s;

@@ -2,10 +2,12 @@
 // and write the JSON report (atomically, and again after every point so a crash or Ctrl-C
 // loses nothing measured).
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "backends/backend.h"
 #include "cli/cli_common.h"
@@ -23,8 +25,31 @@ struct SweepOptions {
   std::string format = "table";
   std::string out = "results/latest.json";
   std::string dump;
+  std::string ceilings;  // --ceilings FILE: reuse what `decodebench ceilings --out FILE` measured
   bool quiet = false;
 };
+
+// Ceilings measured earlier on this same device (`decodebench ceilings --out FILE`), so a series
+// of sweeps or shards on one machine measures them once. The file must name this backend and
+// device: ceilings of another device would make every roofline fraction wrong.
+Ceilings load_ceilings(const std::string& file, Backend& backend) {
+  std::ifstream in(file);
+  if (!in) throw InputError(file + ": cannot open the ceilings file (--ceilings)");
+  DeviceRecord rec;
+  try {
+    rec = device_record_from_json(nlohmann::json::parse(in));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(file + ": not a device record written by `decodebench ceilings --out`: " + e.what());
+  } catch (const InputError& e) {
+    throw InputError(file + ": " + e.what());
+  }
+  const DeviceInfo here = backend.device_info();
+  if (rec.backend != here.backend || rec.name != here.name) {
+    throw InputError(fmt::format("{}: ceilings were measured on {} '{}', this sweep runs on {} '{}'",
+                                 file, rec.backend, rec.name, here.backend, here.name));
+  }
+  return rec.measured;
+}
 
 // One line per finished point on stderr: "[3/12] elapsed 4.1 s, ETA 12 s — gqa llama... ok".
 // One line per point (not a \r-updated line) so logs of CI jobs and Slurm arrays read well.
@@ -58,9 +83,10 @@ int run(const SweepOptions& o) {
   std::unique_ptr<Backend> backend = make_backend(cfg.backend, o.flags.device);
   cfg.backend = backend->name();  // the report records what "auto" resolved to
 
-  std::vector<SweepPoint> points;
+  // Bad model or kernel names fail here, before the ceilings take their seconds.
+  check_kernel_names(cfg, backend->kernel_names(), backend->name());
+  const std::vector<SweepPoint> points = expand(cfg, backend->kernel_names());
   if (!o.dump.empty()) {
-    points = expand(cfg, backend->kernel_names());
     if (points.size() != 1) {
       throw InputError(fmt::format(
           "--dump writes one point, but this sweep has {} points; give one value per axis "
@@ -76,6 +102,7 @@ int run(const SweepOptions& o) {
   RunOptions run_options;
   run_options.interrupted = &interrupted_flag();
   if (!o.quiet) run_options.progress = print_progress;
+  if (!o.ceilings.empty()) run_options.ceilings = load_ceilings(o.ceilings, *backend);
   run_options.checkpoint = [&](const Report& partial) { write_report(o.out, partial); };
 
   const Report report = run_sweep(*backend, cfg, run_options);
@@ -120,6 +147,9 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--dump", o->dump,
                   "Directory: write the single point's inputs, output and reference as .npy plus meta.json");
+  cmd->add_option("--ceilings", o->ceilings,
+                  "Reuse the ceilings `decodebench ceilings --out FILE` measured on this device "
+                  "instead of measuring them again");
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }

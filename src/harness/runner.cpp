@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <cmath>
+#include <numeric>
 #include <new>
 
 #include <fmt/format.h>
@@ -63,10 +66,49 @@ std::vector<float> gather_rows(const std::vector<float>& out, std::span<const in
   return g;
 }
 
-// Runs the point once and compares it with the reference; fills r.error. True when correct.
-bool validate_point(PreparedPoint& prepared, const Workload& full, const PagedLayout& layout,
-                    int max_rows, PointResult& r) {
-  const WorkloadSpec& s = full.spec;
+// The full point without host data: spec, layout, block ids, scales; q/k_cache/v_cache empty
+// (backend.h's layout-only convention: a backend that can, e.g. cuda, fills them where they live
+// with the same counter-based values; others throw InputError).
+Workload layout_only_workload(const WorkloadSpec& spec, const PagedLayout& layout) {
+  Workload w;
+  w.spec = spec;
+  w.layout = layout;
+  w.sequences.resize(static_cast<std::size_t>(spec.batch));
+  std::iota(w.sequences.begin(), w.sequences.end(), 0);
+  w.source_block_ids.resize(static_cast<std::size_t>(layout.num_blocks));
+  std::iota(w.source_block_ids.begin(), w.source_block_ids.end(), 0);
+  w.softmax_scale = 1.0f / std::sqrt(static_cast<float>(spec.model.head_dim));
+  w.k_scale = w.v_scale = kv_scale_for(spec.kv_dtype);
+  return w;
+}
+
+// Reference outputs by workload identity: a sweep over several kernels validates each of them
+// against the same workload, and the reference (double loops) is the slowest part of a GPU
+// sweep. Bounded; cleared when full.
+struct ReferenceCache {
+  struct Entry {
+    std::vector<float> ref;
+    double quant_rel = kNotAvailable;
+  };
+  static constexpr std::size_t kMaxFloats = std::size_t{128} << 20;  // 512 MB
+  std::map<std::string, Entry> entries;
+  std::size_t floats = 0;
+};
+
+std::string reference_key(const WorkloadSpec& s, std::size_t rows) {
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}:{}|{}|{}|{}|{}|{}|{}|{}", s.model.name,
+                     s.model.num_q_heads, s.model.num_kv_heads, s.model.head_dim, s.batch,
+                     static_cast<int>(s.context.kind), s.context.lo, s.context.hi, s.hit_rate,
+                     s.prefix_groups, dtype_name(s.kv_dtype), dtype_name(s.q_dtype),
+                     s.block_size, s.seed, rows);
+}
+
+// Runs the point once and compares rows `rows` of its output with the reference on `checked`
+// (the full workload when every row is validated, else the subset workload of those rows);
+// fills r.error. True when correct.
+bool validate_point(PreparedPoint& prepared, const Workload& checked, std::span<const int> rows,
+                    ReferenceCache* cache, PointResult& r) {
+  const WorkloadSpec& s = checked.spec;
   prepared.run();
   const std::vector<float> out = prepared.output();
   const std::size_t row_elems = static_cast<std::size_t>(s.model.num_q_heads) * s.model.head_dim;
@@ -77,22 +119,36 @@ bool validate_point(PreparedPoint& prepared, const Workload& full, const PagedLa
                                      out.size(), want, s.batch, s.model.num_q_heads,
                                      s.model.head_dim));
   }
-  const std::vector<int> rows = validation_subset(layout, max_rows);
   const bool all_rows = static_cast<int>(rows.size()) == s.batch;
-  // The reference runs on the rows validated only: a subset workload packs just their blocks.
-  Workload subset;
-  if (!all_rows) subset = make_workload(s, layout, rows);
-  const Workload& checked = all_rows ? full : subset;
-  const std::vector<float> ref = reference_decode(checked);
+  const std::string key = reference_key(s, rows.size());
+  ReferenceCache::Entry computed;
+  const ReferenceCache::Entry* entry = nullptr;
+  if (cache && cache->entries.count(key)) {
+    entry = &cache->entries.at(key);
+  } else {
+    computed.ref = reference_decode(checked);
+    if (is_fp8(s.kv_dtype)) {
+      computed.quant_rel =
+          quantization_error(computed.ref, reference_decode_unquantized(checked));
+    }
+    entry = &computed;
+    if (cache) {
+      if (cache->floats + computed.ref.size() > ReferenceCache::kMaxFloats) {
+        cache->entries.clear();
+        cache->floats = 0;
+      }
+      cache->floats += computed.ref.size();
+      entry = &(cache->entries[key] = std::move(computed));
+    }
+  }
+  const std::vector<float>& ref = entry->ref;
   const std::vector<float> got = all_rows ? out : gather_rows(out, rows, row_elems);
   const Tolerance tol = tolerance_for(s.q_dtype, s.kv_dtype);
   const Comparison cmp = compare_outputs(got, ref, s.model.num_q_heads, s.model.head_dim, tol);
   r.error.max_abs = cmp.max_abs;
   r.error.max_rel = cmp.max_rel;
   r.error.rows_checked = static_cast<int>(rows.size());
-  if (is_fp8(s.kv_dtype)) {
-    r.error.quant_rel = quantization_error(ref, reference_decode_unquantized(checked));
-  }
+  r.error.quant_rel = entry->quant_rel;
   if (cmp.ok) return true;
   r.error.first_mismatch = cmp.report;
   r.status = PointStatus::wrong;
@@ -107,7 +163,7 @@ bool validate_point(PreparedPoint& prepared, const Workload& full, const PagedLa
 // Everything after the identity: skip, validate, time. Exceptions propagate to run_sweep.
 void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
                const SweepConfig& config, const DeviceInfo& device, bool time_it,
-               PointResult& r) {
+               ReferenceCache* cache, PointResult& r) {
   if (p.kernel == "auto") r.kernel = backend.choose_kernel(p.spec);
   const std::string skip = backend.skip_reason(p.spec, r.kernel);
   if (!skip.empty()) {
@@ -115,19 +171,35 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
     r.reason = skip;
     return;
   }
-  Workload w;
-  try {
-    w = make_workload(p.spec);
-  } catch (const std::bad_alloc&) {
-    r.status = PointStatus::skipped;
-    r.reason = fmt::format("the workload ({:.2f} GB) does not fit host memory",
-                           static_cast<double>(workload_host_bytes(p.spec, layout)) / 1e9);
-    return;
-  }
   TimingOptions timing;
   timing.warm_l2 = config.measure.warm_l2;
-  const std::unique_ptr<PreparedPoint> prepared = backend.prepare(w, r.kernel, timing);
-  if (!validate_point(*prepared, w, layout, config.validate_max_rows, r)) return;
+  const std::vector<int> rows = validation_subset(layout, config.validate_max_rows);
+  const bool all_rows = static_cast<int>(rows.size()) == p.spec.batch;
+
+  // Host data: the full workload when every row is validated (the reference needs it anyway);
+  // otherwise only the subset, and the backend gets the point layout-only if it can take it.
+  Workload full;
+  std::unique_ptr<PreparedPoint> prepared;
+  if (!all_rows) {
+    try {
+      prepared = backend.prepare(layout_only_workload(p.spec, layout), r.kernel, timing);
+    } catch (const InputError&) {
+      // This backend needs host data: materialize below.
+    }
+  }
+  if (!prepared) {
+    try {
+      full = make_workload(p.spec);
+    } catch (const std::bad_alloc&) {
+      r.status = PointStatus::skipped;
+      r.reason = fmt::format("the workload ({:.2f} GB) does not fit host memory",
+                             static_cast<double>(workload_host_bytes(p.spec, layout)) / 1e9);
+      return;
+    }
+    prepared = backend.prepare(full, r.kernel, timing);
+  }
+  const Workload subset = all_rows ? Workload{} : make_workload(p.spec, layout, rows);
+  if (!validate_point(*prepared, all_rows ? full : subset, rows, cache, r)) return;
   r.status = PointStatus::ok;
   if (!time_it) return;
 
@@ -181,6 +253,7 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
   report.devices = {device};
   report.completion.points_planned = static_cast<int>(points.size());
 
+  ReferenceCache references;
   const double start = steady_seconds();
   const int total = static_cast<int>(points.size());
   for (int i = 0; i < total; ++i) {
@@ -194,7 +267,7 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
     PointResult r = describe(p, backend.name(), layout);
     bool device_failed = false;
     try {
-      run_point(backend, p, layout, config, device, /*time_it=*/true, r);
+      run_point(backend, p, layout, config, device, /*time_it=*/true, &references, r);
     } catch (const RuntimeFailure& e) {
       // A device failure may leave the device unusable (a sticky CUDA error): stop here.
       r.status = PointStatus::error;
@@ -227,7 +300,8 @@ PointResult run_check_point(Backend& backend, const SweepPoint& point, int valid
   PointResult r = describe(point, backend.name(), layout);
   SweepConfig config;
   config.validate_max_rows = validate_max_rows;
-  run_point(backend, point, layout, config, DeviceInfo{}, /*time_it=*/false, r);
+  run_point(backend, point, layout, config, DeviceInfo{}, /*time_it=*/false, /*cache=*/nullptr,
+            r);
   return r;
 }
 

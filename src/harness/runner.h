@@ -35,15 +35,20 @@ struct RunOptions {
 //  - Validation before timing: up to validate_max_rows sequences, all of them against
 //    reference_decode(make_workload(spec)); beyond, the deterministic subset
 //    validation_subset(layout, validate_max_rows) (workload.h) against the reference on the
-//    subset workload, compared with those rows of the backend's output. Any element outside the dtype's
-//    tolerance (or NaN) makes the point `wrong`, with the first mismatch in the reason, and it
-//    is not timed: a wrong point publishes no time, bandwidth or tokens/s.
+//    subset workload, compared with those rows of the backend's output. Any element outside the
+//    dtype's tolerance (or NaN) makes the point `wrong`, with the first mismatch in the reason,
+//    and it is not timed: a wrong point publishes no time, bandwidth or tokens/s.
+//  - Host memory: when only a subset is validated, the backend is first offered the point
+//    layout-only (backend.h: q/k_cache/v_cache empty, the device fills them); a backend that
+//    throws InputError gets make_workload(spec) instead. A workload that does not fit host
+//    memory (std::bad_alloc) makes the point `skipped`.
 //  - fp8 KV: error.quant_rel = the reference on fp8 KV vs on the unquantized values.
 //  - A RuntimeFailure (device failure) records the point as `error` and ends the sweep with
 //    completion.state = device_failure; any other exception makes just that point `error`.
 Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& options = {});
 
-// Validation only (`decodebench check`): status ok or wrong with the error record; no timing.
+// Validation only (`decodebench check`): status ok, wrong (with the error record) or skipped
+// (the backend's reason); no timing. Exceptions (RuntimeFailure, InputError) propagate.
 PointResult run_check_point(Backend& backend, const SweepPoint& point,
                             int validate_max_rows = 64);
 

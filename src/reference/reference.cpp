@@ -35,6 +35,36 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
     throw InputError(fmt::format("reference: num_q_heads {} is not a multiple of num_kv_heads {}", hq, hkv));
   }
 
+  // Check the workload's shape up front: nothing may throw inside the parallel loop, and the
+  // oracle must never read out of bounds.
+  if (layout.context_lens.size() != static_cast<std::size_t>(rows) ||
+      layout.block_tables.size() != static_cast<std::size_t>(rows) * layout.max_blocks_per_seq ||
+      (!w.source_block_ids.empty() && w.source_block_ids.size() != static_cast<std::size_t>(layout.num_blocks))) {
+    throw InputError(fmt::format("reference: inconsistent workload ({} rows, {} context lengths, {} "
+                                 "block-table entries for {} per row, {} source ids for {} blocks)",
+                                 rows, layout.context_lens.size(), layout.block_tables.size(),
+                                 layout.max_blocks_per_seq, w.source_block_ids.size(), layout.num_blocks));
+  }
+  for (int r = 0; r < rows; ++r) {
+    const int len = layout.context_lens[r];
+    if (len < 1 || len > layout.max_blocks_per_seq * block_size) {
+      throw InputError(fmt::format("reference: row {} has context length {}; valid: 1..{}", r, len,
+                                   layout.max_blocks_per_seq * block_size));
+    }
+    for (int j = 0; j < (len + block_size - 1) / block_size; ++j) {
+      const std::int32_t id = layout.block_tables[static_cast<std::size_t>(r) * layout.max_blocks_per_seq + j];
+      if (id < 0 || id >= layout.num_blocks) {
+        throw InputError(fmt::format("reference: row {} block {} is {}; valid: 0..{}", r, j, id,
+                                     layout.num_blocks - 1));
+      }
+    }
+  }
+  const std::size_t cache_elems = static_cast<std::size_t>(layout.num_blocks) * hkv * block_size * d;
+  if (w.k_cache.size() != cache_elems * kv_size || w.v_cache.size() != cache_elems * kv_size ||
+      w.q.size() != static_cast<std::size_t>(rows) * hq * d * q_size) {
+    throw InputError("reference: cache or q buffer size does not match the workload's shape");
+  }
+
   // The element at cache offset `offset` of tensor `t`, as a real (dequantized) value.
   const std::size_t block_elems = static_cast<std::size_t>(hkv) * block_size * d;
   auto kv_value = [&](Tensor t, std::size_t offset) -> double {
@@ -44,9 +74,11 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
       return decode_value(kv_dtype, cache.data() + offset * kv_size) * scale;
     }
     // The generator's value at the same element of the original pool.
+    // A hand-built workload without source ids is its own original pool.
     const std::size_t block = offset / block_elems;
-    const std::uint64_t original = static_cast<std::uint64_t>(w.source_block_ids.at(block)) * block_elems +
-                                   offset % block_elems;
+    const std::uint64_t source_block =
+        w.source_block_ids.empty() ? block : static_cast<std::uint64_t>(w.source_block_ids.at(block));
+    const std::uint64_t original = source_block * block_elems + offset % block_elems;
     return counter_normal(w.spec.seed, static_cast<std::uint32_t>(t), original);
   };
 
@@ -68,16 +100,15 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
       }
     }
     std::vector<double> score(static_cast<std::size_t>(len));
-    for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+    std::vector<double> q(static_cast<std::size_t>(d));
+    for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {  // query heads of this kv head
       const std::size_t q_row = (static_cast<std::size_t>(r) * hq + h) * d;  // [rows][Hq][d]
+      for (int i = 0; i < d; ++i) q[i] = decode_value(w.spec.q_dtype, w.q.data() + (q_row + i) * q_size);
       // Scores, then a numerically safe softmax (subtract the max).
       double max_score = -std::numeric_limits<double>::infinity();
       for (int t = 0; t < len; ++t) {
         double dot = 0;
-        for (int i = 0; i < d; ++i) {
-          dot += static_cast<double>(decode_value(w.spec.q_dtype, w.q.data() + (q_row + i) * q_size)) *
-                 k[static_cast<std::size_t>(t) * d + i];
-        }
+        for (int i = 0; i < d; ++i) dot += q[i] * k[static_cast<std::size_t>(t) * d + i];
         score[t] = dot * w.softmax_scale;
         max_score = std::max(max_score, score[t]);
       }

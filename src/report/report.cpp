@@ -245,6 +245,7 @@ DeviceRecord device_from(const JsonIn& in) {
   d.measured.copy = m.at("copy").number_or_zero();
   d.measured.triad = m.at("triad").number_or_zero();
   d.measured.buffer_bytes = m.at("buffer_bytes").integer();
+  if (m.has("note")) d.measured.note = m.at("note").string();
   d.flops_peak = in.at("flops_peak").number_or_zero();
   d.measured.fma_flops = in.at("flops_measured").number_or_zero();
   return d;
@@ -268,7 +269,8 @@ json to_json(const DeviceRecord& d) {
          {{"read", positive_or_null(d.measured.read)},
           {"copy", positive_or_null(d.measured.copy)},
           {"triad", positive_or_null(d.measured.triad)},
-          {"buffer_bytes", d.measured.buffer_bytes}}}}},
+          {"buffer_bytes", d.measured.buffer_bytes},
+          {"note", d.measured.note}}}}},
       {"flops_peak", positive_or_null(d.flops_peak)},
       {"flops_measured", positive_or_null(d.measured.fma_flops)},
   };

@@ -96,7 +96,8 @@ std::int64_t cache_elements(const ModelShape& m, int block_size, std::int64_t nu
 // The generator's polynomials are chains of fmaf. Without an FMA instruction in the baseline
 // ISA each is a libm call; an FMA clone of the fill loop, picked at run time, is ~2x faster.
 // fmaf is exactly rounded either way, so both clones produce the same bits.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)  // ifunc resolvers run before the sanitizer runtime starts
 #define DECODEBENCH_FMA_CLONES __attribute__((target_clones("fma", "default")))
 #else
 #define DECODEBENCH_FMA_CLONES
@@ -442,6 +443,10 @@ Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
                        std::span<const int> sequences) {
   validate(spec);
   const int batch = static_cast<int>(layout.context_lens.size());
+  if (batch != spec.batch) {
+    throw InputError(fmt::format("make_workload: the layout has {} sequences, the spec's batch is {}",
+                                 batch, spec.batch));
+  }
   if (sequences.empty()) throw InputError("make_workload: no sequences selected");
   std::vector<bool> seen(static_cast<std::size_t>(batch), false);
   for (int s : sequences) {

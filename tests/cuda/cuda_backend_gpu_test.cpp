@@ -131,7 +131,7 @@ TEST(CudaGpu, DeviceFillMatchesHostBitForBit) {
       ASSERT_TRUE(r.ok()) << r.message;
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<std::byte> got(job.want->size());
-      d.download(got.data(), got.size());
+      d.download(got.data(), got.size(), /*stream=*/nullptr);
       const std::size_t size = dtype_size(job.dtype);
       for (std::size_t i = 0; i < p.count; ++i) {
         if (std::memcmp(got.data() + i * size, job.want->data() + i * size, size) != 0) {

@@ -66,7 +66,11 @@ inline Report sample_report() {
   d.bandwidth_datasheet = 4.8e12;
   d.bandwidth_theoretical = 4.9152e12;
   d.flops_peak = 67e12;
-  d.measured = {4.1e12, 3.9e12, 4.0e12, 0, 402653184};
+  d.measured.read = 4.1e12;
+  d.measured.copy = 3.9e12;
+  d.measured.triad = 4.0e12;
+  d.measured.buffer_bytes = 402653184;
+  d.measured.note = "buffers 8x L2";
   r.devices = {d};
   SweepConfig c;
   c.batches = {1, 8, 64, 7};

@@ -248,13 +248,22 @@ TEST(Format, CsvAndMarkdown) {
   std::getline(in, header);
   const auto columns = std::count(header.begin(), header.end(), ',');
   int rows = 0;
+  const auto separators = [](const std::string& l) {  // commas outside quoted fields
+    int n = 0;
+    bool quoted = false;
+    for (char ch : l) {
+      if (ch == '"') quoted = !quoted;
+      n += ch == ',' && !quoted;
+    }
+    return n;
+  };
   while (std::getline(in, line)) {
     ++rows;
-    // Quoted fields in this fixture have no commas, so a plain count works.
-    EXPECT_EQ(std::count(line.begin(), line.end(), ','), columns) << line;
+    EXPECT_EQ(separators(line), columns) << line;
   }
   EXPECT_EQ(rows, 5);
   EXPECT_NE(csv.find(",wrong,"), std::string::npos);
+  EXPECT_NE(csv.find("\"needs 90.1 GB, the device has 80 GB free\""), std::string::npos);
   const std::string md = format_results(r, OutputFormat::md);
   EXPECT_NE(md.find("| kernel |"), std::string::npos);
   EXPECT_NE(md.find("---:|"), std::string::npos);

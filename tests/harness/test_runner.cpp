@@ -72,6 +72,13 @@ class FakeBackend : public Backend {
     if (prepare_calls == fail_on_prepare) throw RuntimeFailure("fake device lost");
     if (prepare_calls == throw_logic_on_prepare) throw std::logic_error("fake bug");
     const int bad = kernel == "bad" ? (bad_row >= 0 ? bad_row : w.spec.batch - 1) : -1;
+    if (w.k_cache.empty()) {  // layout-only (backend.h): generate the data "on the device"
+      ++layout_only_offers;
+      if (!accepts_layout_only) throw InputError("fake backend needs host data");
+      EXPECT_EQ(w.rows(), w.spec.batch);
+      EXPECT_EQ(static_cast<int>(w.source_block_ids.size()), w.layout.num_blocks);
+      return std::make_unique<FakePrepared>(make_workload(w.spec), bad, delta, &time_calls);
+    }
     return std::make_unique<FakePrepared>(w, bad, delta, &time_calls);
   }
 
@@ -80,6 +87,8 @@ class FakeBackend : public Backend {
   int throw_logic_on_prepare = -1;
   int skip_above_batch = 1 << 30;
   int bad_row = -1;      // -1: the last row
+  bool accepts_layout_only = false;
+  int layout_only_offers = 0;
   float delta = 0.25f;
 };
 
@@ -153,6 +162,21 @@ TEST_F(RunnerTest, LargeBatchesValidateASubsetWithTheRightRows) {
   EXPECT_EQ(r.results[0].status, PointStatus::ok) << r.results[0].reason;  // rows mapped right
   EXPECT_EQ(r.results[0].error.rows_checked, 5);
   EXPECT_EQ(r.results[1].status, PointStatus::wrong);
+}
+
+TEST_F(RunnerTest, SubsetPointsAreOfferedLayoutOnlyWithAFallback) {
+  for (bool accepts : {true, false}) {
+    FakeBackend be;
+    be.accepts_layout_only = accepts;
+    SweepConfig c = config({"good"}, {37, 3});
+    c.validate_max_rows = 5;
+    const Report r = run_sweep(be, c);
+    ASSERT_EQ(r.results.size(), 2u);
+    EXPECT_EQ(r.results[0].status, PointStatus::ok) << r.results[0].reason;
+    EXPECT_EQ(r.results[1].status, PointStatus::ok) << r.results[1].reason;
+    EXPECT_EQ(be.layout_only_offers, 1);  // only the subset-validated point (batch 37)
+    EXPECT_EQ(be.prepare_calls, accepts ? 2 : 3);
+  }
 }
 
 TEST_F(RunnerTest, AutoIsResolvedAndRecorded) {

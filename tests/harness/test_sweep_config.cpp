@@ -252,5 +252,23 @@ TEST(Expand, UnknownModelListsPresets) {
   expect_input_error([&] { expand(c); }, {"llama-9", "llama-3.1-8b"});
 }
 
+TEST(ShippedConfigs, EverySweepInConfigsLoadsAndExpands) {
+  const auto dir = configs_dir() / "sweeps";
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    const SweepConfig c = load_sweep_config(e.path());
+    const auto points = expand(c, {"naive", "gqa", "pipelined", "split_kv"});
+    EXPECT_FALSE(points.empty());
+    ++n;
+  }
+  EXPECT_GE(n, 4);  // default, cpu-target, gpu-check, smoke
+  const SweepConfig target = load_sweep_config(dir / "cpu-target.json");
+  EXPECT_EQ(expansion_size(target), 1u);
+  EXPECT_EQ(target.batches, std::vector<int>{8});
+  EXPECT_EQ(target.contexts[0].lo, 8192);
+}
+
 }  // namespace
 }  // namespace decodebench

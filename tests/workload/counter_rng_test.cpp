@@ -16,9 +16,9 @@ namespace {
 TEST(CounterRng, GoldenValues) {
   EXPECT_EQ(counter_normal(0, 0, 0), -0x1.2b0a52p-2f);
   EXPECT_EQ(counter_normal(0, 1, 0), 0x1.7e42a4p+0f);
-  EXPECT_EQ(counter_normal(1, 2, 3), -0x1.22a1b2p+1f);
-  EXPECT_EQ(counter_normal(42, 0, 123456789), -0x1.2b92p-2f);
-  EXPECT_EQ(counter_normal(~0ull, 2, ~0ull), 0x1.725968p+0f);
+  EXPECT_EQ(counter_normal(1, 2, 3), -0x1.1d4e7cp+0f);
+  EXPECT_EQ(counter_normal(42, 0, 123456789), 0x1.229398p-5f);
+  EXPECT_EQ(counter_normal(~0ull, 2, ~0ull), -0x1.6869aep+0f);
 }
 
 TEST(CounterRng, PureAndKeyed) {
@@ -31,6 +31,14 @@ TEST(CounterRng, PureAndKeyed) {
     same += counter_normal(7, 1, i) == counter_normal(7, 1, i + 1);
   }
   EXPECT_EQ(same, 0);
+}
+
+TEST(CounterRng, ElementsPairUp) {
+  for (std::uint64_t p = 0; p < 100; ++p) {
+    const NormalPair pair = counter_normal_pair(3, 1, p);
+    EXPECT_EQ(counter_normal(3, 1, 2 * p), pair.first);
+    EXPECT_EQ(counter_normal(3, 1, 2 * p + 1), pair.second);
+  }
 }
 
 TEST(CounterRng, MomentsOfANormal) {
@@ -51,6 +59,18 @@ TEST(CounterRng, MomentsOfANormal) {
   EXPECT_NEAR(var, 1.0, 0.011);
   EXPECT_NEAR(sum4 / kN, 3.0, 0.06);                    // kurtosis of a normal
   EXPECT_NEAR(static_cast<double>(beyond2) / kN, 0.0455, 0.002);  // P(|x| > 2)
+
+  // The two halves of a pair (and neighbouring pairs) are independent: E[xy] = 0, E[x^2 y^2] = 1.
+  double xy = 0, x2y2 = 0, next = 0;
+  for (int p = 0; p < kN / 2; ++p) {
+    const double x = counter_normal(2024, 2, 2 * p), y = counter_normal(2024, 2, 2 * p + 1);
+    xy += x * y;
+    x2y2 += x * x * y * y;
+    next += y * counter_normal(2024, 2, 2 * p + 2);
+  }
+  EXPECT_NEAR(xy / (kN / 2), 0.0, 0.01);
+  EXPECT_NEAR(x2y2 / (kN / 2), 1.0, 0.03);
+  EXPECT_NEAR(next / (kN / 2), 0.0, 0.01);
 }
 
 TEST(CounterRng, BoundIsTightAndRespected) {
@@ -67,6 +87,9 @@ TEST(CounterRng, BoundIsTightAndRespected) {
     ASSERT_LE(std::fabs(x), kGeneratorBound);
     ASSERT_TRUE(std::isfinite(x));
   }
+  // The sine half of the pair peaks a quarter turn later, with the same bound.
+  EXPECT_EQ(normal_pair_from_bits(0, 1u << 30).second, kGeneratorBound);
+  EXPECT_EQ(normal_pair_from_bits(0, 0).second, 0.0f);
   // Quadrant symmetry of the angle: a half turn flips the sign exactly.
   for (std::uint32_t k = 1; k < 100; ++k) {
     const std::uint32_t a = k * 40503u;
@@ -80,7 +103,9 @@ TEST(CounterRng, TranscendentalsAreAccurate) {
     ASSERT_NEAR(rng_detail::log_uniform(k), exact, 4e-6 * std::max(1.0, std::fabs(exact))) << k;
   }
   for (std::uint32_t a = 0; a < (1u << 24); a += 997) {
-    ASSERT_NEAR(rng_detail::cos_turns(a), std::cos(2 * M_PI * a / 16777216.0), 3e-7) << a;
+    const rng_detail::CosSin cs = rng_detail::cos_sin_turns(a);
+    ASSERT_NEAR(cs.cos, std::cos(2 * M_PI * a / 16777216.0), 3e-7) << a;
+    ASSERT_NEAR(cs.sin, std::sin(2 * M_PI * a / 16777216.0), 3e-7) << a;
   }
 }
 

@@ -136,6 +136,18 @@ std::vector<float> round_to(DType t, std::vector<float> values) {
   return values;
 }
 
+TEST(Reference, RejectsInconsistentWorkloads) {
+  Workload w = hand_workload(2, 1, 2, 2, DType::f32, {3}, {1, 0}, 2, 2);
+  w.layout.block_tables[1] = 2;  // past the pool
+  EXPECT_THROW(reference_decode(w), InputError);
+  w.layout.block_tables[1] = 0;
+  w.layout.context_lens[0] = 5;  // more tokens than the table covers
+  EXPECT_THROW(reference_decode(w), InputError);
+  w.layout.context_lens[0] = 3;
+  w.k_cache.pop_back();
+  EXPECT_THROW(reference_decode(w), InputError);
+}
+
 TEST(Reference, SubsetGivesTheSameRows) {
   const WorkloadSpec spec = small_spec(DType::fp8_e5m2, DType::f16, ContextSpec::ragged(1, 200));
   const Workload full = make_workload(spec);

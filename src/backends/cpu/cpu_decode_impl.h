@@ -46,6 +46,22 @@ inline constexpr int kMaxPassHeads = 8;  // query heads served together by one t
 template <int kHeadDim>
 inline constexpr int kTileTokens = 4096 / kHeadDim;
 
+// The K and V rows of one tile's tokens, found through the block table.
+template <int kTile>
+struct TileRows {
+  const std::byte* k[kTile];
+  const std::byte* v[kTile];
+  int n = 0;  // tokens in the tile (<= kTile); 0 = no tile
+};
+
+// Physical blocks are scattered (a shuffled pool), so every block is a fresh 4 KiB page on which
+// the hardware prefetcher would have to ramp up again. The driver therefore asks for the next
+// tile's rows one tile ahead, one row at a time, spread over the current tile's work.
+template <int kRowBytes>
+inline void prefetch_row(const std::byte* row) {
+  for (int offset = 0; offset < kRowBytes; offset += 64) __builtin_prefetch(row + offset, 0, 3);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Scalar helpers shared by both paths
 // ---------------------------------------------------------------------------------------------
@@ -127,10 +143,15 @@ struct PortableTile {
 
   static int pass_width(int remaining) { return std::min(remaining, kMaxPassHeads); }
 
-  void load(const std::byte* const* k_rows, const std::byte* const* v_rows, int n) {
-    for (int j = 0; j < n; ++j) {
-      for (int c = 0; c < kHeadDim; ++c) k[j * kHeadDim + c] = decode_element<kKv>(k_rows[j], c);
-      for (int c = 0; c < kHeadDim; ++c) v[j * kHeadDim + c] = decode_element<kKv>(v_rows[j], c);
+  void load(const TileRows<kTile>& rows, const TileRows<kTile>& next) {
+    constexpr int kRowBytes = kHeadDim * static_cast<int>(dtype_size(kKv));
+    for (int j = 0; j < rows.n; ++j) {
+      if (j < next.n) {
+        prefetch_row<kRowBytes>(next.k[j]);
+        prefetch_row<kRowBytes>(next.v[j]);
+      }
+      for (int c = 0; c < kHeadDim; ++c) k[j * kHeadDim + c] = decode_element<kKv>(rows.k[j], c);
+      for (int c = 0; c < kHeadDim; ++c) v[j * kHeadDim + c] = decode_element<kKv>(rows.v[j], c);
     }
   }
 
@@ -192,6 +213,25 @@ inline __m512 load16(const std::byte* row, std::size_t i) {
   }
 }
 
+// Sixteen horizontal sums at once: lane i of the result is the sum of the 16 lanes of v[i].
+// A transpose-and-add tree of 15 adds and 30 in-lane/cross-lane shuffles, ~3 operations per
+// sum instead of the ~10 of one _mm512_reduce_add_ps per dot product.
+inline __m512 sum16_transposed(const __m512* v) {
+  __m512 t[8];  // per 128-bit lane: [v2i even, v2i+1 even, v2i odd, v2i+1 odd] partial sums
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i)
+    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  __m512 u[4];  // per 128-bit lane: that lane's sums of v4i .. v4i+3
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+    u[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0x44),
+                         _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0xee));
+  // Fold the four 128-bit lanes: [u0 L0+L1, u0 L2+L3, u1 L0+L1, u1 L2+L3], then the totals.
+  const __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xdd));
+  const __m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xdd));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xdd));
+}
+
 template <DType kKv, int kHeadDim>
 struct Avx512Tile {
   static constexpr int kTile = kTileTokens<kHeadDim>;
@@ -199,20 +239,24 @@ struct Avx512Tile {
   static constexpr float kLoadScale = kKv == DType::fp8_e4m3 ? 256.0f : 1.0f;
   static_assert(kChunks % 2 == 0, "scores use two accumulator chains per head");
 
-  const std::byte* const* k_rows = nullptr;
-  const std::byte* const* v_rows = nullptr;
+  static constexpr int kRowBytes = kHeadDim * static_cast<int>(dtype_size(kKv));
+
+  const TileRows<kTile>* rows = nullptr;
+  const TileRows<kTile>* next = nullptr;  // prefetched during the first scores pass
+  bool prefetch_pending = false;
 
   // Passes of 8, 4, 2, 1 heads: fixed trip counts keep every accumulator in a register.
   static int pass_width(int remaining) {
     return remaining >= 8 ? 8 : remaining >= 4 ? 4 : remaining >= 2 ? 2 : 1;
   }
 
-  void load(const std::byte* const* k, const std::byte* const* v, int /*n*/) {
-    k_rows = k;
-    v_rows = v;
+  void load(const TileRows<kTile>& current, const TileRows<kTile>& upcoming) {
+    rows = &current;
+    next = &upcoming;
+    prefetch_pending = true;
   }
 
-  void scores(const float* q, int nh, int n, float* s) const {
+  void scores(const float* q, int nh, int n, float* s) {
     switch (nh) {
       case 8: scores_n<8>(q, n, s); break;
       case 4: scores_n<4>(q, n, s); break;
@@ -232,23 +276,41 @@ struct Avx512Tile {
   // Each K row is converted once into kChunks registers and reused by all kNH heads; every head
   // runs two accumulator chains, so kNH * 2 chains (plus the next tokens, out of order) hide the
   // FMA latency.
+  // Tokens go in groups of 16: the 16 x kNH partial-sum vectors are reduced 16 at a time by
+  // sum16_transposed, which writes 16 consecutive scores of one head with one store.
   template <int kNH>
-  void scores_n(const float* __restrict q /*[kNH][d]*/, int n, float* __restrict s) const {
-    for (int j = 0; j < n; ++j) {
-      __m512 k[kChunks];
-#pragma GCC unroll 16
-      for (int c = 0; c < kChunks; ++c) k[c] = load16<kKv>(k_rows[j], 16 * c);
-#pragma GCC unroll 8
-      for (int h = 0; h < kNH; ++h) {
-        const float* qh = q + h * kHeadDim;
-        __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(qh), k[0]);
-        __m512 a1 = _mm512_mul_ps(_mm512_loadu_ps(qh + 16), k[1]);
-#pragma GCC unroll 16
-        for (int c = 2; c < kChunks; c += 2) {
-          a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), k[c], a0);
-          a1 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c + 16), k[c + 1], a1);
+  void scores_n(const float* __restrict q /*[kNH][d]*/, int n, float* __restrict s) {
+    static_assert(kTile % 16 == 0, "score groups of 16 tokens");
+    const int n_prefetch = prefetch_pending ? next->n : 0;
+    prefetch_pending = false;
+    __m512 part[kNH * 16];  // [kNH][16 tokens] partial dot products
+    for (int j0 = 0; j0 < n; j0 += 16) {
+      const int m = std::min(16, n - j0);
+      for (int jj = 0; jj < m; ++jj) {
+        const int j = j0 + jj;
+        if (j < n_prefetch) {
+          prefetch_row<kRowBytes>(next->k[j]);
+          prefetch_row<kRowBytes>(next->v[j]);
         }
-        s[h * kTile + j] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+        __m512 k[kChunks];
+#pragma GCC unroll 16
+        for (int c = 0; c < kChunks; ++c) k[c] = load16<kKv>(rows->k[j], 16 * c);
+#pragma GCC unroll 8
+        for (int h = 0; h < kNH; ++h) {
+          const float* qh = q + h * kHeadDim;
+          __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(qh), k[0]);
+          __m512 a1 = _mm512_mul_ps(_mm512_loadu_ps(qh + 16), k[1]);
+#pragma GCC unroll 16
+          for (int c = 2; c < kChunks; c += 2) {
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), k[c], a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c + 16), k[c + 1], a1);
+          }
+          part[h * 16 + jj] = _mm512_add_ps(a0, a1);
+        }
+      }
+      for (int h = 0; h < kNH; ++h) {
+        for (int jj = m; jj < 16; ++jj) part[h * 16 + jj] = _mm512_setzero_ps();  // tail: unused lanes
+        _mm512_storeu_ps(s + h * kTile + j0, sum16_transposed(part + h * 16));
       }
     }
   }
@@ -270,14 +332,14 @@ struct Avx512Tile {
       for (; j + kUnroll <= n; j += kUnroll) {
 #pragma GCC unroll 8
         for (int u = 0; u < kUnroll; ++u) {
-          const __m512 v = load16<kKv>(v_rows[j + u], 16 * c);
+          const __m512 v = load16<kKv>(rows->v[j + u], 16 * c);
 #pragma GCC unroll 8
           for (int h = 0; h < kNH; ++h)
             a[u][h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * kTile + j + u]), v, a[u][h]);
         }
       }
       for (; j < n; ++j) {
-        const __m512 v = load16<kKv>(v_rows[j], 16 * c);
+        const __m512 v = load16<kKv>(rows->v[j], 16 * c);
 #pragma GCC unroll 8
         for (int h = 0; h < kNH; ++h)
           a[0][h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * kTile + j]), v, a[0][h]);
@@ -343,8 +405,7 @@ void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
     std::vector<float> acc(static_cast<std::size_t>(group) * kHeadDim);  // [g][d]
     std::vector<SoftmaxState<float>> state(group);                      // [g]
     alignas(64) float s[kMaxPassHeads * kTile];                         // [pass heads][kTile]
-    const std::byte* k_rows[kTile];
-    const std::byte* v_rows[kTile];
+    TileRows<kTile> rows[2];                                            // current, next
 
 #pragma omp for schedule(dynamic, 1)
     for (int item = 0; item < num_items; ++item) {
@@ -361,15 +422,29 @@ void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
 
       std::fill(acc.begin(), acc.end(), 0.0f);
       std::fill(state.begin(), state.end(), SoftmaxState<float>{});
-      for (int t0 = t_begin; t0 < t_end; t0 += kTile) {
-        const int n = std::min(kTile, t_end - t0);
-        for (int j = 0; j < n; ++j) {
-          const std::size_t row = token_row_offset(p.block_tables, p.max_blocks_per_seq, b, t0 + j,
-                                                   kv_head, num_kv_heads, p.block_size, kHeadDim);
-          k_rows[j] = k_base + row * kElem;
-          v_rows[j] = v_base + row * kElem;
+      // Row pointers of the tile starting at token t0 (n = 0 past the end). One block-table
+      // lookup (and one integer division) per block, not per token: rows of a block are
+      // consecutive in [num_blocks][Hkv][P][d].
+      auto find_rows = [&](int t0, TileRows<kTile>& r) {
+        r.n = std::max(0, std::min(kTile, t_end - t0));
+        for (int j = 0; j < r.n;) {
+          const int token = t0 + j;
+          const std::int32_t block = physical_block(p.block_tables, p.max_blocks_per_seq, b, token, p.block_size);
+          const int slot = token % p.block_size;
+          const std::size_t first = kv_row_offset(block, kv_head, slot, num_kv_heads, p.block_size, kHeadDim);
+          const int run = std::min(r.n - j, p.block_size - slot);
+          for (int i = 0; i < run; ++i, ++j) {
+            r.k[j] = k_base + (first + static_cast<std::size_t>(i) * kHeadDim) * kElem;
+            r.v[j] = v_base + (first + static_cast<std::size_t>(i) * kHeadDim) * kElem;
+          }
         }
-        tile->load(k_rows, v_rows, n);
+      };
+      int cur = 0;
+      find_rows(t_begin, rows[cur]);
+      for (int t0 = t_begin; t0 < t_end; t0 += kTile) {
+        const int n = rows[cur].n;
+        find_rows(t0 + kTile, rows[1 - cur]);
+        tile->load(rows[cur], rows[1 - cur]);
         for (int h0 = 0; h0 < group;) {
           const int nh = Tile::pass_width(group - h0);
           tile->scores(q_group + static_cast<std::size_t>(h0) * kHeadDim, nh, n, s);
@@ -378,6 +453,7 @@ void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
           tile->accumulate(s, nh, n, acc.data() + static_cast<std::size_t>(h0) * kHeadDim);
           h0 += nh;
         }
+        cur = 1 - cur;
       }
 
       for (int h = 0; h < group; ++h) {

@@ -74,7 +74,7 @@ class CudaPoint final : public PreparedPoint {
     q_ = DeviceBuffer(q_elems * dtype_size(params_.q_dtype));
     if (!w.q.empty()) {
       expect_bytes(w.q.size(), q_.bytes(), "q");
-      q_.upload(w.q.data(), w.q.size());
+      q_.upload(w.q.data(), w.q.size(), stream_);
     } else {
       fill_q(w, static_cast<std::size_t>(params_.num_q_heads) * params_.head_dim);
     }
@@ -85,9 +85,9 @@ class CudaPoint final : public PreparedPoint {
     upload_or_fill_cache(w, w.v_cache, v_cache_, Tensor::v, "v_cache");
     // [rows][max_blocks_per_seq] and [rows] int32
     tables_ = DeviceBuffer(w.layout.block_tables.size() * sizeof(std::int32_t));
-    tables_.upload(w.layout.block_tables.data(), tables_.bytes());
+    tables_.upload(w.layout.block_tables.data(), tables_.bytes(), stream_);
     lens_ = DeviceBuffer(w.layout.context_lens.size() * sizeof(std::int32_t));
-    lens_.upload(w.layout.context_lens.data(), lens_.bytes());
+    lens_.upload(w.layout.context_lens.data(), lens_.bytes(), stream_);
     // [rows][Hq][d] q_dtype, all bytes 0xFF (NaN in f16 and bf16): an element the kernel never
     // writes fails validation instead of passing on a leftover value.
     out_ = DeviceBuffer(q_elems * dtype_size(params_.q_dtype));
@@ -123,7 +123,7 @@ class CudaPoint final : public PreparedPoint {
 
   std::vector<float> output() override {
     std::vector<std::byte> bytes(out_.bytes());
-    out_.download(bytes.data(), bytes.size());
+    out_.download(bytes.data(), bytes.size(), stream_);
     return decode_to_float(bytes, params_.q_dtype);  // [rows][Hq][d]
   }
 
@@ -179,7 +179,7 @@ class CudaPoint final : public PreparedPoint {
                             Tensor tensor, const char* what) {
     if (!host.empty()) {
       expect_bytes(host.size(), dst.bytes(), what);
-      dst.upload(host.data(), host.size());
+      dst.upload(host.data(), host.size(), stream_);
       return;
     }
     const std::size_t block_elems =
@@ -423,12 +423,13 @@ std::vector<Backend::SelfCheck> CudaBackend::check_ceiling_kernels() {
   }
   DeviceBuffer d_src(kBytes), d_dst(kBytes), d_a(kBytes), d_b(kBytes), d_c(kBytes);
   DeviceBuffer d_sink(kGrid * sizeof(float));
-  d_src.upload(src.data(), kBytes);
-  d_b.upload(b.data(), kBytes);
-  d_c.upload(c.data(), kBytes);
+  const cudaStream_t stream = stream_.get();
+  d_src.upload(src.data(), kBytes, stream);
+  d_b.upload(b.data(), kBytes, stream);
+  d_c.upload(c.data(), kBytes, stream);
   // Poison the outputs (0xFF bytes: NaN) so an element never written cannot pass.
   for (DeviceBuffer* out : {&d_dst, &d_a, &d_sink}) {
-    DECODEBENCH_CUDA_CHECK(cudaMemset(out->get(), 0xFF, out->bytes()));
+    DECODEBENCH_CUDA_CHECK(cudaMemsetAsync(out->get(), 0xFF, out->bytes(), stream));
   }
 
   k::BandwidthParams p;
@@ -446,12 +447,12 @@ std::vector<Backend::SelfCheck> CudaBackend::check_ceiling_kernels() {
   // A launch or device failure is a failed check with its message; the next check still runs
   // unless the error is sticky (then its own calls fail the same way).
   auto run = [&](k::BandwidthKernel which, const char* name) {
-    const k::LaunchResult r = k::cuda::launch_bandwidth(which, p, stream_.get());
+    const k::LaunchResult r = k::cuda::launch_bandwidth(which, p, stream);
     if (!r.ok()) {
       checks.push_back({name, false, "launch failed: " + r.message});
       return false;
     }
-    if (const cudaError_t e = cudaStreamSynchronize(stream_.get()); e != cudaSuccess) {
+    if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
       checks.push_back({name, false, std::string("kernel failed: ") + cudaGetErrorName(e) + " (" +
                                          cudaGetErrorString(e) + ")"});
       return false;
@@ -461,7 +462,7 @@ std::vector<Backend::SelfCheck> CudaBackend::check_ceiling_kernels() {
 
   if (run(k::BandwidthKernel::read, "bandwidth.read")) {  // per-block partial sums add up
     std::vector<float> sink(kGrid);
-    d_sink.download(sink.data(), d_sink.bytes());
+    d_sink.download(sink.data(), d_sink.bytes(), stream);
     double got = 0;
     for (float s : sink) got += s;
     checks.push_back({"bandwidth.read", got == expected_sum,
@@ -470,7 +471,7 @@ std::vector<Backend::SelfCheck> CudaBackend::check_ceiling_kernels() {
   }
   if (run(k::BandwidthKernel::copy, "bandwidth.copy")) {  // dst == src bit for bit
     std::vector<float> dst(kFloats);
-    d_dst.download(dst.data(), kBytes);
+    d_dst.download(dst.data(), kBytes, stream);
     std::size_t bad = kFloats;
     for (std::size_t i = 0; i < kFloats && bad == kFloats; ++i) {
       if (std::memcmp(&dst[i], &src[i], sizeof(float)) != 0) bad = i;
@@ -482,7 +483,7 @@ std::vector<Backend::SelfCheck> CudaBackend::check_ceiling_kernels() {
   }
   if (run(k::BandwidthKernel::triad, "bandwidth.triad")) {  // a == b + 3c exactly
     std::vector<float> a(kFloats);
-    d_a.download(a.data(), kBytes);
+    d_a.download(a.data(), kBytes, stream);
     std::size_t bad = kFloats;
     for (std::size_t i = 0; i < kFloats && bad == kFloats; ++i) {
       if (a[i] != b[i] + p.scalar * c[i]) bad = i;

@@ -31,22 +31,24 @@ void DeviceBuffer::release() noexcept {
   bytes_ = 0;
 }
 
-void DeviceBuffer::upload(const void* host, std::size_t bytes) {
+void DeviceBuffer::upload(const void* host, std::size_t bytes, cudaStream_t stream) {
   if (bytes > bytes_) {
     throw RuntimeFailure("DeviceBuffer::upload: " + std::to_string(bytes) + " bytes requested from a " +
                          std::to_string(bytes_) + "-byte device buffer");
   }
   if (bytes == 0) return;
-  DECODEBENCH_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
+  DECODEBENCH_CUDA_CHECK(cudaMemcpyAsync(ptr_, host, bytes, cudaMemcpyHostToDevice, stream));
+  DECODEBENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-void DeviceBuffer::download(void* host, std::size_t bytes) const {
+void DeviceBuffer::download(void* host, std::size_t bytes, cudaStream_t stream) const {
   if (bytes > bytes_) {
     throw RuntimeFailure("DeviceBuffer::download: " + std::to_string(bytes) + " bytes requested from a " +
                          std::to_string(bytes_) + "-byte device buffer");
   }
   if (bytes == 0) return;
-  DECODEBENCH_CUDA_CHECK(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost));
+  DECODEBENCH_CUDA_CHECK(cudaMemcpyAsync(host, ptr_, bytes, cudaMemcpyDeviceToHost, stream));
+  DECODEBENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 // ---- CudaEvent ----------------------------------------------------------------------------

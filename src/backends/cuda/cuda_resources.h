@@ -31,9 +31,11 @@ class DeviceBuffer {
   std::size_t bytes() const { return bytes_; }
   bool empty() const { return ptr_ == nullptr; }
 
-  // Synchronous copies of `bytes` (default: the whole buffer) from/to host memory.
-  void upload(const void* host, std::size_t bytes);
-  void download(void* host, std::size_t bytes) const;
+  // Copies of `bytes` from/to host memory, ordered on `stream` after the work already queued
+  // there, returning when the copy is complete. Ordering on the stream matters: a plain
+  // cudaMemcpy runs on the legacy default stream, which a non-blocking stream does not wait for.
+  void upload(const void* host, std::size_t bytes, cudaStream_t stream);
+  void download(void* host, std::size_t bytes, cudaStream_t stream) const;
 
  private:
   void release() noexcept;

@@ -54,7 +54,12 @@ float decode_out(const std::byte* base, DType t, std::size_t i) {
 
 class EmuPoint final : public PreparedPoint {
  public:
-  EmuPoint(const Workload& w, std::string kernel) : w_(w), kernel_(std::move(kernel)) {
+  EmuPoint(const Workload& w, std::string kernel) : kernel_(std::move(kernel)) {
+    // The emulator reads host memory: it cannot fill a layout-only workload (backend.h) itself.
+    if (w.q.empty() || w.k_cache.empty() || w.v_cache.empty()) {
+      throw InputError("emu backend: needs a materialized workload (q, k_cache, v_cache on the host)");
+    }
+    w_ = w;
     params_ = w_.params();
     if (params_.q_dtype != DType::f16 && params_.q_dtype != DType::bf16) {
       throw InputError("emu backend: q/out dtype must be f16 or bf16");

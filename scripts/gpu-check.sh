@@ -50,8 +50,9 @@ while [ $# -gt 0 ]; do
     *) echo "gpu-check: unknown argument '$1'" >&2; usage ;;
   esac
 done
-[[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu-check: --budget must be whole seconds, got '$budget'" >&2; exit 2; }
-[[ "$device" =~ ^[0-9]+$ ]] || { echo "gpu-check: --device must be an index, got '$device'" >&2; exit 2; }
+bad_arg() { echo "gpu-check: $*" >&2; exit 2; }
+[[ "$budget" =~ ^[0-9]+$ ]] || bad_arg "--budget must be whole seconds, got '$budget'"
+[[ "$device" =~ ^[0-9]+$ ]] || bad_arg "--device must be an index, got '$device'"
 
 mkdir -p "$outdir" || exit 2
 outdir="$(cd "$outdir" && pwd)"
@@ -103,8 +104,9 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
 fi
 # Read-only snapshot of the device as it was run (clocks, power, ECC, what else is running).
 nvidia-smi -q -i "$device" >"$outdir/nvidia-smi.log" 2>&1
-gpu_name="$(nvidia-smi -i "$device" --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
-cap="$(nvidia-smi -i "$device" --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ')"
+query() { nvidia-smi -i "$device" --query-gpu="$1" --format=csv,noheader 2>/dev/null | head -n 1; }
+cap="$(query compute_cap | tr -d ' ')"
+gpu_name="$(query name)"
 if [[ ! "$cap" =~ ^[0-9]+\.[0-9]+$ ]]; then
   say "FAIL: cannot read the compute capability of device $device (got '$cap')"
   exit 2
@@ -128,7 +130,8 @@ configure=(cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
 if [ "$quick" -eq 1 ]; then
   configure+=("-DDECODEBENCH_HEAD_DIMS=128" "-DDECODEBENCH_KV_DTYPES=f16;fp8_e4m3")
 else
-  configure+=("-DDECODEBENCH_HEAD_DIMS=64;128;256" "-DDECODEBENCH_KV_DTYPES=f16;bf16;fp8_e4m3;fp8_e5m2")
+  configure+=("-DDECODEBENCH_HEAD_DIMS=64;128;256"
+    "-DDECODEBENCH_KV_DTYPES=f16;bf16;fp8_e4m3;fp8_e5m2")
 fi
 if ! step configure "$outdir/configure.log" "${configure[@]}" ||
    ! step build "$outdir/build.log" cmake --build "$build_dir" -j "$(nproc)" \
@@ -144,7 +147,8 @@ fi
 
 # --- the checks ------------------------------------------------------------------------------
 step devices "$outdir/devices.log" "$bin" devices --device "$device"
-step check "$outdir/check.log" "$bin" check --backend cuda --device "$device" --out "$outdir/check.json"
+step check "$outdir/check.log" "$bin" check --backend cuda --device "$device" \
+  --out "$outdir/check.json"
 step ceilings "$outdir/ceilings.log" "$bin" ceilings --backend cuda --device "$device" \
   --format json --out "$outdir/ceilings.json"
 step gpu-tests "$outdir/gpu-tests.log" env CUDA_VISIBLE_DEVICES="$device" \
@@ -165,5 +169,5 @@ if [ "${#failed[@]}" -gt 0 ]; then
   say "FAILED: ${failed[*]} (total $((SECONDS - start))s); logs in $outdir"
   exit 1
 fi
-say "all steps passed in $((SECONDS - start))s; commit $outdir under results/<gpu>/ with the GPU named"
+say "all steps passed in $((SECONDS - start))s; commit the reports under results/<gpu>/"
 exit 0

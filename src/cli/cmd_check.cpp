@@ -113,70 +113,6 @@ int run(const CheckOptions& o) {
   check_kernel_names(cfg, all_kernels, backend->name());
 
   std::vector<SweepPoint> points;
-  auto add = [&](const std::string& kernel, const Shape& s, DType kv, int d) {
-    SweepPoint p;
-    p.spec.model = check_model(s.hq, s.hkv, d);
-    p.spec.batch = s.batch;
-    p.spec.context = s.context;
-    p.spec.hit_rate = s.hit_rate;
-    p.spec.prefix_groups = s.groups;
-    p.spec.kv_dtype = kv;
-    p.spec.q_dtype = s.q_dtype;
-    p.spec.block_size = s.block_size;
-    p.spec.seed = seed;
-    p.kernel = kernel;
-    p.index = static_cast<int>(points.size());
-    points.push_back(std::move(p));
-  };
-  for (const std::string& kernel : kernels) {
-    for (DType kv : all_dtypes()) {
-      for (int d : head_dims) add(kernel, main_case, kv, d);
-    }
-    for (const Shape& s : extra) add(kernel, s, DType::f16, 128);
-  }
-  return points;
-}
-
-bool any_axis_given(const SweepFlags& f) {
-  if (!f.config.empty()) return true;
-  for (const char* name : {"--model", "--batch", "--context", "--hit-rate", "--prefix-groups",
-                           "--kv-dtype", "--q-dtype", "--block-size"}) {
-    if (flag_given(f, name)) return true;
-  }
-  return false;
-}
-
-std::string shape_label(const SweepPoint& p) {
-  const WorkloadSpec& s = p.spec;
-  return fmt::format("{:<9} kv={:<8} q={:<4} d={:<3} Hq/Hkv={}/{} P={:<2} b={} ctx={} h={:g} G={}",
-                     p.kernel, dtype_name(s.kv_dtype), dtype_name(s.q_dtype), s.model.head_dim,
-                     s.model.num_q_heads, s.model.num_kv_heads, s.block_size, s.batch,
-                     context_label(s.context), s.hit_rate, s.prefix_groups);
-}
-
-int run(const CheckOptions& o) {
-  SweepConfig cfg = resolve_sweep_config(o.flags);
-  if (!flag_given(o.flags, "--kernel") && o.flags.config.empty()) cfg.kernels = {"all"};
-  validate(cfg);
-  std::unique_ptr<Backend> backend = make_backend(cfg.backend, o.flags.device);
-  cfg.backend = backend->name();
-  const std::vector<std::string> all_kernels = backend->kernel_names();
-  if (backend->name() == "emu") {
-    std::cout << "note: backend emu runs the CUDA kernel source in the SIMT emulator on the CPU "
-                 "(one OS thread per CUDA thread): slow, and for correctness only.\n";
-  }
-
-  for (const std::string& k : cfg.kernels) {
-    if (k == "auto" || k == "all") continue;
-    if (std::find(all_kernels.begin(), all_kernels.end(), k) == all_kernels.end()) {
-      std::string valid;
-      for (const std::string& n : all_kernels) valid += (valid.empty() ? "" : ", ") + n;
-      throw InputError("--kernel: unknown kernel '" + k + "' for backend " + backend->name() +
-                       " (valid: auto, all, " + valid + ")");
-    }
-  }
-
-  std::vector<SweepPoint> points;
   const bool defaults = !any_axis_given(o.flags);
   if (defaults) {
     std::vector<std::string> kernels = cfg.kernels;
@@ -192,6 +128,7 @@ int run(const CheckOptions& o) {
   int ok = 0, wrong = 0, skipped_unbuilt = 0, skipped = 0, errors = 0;
   for (SweepPoint& p : points) {
     const std::string kernel = p.kernel == "auto" ? backend->choose_kernel(p.spec) : p.kernel;
+    if (p.kernel == "auto") p.kernel = kernel;
     const std::string reason = backend->skip_reason(p.spec, kernel);
     if (!reason.empty()) {
       // In the default set, combinations this build did not compile (a narrowed head_dim or
@@ -204,7 +141,13 @@ int run(const CheckOptions& o) {
       }
       continue;
     }
-    PointResult r = run_check_point(*backend, p, cfg.validate_max_rows);
+    PointResult r;
+    try {
+      r = run_check_point(*backend, p, cfg.validate_max_rows);
+    } catch (const std::exception& e) {  // an emulator fault, a refused launch: this case only
+      r.status = PointStatus::error;
+      r.reason = e.what();
+    }
     switch (r.status) {
       case PointStatus::ok:
         ++ok;

@@ -1,9 +1,8 @@
 // The CUDA backend on a real GPU (label `gpu`). Every test skips, with a message, when no CUDA
 // device is visible; ctest runs each test in its own process, so the planted device fault at
 // the end cannot poison the others.
-#include <gtest/gtest.h>
-
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <cstring>
 #include <memory>
@@ -24,11 +23,11 @@ namespace {
 
 namespace k = kernels;
 
-#define DECODEBENCH_REQUIRE_GPU()                                                       \
-  do {                                                                                  \
-    if (!cuda_runtime_device_present()) {                                               \
-      GTEST_SKIP() << "no CUDA device visible: this test needs a GPU (label `gpu`)";    \
-    }                                                                                   \
+#define DECODEBENCH_REQUIRE_GPU()                                                    \
+  do {                                                                               \
+    if (!cuda_runtime_device_present()) {                                            \
+      GTEST_SKIP() << "no CUDA device visible: this test needs a GPU (label `gpu`)"; \
+    }                                                                                \
   } while (0)
 
 // Small odd shapes on what this build compiled (the first head_dim and KV dtype of the rung).
@@ -153,8 +152,8 @@ TEST(CudaGpu, EveryCompiledKernelMatchesTheReference) {
   auto b = make_cuda_backend(0);
   for (const k::KernelInfo& kernel : k::kernel_ladder()) {
     for (int batch : {1, 7}) {
-      for (ContextSpec ctx : {ContextSpec::fixed(17), ContextSpec::ragged(1, 97),
-                              ContextSpec::fixed(4000)}) {
+      for (ContextSpec ctx :
+           {ContextSpec::fixed(17), ContextSpec::ragged(1, 97), ContextSpec::fixed(4000)}) {
         const WorkloadSpec spec = odd_spec(kernel, batch, ctx);
         ASSERT_EQ(b->skip_reason(spec, kernel.name), "") << kernel.name;
         const Workload w = make_workload(spec);
@@ -213,9 +212,9 @@ TEST(CudaGpu, SkipReasons) {
   const std::string reason = b->skip_reason(huge, kernel.name);
   EXPECT_NE(reason.find("needs"), std::string::npos) << reason;
   EXPECT_NE(reason.find("GB free"), std::string::npos) << reason;
-  EXPECT_NE(b->skip_reason(odd_spec(kernel, 1, ContextSpec::fixed(8)), "no-such-kernel")
-                .find("valid:"),
-            std::string::npos);
+  EXPECT_NE(
+      b->skip_reason(odd_spec(kernel, 1, ContextSpec::fixed(8)), "no-such-kernel").find("valid:"),
+      std::string::npos);
   EXPECT_EQ(b->skip_reason(odd_spec(kernel, 1, ContextSpec::fixed(8)), kernel.name), "");
   const std::string chosen = b->choose_kernel(odd_spec(kernel, 1, ContextSpec::fixed(8)));
   EXPECT_EQ(b->skip_reason(odd_spec(kernel, 1, ContextSpec::fixed(8)), chosen), "") << chosen;

@@ -1,15 +1,15 @@
 // The CUDA backend's decisions that need no GPU (src/backends/cuda/cuda_plan.h), its error
 // checks (cuda_check.h), and how it behaves on a machine without a device.
-#include <gtest/gtest.h>
+#include "backends/cuda/cuda_plan.h"
 
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/cuda_plan.h"
 #include "common/errors.h"
 #include "kernels.h"
 #include "workload/workload.h"
@@ -201,8 +201,9 @@ TEST(CudaCheck, LaunchResults) {
                              "kernel 'x'");
     FAIL() << "no exception";
   } catch (const RuntimeFailure& e) {
-    EXPECT_NE(std::string(e.what()).find("kernel 'x' failed on the device: cudaErrorIllegalAddress"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("kernel 'x' failed on the device: cudaErrorIllegalAddress"),
+        std::string::npos)
         << e.what();
   }
   // A refused point is that point's problem: InputError, not a device failure.

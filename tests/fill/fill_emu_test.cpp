@@ -22,8 +22,7 @@ namespace k = kernels;
 class AlignedBytes {
  public:
   static constexpr std::size_t kCanary = 64;
-  explicit AlignedBytes(std::size_t bytes)
-      : bytes_(bytes), chunks_((bytes + kCanary + 15) / 16) {
+  explicit AlignedBytes(std::size_t bytes) : bytes_(bytes), chunks_((bytes + kCanary + 15) / 16) {
     std::memset(chunks_.data(), 0xA5, chunks_.size() * 16);
   }
   std::byte* data() { return reinterpret_cast<std::byte*>(chunks_.data()); }
@@ -76,7 +75,8 @@ k::FillParams fill_params(void* dst, DType t, std::size_t count, const WorkloadS
 // than once even for fp8, whose threads write 16 elements per step.
 WorkloadSpec small_spec(DType kv, DType q) {
   WorkloadSpec s;
-  s.model = {"fill-test", /*num_q_heads=*/4, /*num_kv_heads=*/2, /*head_dim=*/64, /*num_layers=*/1, ""};
+  s.model = {"fill-test",     /*num_q_heads=*/4, /*num_kv_heads=*/2,
+             /*head_dim=*/64, /*num_layers=*/1,  ""};
   s.batch = 5;
   s.context = ContextSpec::ragged(1, 97);
   s.hit_rate = 0.5;
@@ -116,7 +116,9 @@ TEST_P(FillMatchesHost, QKV) {
 INSTANTIATE_TEST_SUITE_P(EveryDtype, FillMatchesHost,
                          ::testing::Values(DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3,
                                            DType::fp8_e5m2),
-                         [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(dtype_name(param_info.param));
+                         });
 
 // Windows that start mid-tensor and end at every position inside a granule: index_offset is
 // honoured, whole granules and the partial last one agree, and the bytes after the last element
@@ -149,12 +151,13 @@ TEST(Fill, SubsetPoolBlockByBlock) {
   const std::vector<int> rows = {3, 0};
   const Workload w = make_workload(spec, layout, rows);
   ASSERT_EQ(w.source_block_ids.size(), static_cast<std::size_t>(w.layout.num_blocks));
-  const std::size_t block_elems = static_cast<std::size_t>(spec.model.num_kv_heads) *
-                                  spec.block_size * spec.model.head_dim;
+  const std::size_t block_elems =
+      static_cast<std::size_t>(spec.model.num_kv_heads) * spec.block_size * spec.model.head_dim;
   AlignedBytes got(w.k_cache.size());
   for (std::size_t n = 0; n < w.source_block_ids.size(); ++n) {
     const k::LaunchResult r = k::emu::launch_fill(
-        fill_params(got.data() + n * block_elems * dtype_size(spec.kv_dtype), spec.kv_dtype, block_elems, spec, Tensor::k,
+        fill_params(got.data() + n * block_elems * dtype_size(spec.kv_dtype), spec.kv_dtype,
+                    block_elems, spec, Tensor::k,
                     static_cast<std::uint64_t>(w.source_block_ids[n]) * block_elems),
         /*stream=*/nullptr);
     ASSERT_TRUE(r.ok()) << r.message;
@@ -180,7 +183,8 @@ TEST(Fill, Preconditions) {
   AlignedBytes buf(64);
   const WorkloadSpec spec = small_spec(DType::f16, DType::f16);
   // Nothing to do: no launch, nothing written.
-  k::LaunchResult r = k::emu::launch_fill(fill_params(buf.data(), DType::f16, 0, spec, Tensor::k, 0), nullptr);
+  k::LaunchResult r =
+      k::emu::launch_fill(fill_params(buf.data(), DType::f16, 0, spec, Tensor::k, 0), nullptr);
   EXPECT_TRUE(r.ok()) << r.message;
   const std::vector<std::byte> untouched(64, std::byte{0xA5});
   EXPECT_EQ(std::memcmp(buf.data(), untouched.data(), 64), 0);

@@ -59,7 +59,7 @@ struct TileRows {
 // tile's rows one tile ahead, one row at a time, spread over the current tile's work.
 template <int kRowBytes>
 inline void prefetch_row(const std::byte* row) {
-  for (int offset = 0; offset < kRowBytes; offset += 64) __builtin_prefetch(row + offset, 0, 3);
+  for (int offset = 0; offset < kRowBytes; offset += 64) __builtin_prefetch(row + offset, /*rw=*/0, /*locality=*/2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -384,8 +384,7 @@ void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
   const float q_scale = p.softmax_scale * p.k_scale * Tile::kLoadScale * kLog2e;
   const float out_scale = p.v_scale * Tile::kLoadScale;
   const std::size_t q_elems = static_cast<std::size_t>(batch) * num_q_heads * kHeadDim;
-  std::vector<float> q32(q_elems);
-  for (std::size_t i = 0; i < q_elems; ++i) q32[i] = load_q(p.q_dtype, p.q, i) * q_scale;
+  std::vector<float> q32(q_elems);  // filled by the threads below
 
   // Split partials, only when the context is split: unnormalized accumulators and states.
   std::vector<float> part_acc;                  // [batch][Hq][splits][d]
@@ -406,6 +405,10 @@ void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
     std::vector<SoftmaxState<float>> state(group);                      // [g]
     alignas(64) float s[kMaxPassHeads * kTile];                         // [pass heads][kTile]
     TileRows<kTile> rows[2];                                            // current, next
+
+#pragma omp for schedule(static)
+    for (std::size_t i = 0; i < q_elems; ++i) q32[i] = load_q(p.q_dtype, p.q, i) * q_scale;
+    // (the loop's implicit barrier publishes q32 to every thread)
 
 #pragma omp for schedule(dynamic, 1)
     for (int item = 0; item < num_items; ++item) {

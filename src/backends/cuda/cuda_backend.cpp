@@ -148,7 +148,8 @@ class CudaPoint final : public PreparedPoint {
   static void expect_bytes(std::size_t have, std::size_t want, const char* what) {
     if (have != want) {
       throw RuntimeFailure("cuda backend: workload " + std::string(what) + " holds " +
-                           std::to_string(have) + " bytes, its layout needs " + std::to_string(want));
+                           std::to_string(have) + " bytes, its layout needs " +
+                           std::to_string(want));
     }
   }
 
@@ -157,7 +158,8 @@ class CudaPoint final : public PreparedPoint {
   void fill_q(const Workload& w, std::size_t row_elems) {
     const std::size_t row_bytes = row_elems * dtype_size(params_.q_dtype);
     bool identity = true;  // rows are sequences 0..rows-1, contiguous in the generator's order
-    for (int r = 0; r < w.rows(); ++r) identity = identity && w.sequences[static_cast<std::size_t>(r)] == r;
+    for (int r = 0; r < w.rows(); ++r)
+      identity = identity && w.sequences[static_cast<std::size_t>(r)] == r;
     for (int r = 0; r < w.rows(); ++r) {
       if (identity && r > 0) break;  // one launch covers every row
       k::FillParams f;
@@ -166,7 +168,8 @@ class CudaPoint final : public PreparedPoint {
       f.count = identity ? row_elems * static_cast<std::size_t>(w.rows()) : row_elems;
       f.seed = w.spec.seed;
       f.tensor = static_cast<std::uint32_t>(Tensor::q);
-      f.index_offset = static_cast<std::uint64_t>(w.sequences[static_cast<std::size_t>(r)]) * row_elems;
+      f.index_offset =
+          static_cast<std::uint64_t>(w.sequences[static_cast<std::size_t>(r)]) * row_elems;
       f.inv_scale = inv_scale_for(Tensor::q, params_.kv_dtype);  // 1: Q is not scaled
       DECODEBENCH_CHECK_LAUNCH(k::cuda::launch_fill(f, stream_), "fill kernel (q)");
     }
@@ -175,8 +178,8 @@ class CudaPoint final : public PreparedPoint {
   // Uploads the host cache, or (a layout-only Workload: empty host buffer) generates the pool
   // on the device with the values the host generator would have written: pool block n holds
   // the values of original block source_block_ids[n] (the identity for a full workload).
-  void upload_or_fill_cache(const Workload& w, const std::vector<std::byte>& host, DeviceBuffer& dst,
-                            Tensor tensor, const char* what) {
+  void upload_or_fill_cache(const Workload& w, const std::vector<std::byte>& host,
+                            DeviceBuffer& dst, Tensor tensor, const char* what) {
     if (!host.empty()) {
       expect_bytes(host.size(), dst.bytes(), what);
       dst.upload(host.data(), host.size(), stream_);
@@ -255,7 +258,8 @@ class CudaBackend final : public Backend {
   }
 
   std::string choose_kernel(const WorkloadSpec& spec) override {
-    if (k::kernel_ladder().empty()) throw RuntimeFailure("cuda backend: no paged-decode kernel is compiled");
+    if (k::kernel_ladder().empty())
+      throw RuntimeFailure("cuda backend: no paged-decode kernel is compiled");
     const PagedLayout layout = build_layout(spec);
     return cuda::choose_kernel_for(cuda::shape_params(spec, layout), k::kernel_ladder(),
                                    info_.sm_count);
@@ -279,8 +283,8 @@ class CudaBackend final : public Backend {
                                          const TimingOptions& timing) override {
     const k::KernelInfo* info = find_kernel(kernel);
     if (info == nullptr) {
-      throw InputError("cuda backend: unknown kernel '" + std::string(kernel) + "' (valid: " +
-                       ladder_names() + ")");
+      throw InputError("cuda backend: unknown kernel '" + std::string(kernel) +
+                       "' (valid: " + ladder_names() + ")");
     }
     if (std::string reason = k::unsupported_reason(*info, w.params()); !reason.empty()) {
       throw InputError("cuda backend: " + reason);
@@ -309,9 +313,9 @@ class CudaBackend final : public Backend {
     info.l2_bytes = prop.l2CacheSize;
     info.mem_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
     // cudaDeviceProp lost memoryClockRate in CUDA 13; the attribute is still reported (kHz).
-    info.bandwidth_theoretical = cuda::theoretical_bandwidth(
-        device_attribute(cudaDevAttrMemoryClockRate, device),
-        device_attribute(cudaDevAttrGlobalMemoryBusWidth, device));
+    info.bandwidth_theoretical =
+        cuda::theoretical_bandwidth(device_attribute(cudaDevAttrMemoryClockRate, device),
+                                    device_attribute(cudaDevAttrGlobalMemoryBusWidth, device));
     if (const std::optional<Datasheet> sheet = find_datasheet(info.name)) {
       info.bandwidth_datasheet = sheet->bandwidth;
       info.flops_peak = sheet->fp32_flops;
@@ -346,18 +350,22 @@ Ceilings CudaBackend::measure_ceilings() {
   const std::size_t fit = cuda::ceiling_buffer_bytes_that_fit(free_bytes);
   if (fit < bytes) {
     if (fit == 0) {
-      throw RuntimeFailure("cuda backend: the bandwidth ceilings need 3 buffers of at least 1 MiB; "
-                           "device has " + cuda::format_gb(static_cast<double>(free_bytes)) + " free");
+      throw RuntimeFailure(
+          "cuda backend: the bandwidth ceilings need 3 buffers of at least 1 MiB; "
+          "device has " +
+          cuda::format_gb(static_cast<double>(free_bytes)) + " free");
     }
     c.note = "ceiling buffers capped to " + cuda::format_gb(static_cast<double>(fit)) +
              " each to fit free device memory (wanted " +
-             cuda::format_gb(static_cast<double>(bytes)) + ", 8x L2); the figures may include L2 hits";
+             cuda::format_gb(static_cast<double>(bytes)) +
+             ", 8x L2); the figures may include L2 hits";
     bytes = fit;
   }
   // Three buffers serve all kernels: read src=A; copy A -> B; triad A = B + s * C.
   DeviceBuffer a(bytes), b(bytes), cbuf(bytes);
   int max_grid = 0;
-  for (const LaunchShape& s : kCeilingShapes) max_grid = std::max(max_grid, s.blocks_per_sm * info_.sm_count);
+  for (const LaunchShape& s : kCeilingShapes)
+    max_grid = std::max(max_grid, s.blocks_per_sm * info_.sm_count);
   DeviceBuffer sink(static_cast<std::size_t>(max_grid) * sizeof(float));  // [grid] read partials
   for (DeviceBuffer* buf : {&a, &b, &cbuf}) {
     DECODEBENCH_CUDA_CHECK(cudaMemsetAsync(buf->get(), 0, bytes, stream_.get()));  // fp32 zeros
@@ -396,7 +404,8 @@ Ceilings CudaBackend::measure_ceilings() {
   c.read = best_bandwidth(k::BandwidthKernel::read, n, "bandwidth kernel 'read'");
   c.copy = best_bandwidth(k::BandwidthKernel::copy, 2 * n, "bandwidth kernel 'copy'");
   c.triad = best_bandwidth(k::BandwidthKernel::triad, 3 * n, "bandwidth kernel 'triad'");
-  c.fma_flops = 0;  // not measured on the GPU: decode is memory-bound; flops_peak is the datasheet's
+  c.fma_flops =
+      0;  // not measured on the GPU: decode is memory-bound; flops_peak is the datasheet's
   c.buffer_bytes = static_cast<std::int64_t>(bytes);
   info_.measured = c;
   return c;
@@ -453,8 +462,9 @@ std::vector<Backend::SelfCheck> CudaBackend::check_ceiling_kernels() {
       return false;
     }
     if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
-      checks.push_back({name, false, std::string("kernel failed: ") + cudaGetErrorName(e) + " (" +
-                                         cudaGetErrorString(e) + ")"});
+      checks.push_back({name, false,
+                        std::string("kernel failed: ") + cudaGetErrorName(e) + " (" +
+                            cudaGetErrorString(e) + ")"});
       return false;
     }
     return true;
@@ -477,9 +487,10 @@ std::vector<Backend::SelfCheck> CudaBackend::check_ceiling_kernels() {
       if (std::memcmp(&dst[i], &src[i], sizeof(float)) != 0) bad = i;
     }
     checks.push_back({"bandwidth.copy", bad == kFloats,
-                      bad == kFloats ? std::to_string(kFloats) + " floats equal"
-                                     : "dst[" + std::to_string(bad) + "] = " + std::to_string(dst[bad]) +
-                                           ", src = " + std::to_string(src[bad])});
+                      bad == kFloats
+                          ? std::to_string(kFloats) + " floats equal"
+                          : "dst[" + std::to_string(bad) + "] = " + std::to_string(dst[bad]) +
+                                ", src = " + std::to_string(src[bad])});
   }
   if (run(k::BandwidthKernel::triad, "bandwidth.triad")) {  // a == b + 3c exactly
     std::vector<float> a(kFloats);
@@ -489,9 +500,10 @@ std::vector<Backend::SelfCheck> CudaBackend::check_ceiling_kernels() {
       if (a[i] != b[i] + p.scalar * c[i]) bad = i;
     }
     checks.push_back({"bandwidth.triad", bad == kFloats,
-                      bad == kFloats ? std::to_string(kFloats) + " values of b + 3c exact"
-                                     : "a[" + std::to_string(bad) + "] = " + std::to_string(a[bad]) +
-                                           ", expected " + std::to_string(b[bad] + p.scalar * c[bad])});
+                      bad == kFloats
+                          ? std::to_string(kFloats) + " values of b + 3c exact"
+                          : "a[" + std::to_string(bad) + "] = " + std::to_string(a[bad]) +
+                                ", expected " + std::to_string(b[bad] + p.scalar * c[bad])});
   }
   return checks;
 }
@@ -511,8 +523,9 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index) {
   int count = 0;
   DECODEBENCH_CUDA_CHECK(cudaGetDeviceCount(&count));
   if (count == 0) {
-    throw RuntimeFailure("cuda backend: cudaGetDeviceCount reports no CUDA device (check "
-                         "nvidia-smi and CUDA_VISIBLE_DEVICES)");
+    throw RuntimeFailure(
+        "cuda backend: cudaGetDeviceCount reports no CUDA device (check "
+        "nvidia-smi and CUDA_VISIBLE_DEVICES)");
   }
   if (device_index < 0 || device_index >= count) {
     std::vector<std::string> names;

@@ -35,22 +35,20 @@ void check_launch(const kernels::LaunchResult& result, std::string_view what, co
 
 }  // namespace decodebench::cuda
 
-#define DECODEBENCH_CUDA_CHECK(call)                                                \
-  do {                                                                              \
-    const cudaError_t decodebench_cuda_err_ = (call);                               \
-    if (decodebench_cuda_err_ != cudaSuccess) {                                     \
-      ::decodebench::cuda::throw_cuda_error(decodebench_cuda_err_, #call, __FILE__, \
-                                            __LINE__);                              \
-    }                                                                               \
+#define DECODEBENCH_CUDA_CHECK(call)                                                           \
+  do {                                                                                         \
+    const cudaError_t decodebench_cuda_err_ = (call);                                          \
+    if (decodebench_cuda_err_ != cudaSuccess) {                                                \
+      ::decodebench::cuda::throw_cuda_error(decodebench_cuda_err_, #call, __FILE__, __LINE__); \
+    }                                                                                          \
   } while (0)
 
-#define DECODEBENCH_CUDA_CHECK_NOTHROW(call)                                      \
-  do {                                                                            \
-    const cudaError_t decodebench_cuda_err_ = (call);                             \
-    if (decodebench_cuda_err_ != cudaSuccess) {                                   \
-      ::decodebench::cuda::log_cuda_error(decodebench_cuda_err_, #call, __FILE__, \
-                                          __LINE__);                              \
-    }                                                                             \
+#define DECODEBENCH_CUDA_CHECK_NOTHROW(call)                                                 \
+  do {                                                                                       \
+    const cudaError_t decodebench_cuda_err_ = (call);                                        \
+    if (decodebench_cuda_err_ != cudaSuccess) {                                              \
+      ::decodebench::cuda::log_cuda_error(decodebench_cuda_err_, #call, __FILE__, __LINE__); \
+    }                                                                                        \
   } while (0)
 
 // Checks a kernels.h launch: DECODEBENCH_CHECK_LAUNCH(kernels::cuda::launch_fill(p, s), "fill").

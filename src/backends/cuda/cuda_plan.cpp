@@ -52,8 +52,8 @@ PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
                                const kernels::KernelInfo& kernel, int sm_count) {
   PointFootprint f;
   const std::size_t rows = static_cast<std::size_t>(p.batch) * p.num_q_heads * p.head_dim;
-  const std::size_t cache = static_cast<std::size_t>(p.num_blocks) * p.num_kv_heads *
-                            p.block_size * p.head_dim * dtype_size(p.kv_dtype);
+  const std::size_t cache = static_cast<std::size_t>(p.num_blocks) * p.num_kv_heads * p.block_size *
+                            p.head_dim * dtype_size(p.kv_dtype);
   f.q = rows * dtype_size(p.q_dtype);
   f.out = f.q;
   f.k_cache = cache;
@@ -63,9 +63,9 @@ PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
   if (kernel.uses_workspace) {
     f.num_splits = std::max(1, kernels::plan_num_splits(p, sm_count));
     // Our two allocations, or what the planner says the kernel needs if that is more.
-    f.workspace = std::max(split_partial_out_bytes(p, f.num_splits) +
-                               split_partial_lse_bytes(p, f.num_splits),
-                           kernels::split_kv_workspace_bytes(p, f.num_splits));
+    f.workspace = std::max(
+        split_partial_out_bytes(p, f.num_splits) + split_partial_lse_bytes(p, f.num_splits),
+        kernels::split_kv_workspace_bytes(p, f.num_splits));
   }
   return f;
 }
@@ -77,7 +77,8 @@ std::string format_gb(double bytes) {
 }
 
 std::string memory_skip_reason(const PointFootprint& need, std::size_t free_bytes) {
-  const std::size_t usable = free_bytes > kMemoryHeadroomBytes ? free_bytes - kMemoryHeadroomBytes : 0;
+  const std::size_t usable =
+      free_bytes > kMemoryHeadroomBytes ? free_bytes - kMemoryHeadroomBytes : 0;
   if (need.total() <= usable) return {};
   std::string reason = "needs " + format_gb(static_cast<double>(need.total())) +
                        " of device memory (K/V cache " +

@@ -52,8 +52,8 @@ struct PointFootprint {
 // [batch][Hq][splits] fp32, each in its own allocation.
 std::size_t split_partial_out_bytes(const kernels::PagedDecodeParams& p, int num_splits);
 std::size_t split_partial_lse_bytes(const kernels::PagedDecodeParams& p, int num_splits);
-PointFootprint point_footprint(const kernels::PagedDecodeParams& p, const kernels::KernelInfo& kernel,
-                               int sm_count);
+PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
+                               const kernels::KernelInfo& kernel, int sm_count);
 
 // Empty when `need` fits into `free_bytes` less the headroom; else
 // "needs 151.20 GB of device memory (K/V cache 150.00 GB, ...), device has 139.10 GB free".

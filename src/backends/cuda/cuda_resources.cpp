@@ -33,8 +33,9 @@ void DeviceBuffer::release() noexcept {
 
 void DeviceBuffer::upload(const void* host, std::size_t bytes, cudaStream_t stream) {
   if (bytes > bytes_) {
-    throw RuntimeFailure("DeviceBuffer::upload: " + std::to_string(bytes) + " bytes requested from a " +
-                         std::to_string(bytes_) + "-byte device buffer");
+    throw RuntimeFailure("DeviceBuffer::upload: " + std::to_string(bytes) +
+                         " bytes requested from a " + std::to_string(bytes_) +
+                         "-byte device buffer");
   }
   if (bytes == 0) return;
   DECODEBENCH_CUDA_CHECK(cudaMemcpyAsync(ptr_, host, bytes, cudaMemcpyHostToDevice, stream));
@@ -43,8 +44,9 @@ void DeviceBuffer::upload(const void* host, std::size_t bytes, cudaStream_t stre
 
 void DeviceBuffer::download(void* host, std::size_t bytes, cudaStream_t stream) const {
   if (bytes > bytes_) {
-    throw RuntimeFailure("DeviceBuffer::download: " + std::to_string(bytes) + " bytes requested from a " +
-                         std::to_string(bytes_) + "-byte device buffer");
+    throw RuntimeFailure("DeviceBuffer::download: " + std::to_string(bytes) +
+                         " bytes requested from a " + std::to_string(bytes_) +
+                         "-byte device buffer");
   }
   if (bytes == 0) return;
   DECODEBENCH_CUDA_CHECK(cudaMemcpyAsync(host, ptr_, bytes, cudaMemcpyDeviceToHost, stream));

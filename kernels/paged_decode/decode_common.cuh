@@ -128,10 +128,12 @@ __device__ __forceinline__ int log2_pow2(int x) {
   return s;
 }
 
-// Physical block of logical token `token` of sequence `seq` (the paged-KV view).
+// Physical block of logical token `token` of sequence `seq`: physical_block() of the paged-KV
+// view (common/paged_kv.h) with its run-time division by the block size done as a shift.
 __device__ __forceinline__ int block_of(const PagedDecodeParams& p, int seq, int token,
                                         int block_shift) {
-  return physical_block(p.block_tables, p.max_blocks_per_seq, seq, token, 1 << block_shift);
+  return p.block_tables[static_cast<std::size_t>(seq) * p.max_blocks_per_seq +
+                        (token >> block_shift)];
 }
 
 // Byte offset of lane chunk `lane` of the K/V row of (physical block, kv head, slot).

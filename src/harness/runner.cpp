@@ -66,6 +66,11 @@ std::vector<float> gather_rows(const std::vector<float>& out, std::span<const in
   return g;
 }
 
+// Points whose host workload is larger than this are offered to the backend layout-only. Below
+// it, generating the data on the host costs well under a second, and the cpu and emu backends
+// (which need host data) are never asked.
+constexpr std::int64_t kLayoutOnlyAboveBytes = std::int64_t{256} << 20;
+
 // The full point without host data: spec, layout, block ids, scales; q/k_cache/v_cache empty
 // (backend.h's layout-only convention: a backend that can, e.g. cuda, fills them where they live
 // with the same counter-based values; others throw InputError).
@@ -177,10 +182,11 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   const bool all_rows = static_cast<int>(rows.size()) == p.spec.batch;
 
   // Host data: the full workload when every row is validated (the reference needs it anyway);
-  // otherwise only the subset, and the backend gets the point layout-only if it can take it.
+  // otherwise only the subset, and a large point goes to the backend layout-only if it can
+  // take it.
   Workload full;
   std::unique_ptr<PreparedPoint> prepared;
-  if (!all_rows) {
+  if (!all_rows && workload_host_bytes(p.spec, layout) > kLayoutOnlyAboveBytes) {
     try {
       prepared = backend.prepare(layout_only_workload(p.spec, layout), r.kernel, timing);
     } catch (const InputError&) {

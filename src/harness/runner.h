@@ -38,8 +38,8 @@ struct RunOptions {
 //    subset workload, compared with those rows of the backend's output. Any element outside the
 //    dtype's tolerance (or NaN) makes the point `wrong`, with the first mismatch in the reason,
 //    and it is not timed: a wrong point publishes no time, bandwidth or tokens/s.
-//  - Host memory: when only a subset is validated, the backend is first offered the point
-//    layout-only (backend.h: q/k_cache/v_cache empty, the device fills them); a backend that
+//  - Host memory: when only a subset is validated and the host workload would exceed 256 MiB,
+//    the backend is first offered the point layout-only (backend.h: q/k_cache/v_cache empty, the device fills them); a backend that
 //    throws InputError gets make_workload(spec) instead. A workload that does not fit host
 //    memory (std::bad_alloc) makes the point `skipped`.
 //  - fp8 KV: error.quant_rel = the reference on fp8 KV vs on the unquantized values.

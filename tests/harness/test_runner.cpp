@@ -170,6 +170,9 @@ TEST_F(RunnerTest, SubsetPointsAreOfferedLayoutOnlyWithAFallback) {
     be.accepts_layout_only = accepts;
     SweepConfig c = config({"good"}, {37, 3});
     c.validate_max_rows = 5;
+    // 37 sequences x 15000 tokens x 2 KV heads x 64 x 2 B x 2 (K, V) = 284 MB of KV: above the
+    // runner's 256 MiB layout-only threshold.
+    c.contexts = {ContextSpec::fixed(15000)};
     const Report r = run_sweep(be, c);
     ASSERT_EQ(r.results.size(), 2u);
     EXPECT_EQ(r.results[0].status, PointStatus::ok) << r.results[0].reason;
@@ -177,6 +180,16 @@ TEST_F(RunnerTest, SubsetPointsAreOfferedLayoutOnlyWithAFallback) {
     EXPECT_EQ(be.layout_only_offers, 1);  // only the subset-validated point (batch 37)
     EXPECT_EQ(be.prepare_calls, accepts ? 2 : 3);
   }
+}
+
+TEST_F(RunnerTest, SmallSubsetPointsAreMaterializedOnTheHost) {
+  FakeBackend be;
+  be.accepts_layout_only = true;
+  SweepConfig c = config({"good"}, {37});
+  c.validate_max_rows = 5;
+  const Report r = run_sweep(be, c);
+  EXPECT_EQ(r.results[0].status, PointStatus::ok);
+  EXPECT_EQ(be.layout_only_offers, 0);
 }
 
 TEST_F(RunnerTest, AutoIsResolvedAndRecorded) {

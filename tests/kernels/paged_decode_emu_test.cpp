@@ -7,6 +7,7 @@
 // not the full product: the first compiled (head_dim, KV dtype) runs every case, the others a
 // rotating pair, so each axis value meets every kernel while the emulated run stays short.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstddef>
@@ -20,6 +21,15 @@
 
 namespace decodebench {
 namespace {
+
+// The CPU reference parallelizes with OpenMP. Here its threads would only compete with the
+// emulated threads for the cores (libgomp's spinning workers slow emulation badly), and
+// libgomp is not ThreadSanitizer-instrumented, so its barriers would show up as false races.
+// The shapes are tiny: one thread.
+const int kOpenMpSingleThread = [] {
+  omp_set_num_threads(1);
+  return 1;
+}();
 
 struct Case {
   const char* label;

@@ -1,7 +1,6 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <omp.h>
-#include <sys/mman.h>
 
 #include <chrono>
 #include <cstdint>
@@ -36,28 +35,6 @@ k::PagedDecodeParams shape_params(const WorkloadSpec& spec) {
   return p;
 }
 
-// The KV blocks of a point are scattered 4 KiB pieces (P = 16, d = 128, fp16), so with 4 KiB
-// pages every block costs a TLB miss, and a page walk under virtualization is expensive. Ask the
-// kernel to back the caches with transparent huge pages now (MADV_COLLAPSE, Linux >= 6.1),
-// falling back to MADV_HUGEPAGE (khugepaged, later). Advice only: contents are unchanged and
-// failure costs nothing but speed. The bandwidth ceilings use huge pages too, so the fraction
-// of the ceiling compares like with like.
-void advise_huge_pages(const std::vector<std::byte>& buffer) {
-#if defined(__linux__)
-  constexpr std::uintptr_t kHuge = std::uintptr_t{1} << 21;
-  const auto begin = (reinterpret_cast<std::uintptr_t>(buffer.data()) + kHuge - 1) & ~(kHuge - 1);
-  const auto end = (reinterpret_cast<std::uintptr_t>(buffer.data()) + buffer.size()) & ~(kHuge - 1);
-  if (end <= begin) return;
-  void* start = reinterpret_cast<void*>(begin);
-#if !defined(MADV_COLLAPSE)
-  constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older glibc headers lack the name
-#endif
-  if (::madvise(start, end - begin, MADV_COLLAPSE) != 0) ::madvise(start, end - begin, MADV_HUGEPAGE);
-#else
-  (void)buffer;
-#endif
-}
-
 std::string gb(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
@@ -71,8 +48,8 @@ class CpuPoint final : public PreparedPoint {
     out_.resize(static_cast<std::size_t>(w.rows()) * params_.num_q_heads * params_.head_dim *
                 dtype_size(params_.q_dtype));
     params_.out = out_.data();
-    advise_huge_pages(w.k_cache);
-    advise_huge_pages(w.v_cache);
+    cpu::advise_huge_pages(w.k_cache.data(), w.k_cache.size());
+    cpu::advise_huge_pages(w.v_cache.data(), w.v_cache.size());
   }
 
   void run() override { cpu::paged_decode(params_); }

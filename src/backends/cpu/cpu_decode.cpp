@@ -2,8 +2,12 @@
 #include "backends/cpu/cpu_decode.h"
 
 #include <omp.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "backends/cpu/cpu_decode_impl.h"
@@ -109,6 +113,24 @@ void convert_kv_to_float(DType kv_dtype, const void* src, std::size_t count, flo
     case DType::fp8_e4m3: convert_typed<DType::fp8_e4m3>(bytes, count, dst, avx512); break;
     case DType::fp8_e5m2: convert_typed<DType::fp8_e5m2>(bytes, count, dst, avx512); break;
   }
+}
+
+void advise_huge_pages(const void* data, std::size_t bytes) {
+#if defined(__linux__)
+  constexpr std::uintptr_t kHuge = std::uintptr_t{1} << 21;
+  const auto first = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t begin = (first + kHuge - 1) & ~(kHuge - 1);  // whole huge pages inside
+  const std::uintptr_t end = (first + bytes) & ~(kHuge - 1);
+  if (end <= begin) return;
+  void* start = reinterpret_cast<void*>(begin);
+#if !defined(MADV_COLLAPSE)
+  constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older C library headers lack the name
+#endif
+  if (::madvise(start, end - begin, MADV_COLLAPSE) != 0) ::madvise(start, end - begin, MADV_HUGEPAGE);
+#else
+  (void)data;
+  (void)bytes;
+#endif
 }
 
 }  // namespace decodebench::cpu

@@ -55,4 +55,12 @@ void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& opti
 void convert_kv_to_float(DType kv_dtype, const void* src, std::size_t count, float* dst,
                          DecodePath path = DecodePath::automatic);
 
+// The KV blocks of a point are scattered 4 KiB pieces (P = 16, d = 128, fp16), so with 4 KiB
+// pages every block costs a TLB miss, and a page walk under virtualization is expensive. This
+// asks the kernel to back [data, data + bytes) with transparent huge pages now (MADV_COLLAPSE,
+// Linux >= 6.1), else later (MADV_HUGEPAGE). Advice only: contents are unchanged and failure
+// costs nothing but speed. The bandwidth ceilings use huge pages too, so the fraction of the
+// ceiling compares like with like.
+void advise_huge_pages(const void* data, std::size_t bytes);
+
 }  // namespace decodebench::cpu

@@ -158,8 +158,9 @@ class CudaPoint final : public PreparedPoint {
   void fill_q(const Workload& w, std::size_t row_elems) {
     const std::size_t row_bytes = row_elems * dtype_size(params_.q_dtype);
     bool identity = true;  // rows are sequences 0..rows-1, contiguous in the generator's order
-    for (int r = 0; r < w.rows(); ++r)
+    for (int r = 0; r < w.rows(); ++r) {
       identity = identity && w.sequences[static_cast<std::size_t>(r)] == r;
+    }
     for (int r = 0; r < w.rows(); ++r) {
       if (identity && r > 0) break;  // one launch covers every row
       k::FillParams f;
@@ -188,7 +189,7 @@ class CudaPoint final : public PreparedPoint {
     const std::size_t block_elems =
         static_cast<std::size_t>(params_.num_kv_heads) * params_.block_size * params_.head_dim;
     const std::size_t blocks = static_cast<std::size_t>(params_.num_blocks);
-    bool identity = w.source_block_ids.empty() || w.source_block_ids.size() == blocks;
+    bool identity = true;  // pool block n holds original block n (one launch fills the pool)
     if (!w.source_block_ids.empty()) {
       if (w.source_block_ids.size() != blocks) {
         throw InputError("cuda backend: workload source_block_ids has " +
@@ -258,8 +259,9 @@ class CudaBackend final : public Backend {
   }
 
   std::string choose_kernel(const WorkloadSpec& spec) override {
-    if (k::kernel_ladder().empty())
+    if (k::kernel_ladder().empty()) {
       throw RuntimeFailure("cuda backend: no paged-decode kernel is compiled");
+    }
     const PagedLayout layout = build_layout(spec);
     return cuda::choose_kernel_for(cuda::shape_params(spec, layout), k::kernel_ladder(),
                                    info_.sm_count);
@@ -364,8 +366,9 @@ Ceilings CudaBackend::measure_ceilings() {
   // Three buffers serve all kernels: read src=A; copy A -> B; triad A = B + s * C.
   DeviceBuffer a(bytes), b(bytes), cbuf(bytes);
   int max_grid = 0;
-  for (const LaunchShape& s : kCeilingShapes)
+  for (const LaunchShape& s : kCeilingShapes) {
     max_grid = std::max(max_grid, s.blocks_per_sm * info_.sm_count);
+  }
   DeviceBuffer sink(static_cast<std::size_t>(max_grid) * sizeof(float));  // [grid] read partials
   for (DeviceBuffer* buf : {&a, &b, &cbuf}) {
     DECODEBENCH_CUDA_CHECK(cudaMemsetAsync(buf->get(), 0, bytes, stream_.get()));  // fp32 zeros
@@ -404,8 +407,8 @@ Ceilings CudaBackend::measure_ceilings() {
   c.read = best_bandwidth(k::BandwidthKernel::read, n, "bandwidth kernel 'read'");
   c.copy = best_bandwidth(k::BandwidthKernel::copy, 2 * n, "bandwidth kernel 'copy'");
   c.triad = best_bandwidth(k::BandwidthKernel::triad, 3 * n, "bandwidth kernel 'triad'");
-  c.fma_flops =
-      0;  // not measured on the GPU: decode is memory-bound; flops_peak is the datasheet's
+  // Not measured on the GPU: decode is memory-bound; DeviceInfo::flops_peak is the datasheet's.
+  c.fma_flops = 0;
   c.buffer_bytes = static_cast<std::int64_t>(bytes);
   info_.measured = c;
   return c;

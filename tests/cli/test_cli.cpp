@@ -1,0 +1,397 @@
+// `decodebench` as a user runs it: exit codes and messages, reports, formats, dump, merge,
+// compare, Ctrl-C. The binary runs as a subprocess (cli_run.h). CPU backend only; kept fast by
+// giving the sweeps precomputed ceilings (--ceilings) instead of measuring them.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "cli/cli_run.h"
+#include "cli/dump_check.h"
+
+namespace decodebench::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kFastMeasure = "--min-samples 2 --min-time 0 --max-noise 1 --timeout 0.2";
+
+// A ceilings file for this machine's CPU device, as `decodebench ceilings --out` writes it, with
+// made-up values: sweeps skip the ~40 s measurement and the report shows exactly these values.
+std::filesystem::path fake_cpu_ceilings(const TempDir& dir) {
+  const CliResult r = run_cli("devices --format json", dir.path());
+  EXPECT_EQ(r.code, 0) << r.err;
+  json record;
+  for (const json& b : json::parse(r.out).at("backends")) {
+    if (b.at("name") == "cpu") record = b.at("device");
+  }
+  EXPECT_FALSE(record.is_null()) << r.out;
+  record["bandwidth"]["measured"] = {{"read", 1.0e10}, {"copy", 0.9e10}, {"triad", 0.8e10},
+                                     {"buffer_bytes", 1 << 30}, {"note", "fake, for tests"}};
+  record["flops_measured"] = 1.0e11;
+  const std::filesystem::path path = dir / "ceilings.json";
+  write_file(path, record.dump());
+  return path;
+}
+
+// ------------------------------------------------------------------------------- bad input
+
+struct BadInput {
+  std::string args;
+  std::vector<std::string> message;  // substrings of stderr
+  int code = 2;
+};
+
+TEST(CliBadInput, ExitCodeAndMessageNameTheProblem) {
+  TempDir dir;
+  write_file(dir / "gqa.json",
+             R"({"name":"bad-gqa","num_q_heads":6,"num_kv_heads":4,"head_dim":128,"num_layers":1})");
+  write_file(dir / "d96.json",
+             R"({"name":"bad-d","num_q_heads":8,"num_kv_heads":4,"head_dim":96,"num_layers":1})");
+  write_file(dir / "unknown_key.json", R"({"batch": [1], "bogus": 1})");
+  write_file(dir / "bad_value.json", R"({"batch": [1, -2]})");
+  const std::string d = dir.path().string();
+  const std::vector<BadInput> cases = {
+      {"sweep --batch 0", {"batch", ">= 1", "got 0"}},
+      {"sweep --batch 1,abc", {"--batch", "'abc'", "not an integer"}},
+      {"sweep --batch 1,,2", {"--batch", "empty item"}},
+      {"sweep --context 0", {"context", "got 0"}},
+      {"sweep --context 5-2", {"context", "lo <= hi"}},
+      {"sweep --hit-rate 1.5", {"hit rate", "[0, 1]", "1.5"}},
+      {"sweep --block-size 24", {"block size", "power of two", "24"}},
+      {"sweep --model nope", {"unknown model 'nope'", "llama-3.1-8b", "mistral-7b"}},
+      {"sweep --kv-dtype fp4", {"--kv-dtype", "'fp4'", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"}},
+      {"sweep --q-dtype fp8_e4m3", {"q", "f16", "bf16"}},
+      {"sweep --backend cpu --kernel nope", {"--kernel", "'nope'", "valid: auto, all"}},
+      {"sweep --backend nope", {"unknown backend 'nope'", "auto", "cpu", "emu"}},
+      {"sweep --format xml", {"'xml'", "table", "json", "csv", "md"}},
+      {"sweep --model " + d + "/gqa.json", {"num_kv_heads", "must divide num_q_heads"}},
+      {"sweep --model " + d + "/d96.json", {"head_dim 96", "64, 128, 256"}},
+      {"sweep --config " + d + "/unknown_key.json", {d + "/unknown_key.json", "'bogus'", "valid keys"}},
+      {"sweep --config " + d + "/bad_value.json", {d + "/bad_value.json", "batch[1]", "-2"}},
+      {"sweep --config " + d + "/missing.json", {d + "/missing.json"}},
+      {"sweep --backend cpu --batch 1,8 --dump " + d + "/dump", {"--dump", "one point", "2 points"}},
+      {"sweep --shard 2/2", {"shard"}},
+      {"sweep --bogus-flag", {"--bogus-flag"}},
+      {"model --device nope", {"unknown device 'nope'", "devices.json", "h100-sxm", "h200"}},
+      {"model --batch 0", {"batch"}},
+      {"compare " + d + "/none.json " + d + "/none2.json", {d + "/none.json"}},
+      {"frobnicate", {"frobnicate"}},
+      {"", {"subcommand"}},
+  };
+  for (const BadInput& c : cases) {
+    const CliResult r = run_cli(c.args, dir.path());
+    EXPECT_EQ(r.code, c.code) << c.args << "\nstderr: " << r.err;
+    for (const std::string& m : c.message) {
+      EXPECT_NE(r.err.find(m), std::string::npos)
+          << c.args << ": stderr lacks '" << m << "'\nstderr: " << r.err;
+    }
+  }
+  // Bad input writes no report.
+  EXPECT_FALSE(std::filesystem::exists(dir / "dump"));
+}
+
+TEST(CliBadInput, CudaNotCompiledOrNoDeviceIsARuntimeFailure) {
+  TempDir dir;
+  const CliResult r = run_cli("sweep --backend cuda --out ''", dir.path());
+  // Without a GPU (every CI machine) the cuda backend cannot run: exit 3, saying why.
+  if (r.code == 3) {
+    EXPECT_NE(r.err.find("cuda"), std::string::npos) << r.err;
+  } else {
+    GTEST_SKIP() << "a CUDA device is present here";
+  }
+}
+
+TEST(CliBadInput, CeilingsFileOfAnotherDeviceIsRejected) {
+  TempDir dir;
+  const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
+  json j = read_json(ceilings);
+  j["name"] = "Some Other CPU";
+  write_file(dir / "other.json", j.dump());
+  const CliResult r = run_cli(fmt::format("sweep --backend cpu --ceilings '{}' --out ''",
+                                          (dir / "other.json").string()), dir.path());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("Some Other CPU"), std::string::npos) << r.err;
+}
+
+TEST(CliHelp, EverySubcommandHasHelp) {
+  TempDir dir;
+  for (const char* cmd : {"sweep", "check", "ceilings", "devices", "kernels", "model", "compare", "merge"}) {
+    const CliResult r = run_cli(std::string(cmd) + " --help", dir.path());
+    EXPECT_EQ(r.code, 0) << cmd << ": " << r.err;
+    EXPECT_NE(r.out.find("--help"), std::string::npos) << cmd << ": " << r.out;
+  }
+  const CliResult r = run_cli("sweep --help", dir.path());
+  for (const char* flag : {"--batch", "--context", "--hit-rate", "--prefix-groups", "--kv-dtype",
+                           "--q-dtype", "--block-size", "--kernel", "--backend", "--device",
+                           "--model", "--config", "--format", "--out", "--seed", "--dump",
+                           "--min-time", "--max-noise", "--min-samples", "--timeout", "--warm",
+                           "--shard", "--ceilings"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+// ------------------------------------------------------------------------------- sweeps
+
+TEST(CliSweep, TinyCpuSweepWritesAValidReport) {
+  TempDir dir;
+  const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
+  const std::filesystem::path out = dir / "sub" / "report.json";  // parent created on demand
+  const CliResult r = run_cli(
+      fmt::format("sweep --backend cpu --batch 1,3 --context 17,9-40 --hit-rate 0,0.5 --seed 7 "
+                  "{} --ceilings '{}' --out '{}' --format json",
+                  kFastMeasure, ceilings.string(), out.string()),
+      dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  // One progress line per point on stderr.
+  EXPECT_NE(r.err.find("[1/8] elapsed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[8/8] elapsed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ETA"), std::string::npos) << r.err;
+
+  const json report = read_json(out);
+  EXPECT_EQ(json::parse(r.out), report);  // --format json prints the report itself
+  EXPECT_EQ(report.at("schema_version"), 1);
+  EXPECT_EQ(report.at("tool").at("name"), "decodebench");
+  EXPECT_EQ(report.at("config").at("backend"), "cpu");  // "auto" never reaches the report
+  EXPECT_EQ(report.at("config").at("seed"), 7);
+  ASSERT_EQ(report.at("devices").size(), 1u);
+  const json& device = report.at("devices")[0];
+  EXPECT_EQ(device.at("backend"), "cpu");
+  EXPECT_EQ(device.at("bandwidth").at("measured").at("read"), 1.0e10);  // from --ceilings
+  const json& results = report.at("results");
+  ASSERT_EQ(results.size(), 8u);
+  bool saw_ragged = false, saw_shared = false;
+  for (const json& p : results) {
+    EXPECT_EQ(p.at("status"), "ok") << p.dump();
+    EXPECT_EQ(p.at("backend"), "cpu");
+    EXPECT_EQ(p.at("model"), "llama-3.1-8b");
+    EXPECT_EQ(p.at("kv_dtype"), "f16");
+    EXPECT_GT(p.at("time_s").at("median").get<double>(), 0);
+    EXPECT_GE(p.at("time_s").at("samples").get<int>(), 2);
+    EXPECT_GT(p.at("bytes").at("min").get<double>(), 0);
+    EXPECT_GT(p.at("tokens_per_s").get<double>(), 0);
+    saw_ragged |= p.at("context").at("kind") == "ragged";
+    saw_shared |= p.at("hit_rate_actual").get<double>() > 0;
+  }
+  EXPECT_TRUE(saw_ragged);
+  EXPECT_TRUE(saw_shared);
+  // Nothing half-written is left next to the report.
+  for (const auto& entry : std::filesystem::directory_iterator(out.parent_path())) {
+    EXPECT_EQ(entry.path().filename(), "report.json") << entry.path();
+  }
+}
+
+TEST(CliSweep, OutputFormats) {
+  TempDir dir;
+  const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
+  const std::string base = fmt::format("sweep --backend cpu --batch 2 --context 17 {} --ceilings '{}' -q",
+                                       kFastMeasure, ceilings.string());
+  const CliResult csv = run_cli(base + " --out '' --format csv", dir.path());
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  const std::string header = csv.out.substr(0, csv.out.find('\n'));
+  EXPECT_NE(header.find("kernel"), std::string::npos) << csv.out;
+  EXPECT_NE(header.find(','), std::string::npos) << csv.out;
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 2) << csv.out;  // header + 1 point
+  EXPECT_TRUE(csv.err.empty()) << "-q prints nothing on stderr: " << csv.err;
+
+  const CliResult md = run_cli(base + " --out '' --format md", dir.path());
+  ASSERT_EQ(md.code, 0) << md.err;
+  EXPECT_NE(md.out.find("| "), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("---"), std::string::npos) << md.out;
+
+  const CliResult table = run_cli(base + " --out '' --format table", dir.path());
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("llama-3.1-8b"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("attn only"), std::string::npos) << table.out;
+
+  const CliResult js = run_cli(base + " --out '' --format json", dir.path());
+  ASSERT_EQ(js.code, 0) << js.err;
+  EXPECT_EQ(json::parse(js.out).at("results").size(), 1u);
+}
+
+TEST(CliSweep, ConfigFileThenFlagsOverrideItsAxes) {
+  TempDir dir;
+  const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
+  write_file(dir / "sweep.json", R"({"batch": [1, 2, 3], "context": [20], "seed": 5,
+                                     "measure": {"min_samples": 2, "min_time_s": 0, "timeout_s": 0.2}})");
+  const std::filesystem::path out = dir / "r.json";
+  const CliResult r = run_cli(fmt::format("sweep --backend cpu --config '{}' --batch 4 --ceilings '{}' --out '{}' -q",
+                                          (dir / "sweep.json").string(), ceilings.string(), out.string()),
+                              dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json report = read_json(out);
+  ASSERT_EQ(report.at("results").size(), 1u);  // --batch 4 replaced [1, 2, 3]
+  EXPECT_EQ(report.at("results")[0].at("batch"), 4);
+  EXPECT_EQ(report.at("config").at("seed"), 5);  // the rest from the file
+  EXPECT_EQ(report.at("config").at("context")[0], 20);
+}
+
+TEST(CliSweep, ShardsMergeAndCompare) {
+  TempDir dir;
+  const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
+  const std::string base = fmt::format("sweep --backend cpu --batch 1,2 --context 17,33 {} --ceilings '{}' -q",
+                                       kFastMeasure, ceilings.string());
+  for (int i = 0; i < 2; ++i) {
+    const CliResult r = run_cli(fmt::format("{} --shard {}/2 --out '{}'", base, i,
+                                            (dir / fmt::format("s{}.json", i)).string()), dir.path());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(read_json(dir / fmt::format("s{}.json", i)).at("results").size(), 2u);
+  }
+  const CliResult m = run_cli(fmt::format("merge '{}' '{}' '{}'", (dir / "all.json").string(),
+                                          (dir / "s0.json").string(), (dir / "s1.json").string()),
+                              dir.path());
+  ASSERT_EQ(m.code, 0) << m.err;
+  const json merged = read_json(dir / "all.json");
+  ASSERT_EQ(merged.at("results").size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(merged.at("results")[i].at("index"), i);
+
+  // Against itself: no regression.
+  const std::string all = (dir / "all.json").string();
+  const CliResult same = run_cli(fmt::format("compare '{}' '{}'", all, all), dir.path());
+  EXPECT_EQ(same.code, 0) << same.out << same.err;
+
+  // Planted regression: one point twice as slow must fail the gate (exit 1) ...
+  json slow = merged;
+  slow["results"][2]["time_s"]["median"] = slow["results"][2]["time_s"]["median"].get<double>() * 2;
+  write_file(dir / "slow.json", slow.dump());
+  const CliResult reg = run_cli(fmt::format("compare '{}' '{}' --max-slowdown 0.5", all,
+                                            (dir / "slow.json").string()), dir.path());
+  EXPECT_EQ(reg.code, 1) << reg.out << reg.err;
+  // ... unless the threshold allows it.
+  const CliResult loose = run_cli(fmt::format("compare '{}' '{}' --max-slowdown 1.5", all,
+                                              (dir / "slow.json").string()), dir.path());
+  EXPECT_EQ(loose.code, 0) << loose.out << loose.err;
+  // Planted wrong result: fails the gate too.
+  json wrong = merged;
+  wrong["results"][1]["status"] = "wrong";
+  wrong["results"][1]["reason"] = "planted";
+  write_file(dir / "wrong.json", wrong.dump());
+  const CliResult w = run_cli(fmt::format("compare '{}' '{}'", all, (dir / "wrong.json").string()), dir.path());
+  EXPECT_EQ(w.code, 1) << w.out << w.err;
+}
+
+TEST(CliSweep, CtrlCKeepsFinishedPoints) {
+  TempDir dir;
+  const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
+  const std::filesystem::path out = dir / "r.json";
+  // Every point samples for >= 0.3 s, so after the first checkpoint appears there is time to
+  // interrupt before the sixth point ends.
+  const std::string sweep = fmt::format(
+      "'{}' sweep --backend cpu --batch 1,2,3,4,5,6 --context 17 --min-samples 2 --min-time 0.3 "
+      "--max-noise 1 --timeout 5 --ceilings '{}' --out '{}' -q",
+      DECODEBENCH_BIN, ceilings.string(), out.string());
+  const std::string script = fmt::format(
+      "{} & pid=$!; while [ ! -f '{}' ]; do sleep 0.02; done; kill -INT $pid; wait $pid; echo $? > '{}'",
+      sweep, out.string(), (dir / "rc").string());
+  ASSERT_EQ(std::system(("sh -c \"" + script + "\" >/dev/null 2>&1").c_str()), 0);
+  EXPECT_EQ(std::stoi(read_file(dir / "rc")), 130);
+  const json report = read_json(out);
+  const std::size_t done = report.at("results").size();
+  EXPECT_GE(done, 1u);
+  EXPECT_LT(done, 6u);
+  EXPECT_EQ(report.at("completion").at("state"), "interrupted") << report.at("completion").dump();
+  for (const json& p : report.at("results")) EXPECT_EQ(p.at("status"), "ok");
+}
+
+// ------------------------------------------------------------------------------- info commands
+
+TEST(CliInfo, KernelsListsTheLadder) {
+  TempDir dir;
+  const CliResult r = run_cli("kernels", dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"naive", "idea:", "head_dim:", "kv dtypes:", "block sizes:", "GQA group:", "cpu", "emu"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  const CliResult j = run_cli("kernels --format json", dir.path());
+  ASSERT_EQ(j.code, 0) << j.err;
+  const json k = json::parse(j.out);
+  ASSERT_FALSE(k.at("ladder").empty());
+  EXPECT_EQ(k.at("ladder")[0].at("name"), "naive");
+  EXPECT_FALSE(k.at("backends").at("emu").empty());
+}
+
+TEST(CliInfo, DevicesListsBackendsAndDatasheets) {
+  TempDir dir;
+  const CliResult r = run_cli("devices", dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"cpu", "emu", "h100-sxm", "h200", "4.80 TB/s", "3.35 TB/s", "H100 80GB HBM3"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+}
+
+TEST(CliModel, Llama8bOnH200MatchesHandComputedValues) {
+  TempDir dir;
+  const CliResult r = run_cli(
+      "model --model llama-3.1-8b --device h200 --context 8192 --batch 1,64 --kv-dtype f16,fp8_e4m3 "
+      "--format json", dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j.at("rows").size(), 4u);
+  const json& f16 = j.at("rows")[0];  // kv dtype outer, batch inner
+  // Per token per layer: K and V, 8 KV heads x 128 dims x 2 bytes = 4096 B; x 32 layers.
+  EXPECT_EQ(f16.at("kv_bytes_per_token_per_layer"), 4096);
+  EXPECT_EQ(f16.at("kv_bytes_per_token_all_layers"), 131072);
+  // One step, one layer, batch 1: 8192 x 4096 KV + q 8192 + out 8192 + 512 table entries x 4 + 4.
+  EXPECT_EQ(f16.at("bytes_per_step_per_layer").get<double>(), 33554432.0 + 8192 + 8192 + 2048 + 4);
+  EXPECT_EQ(f16.at("bytes_per_step_all_layers").get<double>(), 33572868.0 * 32);
+  EXPECT_EQ(f16.at("bound"), "memory");
+  EXPECT_NEAR(f16.at("t_roof_s").get<double>(), 33572868.0 * 32 / 4.8e12, 1e-12);
+  EXPECT_NEAR(f16.at("tokens_per_s_attention_only").get<double>(), 4.8e12 / (33572868.0 * 32), 1e-6);
+  // 141e9 B / (8192 tokens x 131072 B) = 131.3 -> 131 sequences.
+  EXPECT_EQ(f16.at("max_batch_in_memory"), 131);
+  const json& f16_64 = j.at("rows")[1];
+  EXPECT_EQ(f16_64.at("batch"), 64);
+  EXPECT_NEAR(f16_64.at("tokens_per_s_attention_only").get<double>(),
+              64 * 4.8e12 / ((33554432.0 + 8192 + 8192 + 2048 + 4) * 64 * 32), 1e-6);
+  const json& fp8 = j.at("rows")[2];
+  EXPECT_EQ(fp8.at("kv_dtype"), "fp8_e4m3");
+  EXPECT_EQ(fp8.at("kv_bytes_per_token_per_layer"), 2048);
+  EXPECT_EQ(fp8.at("max_batch_in_memory"), 262);  // 141e9 / (8192 x 65536)
+
+  // Weights subtracted: (141e9 - 16e9) / 2^30 = 116.4 -> 116.
+  const CliResult w = run_cli("model --device h200 --context 8192 --weights-bytes 16e9 --format json", dir.path());
+  ASSERT_EQ(w.code, 0) << w.err;
+  EXPECT_EQ(json::parse(w.out).at("rows")[0].at("max_batch_in_memory"), 116);
+  // A device name resolves through the datasheet's name patterns.
+  const CliResult n = run_cli("model --device 'NVIDIA H100 80GB HBM3' --format json", dir.path());
+  ASSERT_EQ(n.code, 0) << n.err;
+  EXPECT_EQ(json::parse(n.out).at("device").at("key"), "h100-sxm");
+  // Full prefix sharing: memory does not grow with batch.
+  const CliResult s = run_cli("model --context 1024 --hit-rate 1 --format json", dir.path());
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_TRUE(json::parse(s.out).at("rows")[0].at("max_batch_in_memory").is_null());
+  // The table states its assumptions.
+  const CliResult t = run_cli("model", dir.path());
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("Attention only"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("weights excluded"), std::string::npos) << t.out;
+}
+
+// ------------------------------------------------------------------------------- dump
+
+TEST(CliDump, CpuDumpRecomputesWithNumpySemantics) {
+  TempDir dir;
+  const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
+  // fp8 KV so the scales matter: stored values are dumped unscaled, meta carries the scales.
+  write_file(dir / "tiny.json",
+             R"({"name":"tiny","num_q_heads":4,"num_kv_heads":2,"head_dim":64,"num_layers":1})");
+  const CliResult r = run_cli(
+      fmt::format("sweep --backend cpu --model '{}' --batch 3 --context 20-45 --hit-rate 0.5 "
+                  "--block-size 8 --kv-dtype fp8_e4m3 --seed 11 {} --ceilings '{}' --out '' "
+                  "--dump '{}' -q",
+                  (dir / "tiny.json").string(), kFastMeasure, ceilings.string(), (dir / "dump").string()),
+      dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json meta = read_json(dir / "dump" / "meta.json");
+  EXPECT_EQ(meta.at("kv_dtype"), "fp8_e4m3");
+  EXPECT_NE(meta.at("k_scale").get<double>(), 1.0);
+  EXPECT_EQ(meta.at("seed"), 11);
+  EXPECT_EQ(meta.at("hit_rate"), 0.5);
+  EXPECT_GT(meta.at("hit_rate_actual").get<double>(), 0);
+  expect_valid_dump(dir / "dump", "cpu", 3, 2e-2);
+}
+
+}  // namespace
+}  // namespace decodebench::testing

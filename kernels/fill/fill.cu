@@ -11,10 +11,12 @@
 // to the bit. The hardware conversions (cvt.rn.f16.f32 ...) are deliberately not used: the
 // portable encoders are the definition, and a fill is not on any timed path.
 //
-// Napkin math: ~60 instructions per element (mixing, two short polynomials, the encoder) against
-// 1-4 bytes written, so this kernel is compute-bound: ~10^11 elements/s on an H100, i.e. a
-// 140 GB KV cache in fp16 fills in about a second. One thread writes one 16-byte granule per
-// grid-stride step (4 f32, 8 f16/bf16 or 16 fp8 values) with a single vector store.
+// Napkin math: on the order of 150 instructions per element (two 64-bit splitmix rounds, a
+// division, a square root, two short polynomials, the encoder) against 1-4 bytes written, so
+// this kernel is compute-bound: an H100's ~3e13 lane-instructions/s give ~1e11 elements/s, and
+// a 140 GB fp16 KV cache (7e10 elements) fills in about a second (estimated, not yet measured).
+// One thread writes one 16-byte granule per grid-stride step (4 f32, 8 f16/bf16 or 16 fp8
+// values) with a single vector store, so the stores are fully coalesced.
 #include <cstdint>
 
 #include "common/counter_rng.h"

@@ -14,7 +14,7 @@
 //
 // Napkin math (H200: 4.8 TB/s / 132 SMs / ~1.8 GHz ~ 20 B/clk/SM; H100 SXM ~14 B/clk/SM):
 //   bytes in flight per block while loading: one tile of K+V = 16 KiB (f16/bf16), 8 KiB (fp8)
-//   registers (ptxas, head_dim 128): cap 2 / 4 / 8 = 92 / 128 / 211 (f16), 78 / 124 / 199 (fp8)
+//   registers (ptxas, head_dim 128): cap 2 / 4 / 8 = 94 / 128 / 206 (f16), 80 / 124 / 198 (fp8)
 //     -> 5 / 4 / 2 blocks per SM (64 K registers); cap 4 (llama-3.1-8b, group 4) at f16 keeps up
 //     to 64 KiB in flight per SM, but only while no block is computing, so this rung's bandwidth
 //     rests on occupancy (the pipelined rung keeps loads in flight during compute).

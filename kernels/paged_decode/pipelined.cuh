@@ -20,7 +20,7 @@
 //   in flight per block: 32 KiB, during compute too (2 stages of 16 KiB at f16, 4 of 8 KiB at fp8)
 //   shared memory (head_dim 128): ring 48 KiB (f16) / 40 KiB (fp8) + partials, scores and stats
 //     2760 B x cap: f16 cap 2 / 4 / 8 = 53.4 / 58.8 / 69.6 KiB; fp8 cap 4 / 8 = 50.8 / 61.6 KiB
-//   registers (ptxas, head_dim 128): cap 2 / 4 / 8 = 71 / 122 / 198 (f16), 71 / 120 / 196 (fp8)
+//   registers (ptxas, head_dim 128): cap 2 / 4 / 8 = 71 / 122 / 196 (f16), 71 / 120 / 196 (fp8)
 //     (K/V chunks are read from the ring one at a time, so fewer than gqa's)
 //   blocks per SM (min of 64 K registers, 228 KiB smem): f16 cap 4 -> 3, fp8 cap 4 -> 4, cap 8
 //     -> 2; in flight per SM 64-128 KiB, above what Little's law asks.

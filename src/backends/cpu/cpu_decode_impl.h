@@ -2,12 +2,14 @@
 // (src/backends/cpu/CMakeLists.txt), each for head_dim 64/128/256 and both tile-kernel paths.
 //
 // Napkin math for the target point (llama-3.1-8b: Hq 32, Hkv 8, d 128, fp16 KV, g = 4):
-// one (token, KV head) brings a 256-byte K row and a 256-byte V row and costs 4 * 128 * 2 = 1024
-// FMAs = 64 zmm FMAs, plus 16 vcvtph2ps and the 4 score reductions. On a core with two 512-bit
-// FMA ports that is >= 32 cycles per 512 bytes (16 B/cycle, ~40 GB/s per core at 2.5 GHz), so two
-// cores can keep up with DRAM only if every K/V element is converted once and every FMA does
-// useful work: hence one pass per row for all g heads, and accumulator chains long enough
-// (g x unroll >= 8 independent FMAs) to cover the FMA latency.
+// one (token, KV head) row brings 256 bytes of K and 256 of V and costs 4 * 128 * 2 = 1024 FMAs
+// = 64 zmm FMAs, 16 vcvtph2ps (two uops each on Intel cores) and 4 score reductions. All of it
+// competes for the two 512-bit ports (p0, p5): ~110 uops, >= 55 cycles per 512 bytes, i.e. at
+// most ~20 GB/s per core at 2.1 GHz, while the 2-core VM this was tuned on streams ~10-12 GB/s
+// of DRAM per core. Compute has little headroom over memory, so: every K/V element is converted
+// once and serves all g heads (one pass per row), score reductions go 16 at a time through a
+// transpose tree instead of one horizontal sum each, accumulator chains are long enough
+// (g x unroll >= 8) to hide FMA latency, and block-table lookups happen once per block.
 #pragma once
 
 #include <omp.h>
@@ -54,9 +56,11 @@ struct TileRows {
   int n = 0;  // tokens in the tile (<= kTile); 0 = no tile
 };
 
-// Physical blocks are scattered (a shuffled pool), so every block is a fresh 4 KiB page on which
+// Physical blocks are scattered (a shuffled pool): every block is a fresh 4 KiB stretch on which
 // the hardware prefetcher would have to ramp up again. The driver therefore asks for the next
-// tile's rows one tile ahead, one row at a time, spread over the current tile's work.
+// tile's rows one tile ahead, one row at a time, spread over the current tile's work (the first
+// score pass). Into L2 (locality 2, prefetcht1): measured ~5 % better than into L1, which ties
+// up the L1 fill buffers; without software prefetch the target point ran ~30 % slower.
 template <int kRowBytes>
 inline void prefetch_row(const std::byte* row) {
   for (int offset = 0; offset < kRowBytes; offset += 64) __builtin_prefetch(row + offset, /*rw=*/0, /*locality=*/2);

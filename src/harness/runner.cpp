@@ -66,11 +66,6 @@ std::vector<float> gather_rows(const std::vector<float>& out, std::span<const in
   return g;
 }
 
-// Points whose host workload is larger than this are offered to the backend layout-only. Below
-// it, generating the data on the host costs well under a second, and the cpu and emu backends
-// (which need host data) are never asked.
-constexpr std::int64_t kLayoutOnlyAboveBytes = std::int64_t{256} << 20;
-
 // The full point without host data: spec, layout, block ids, scales; q/k_cache/v_cache empty
 // (backend.h's layout-only convention: a backend that can, e.g. cuda, fills them where they live
 // with the same counter-based values; others throw InputError).
@@ -168,7 +163,7 @@ bool validate_point(PreparedPoint& prepared, const Workload& checked, std::span<
 // Everything after the identity: skip, validate, time. Exceptions propagate to run_sweep.
 void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
                const SweepConfig& config, const DeviceInfo& device, bool time_it,
-               ReferenceCache* cache, PointResult& r) {
+               std::int64_t layout_only_above_bytes, ReferenceCache* cache, PointResult& r) {
   if (p.kernel == "auto") r.kernel = backend.choose_kernel(p.spec);
   const std::string skip = backend.skip_reason(p.spec, r.kernel);
   if (!skip.empty()) {
@@ -186,7 +181,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   // take it.
   Workload full;
   std::unique_ptr<PreparedPoint> prepared;
-  if (!all_rows && workload_host_bytes(p.spec, layout) > kLayoutOnlyAboveBytes) {
+  if (!all_rows && workload_host_bytes(p.spec, layout) > layout_only_above_bytes) {
     try {
       prepared = backend.prepare(layout_only_workload(p.spec, layout), r.kernel, timing);
     } catch (const InputError&) {
@@ -273,7 +268,8 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
     PointResult r = describe(p, backend.name(), layout);
     bool device_failed = false;
     try {
-      run_point(backend, p, layout, config, device, /*time_it=*/true, &references, r);
+      run_point(backend, p, layout, config, device, /*time_it=*/true,
+                options.layout_only_above_bytes, &references, r);
     } catch (const RuntimeFailure& e) {
       // A device failure may leave the device unusable (a sticky CUDA error): stop here.
       r.status = PointStatus::error;
@@ -306,8 +302,8 @@ PointResult run_check_point(Backend& backend, const SweepPoint& point, int valid
   PointResult r = describe(point, backend.name(), layout);
   SweepConfig config;
   config.validate_max_rows = validate_max_rows;
-  run_point(backend, point, layout, config, DeviceInfo{}, /*time_it=*/false, /*cache=*/nullptr,
-            r);
+  run_point(backend, point, layout, config, DeviceInfo{}, /*time_it=*/false,
+            RunOptions{}.layout_only_above_bytes, /*cache=*/nullptr, r);
   return r;
 }
 

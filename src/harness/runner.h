@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <optional>
 
@@ -25,6 +26,10 @@ struct RunOptions {
   // Ceilings already measured in this process (e.g. by `decodebench ceilings`); when absent the
   // runner calls backend.measure_ceilings() once before the first point.
   std::optional<Ceilings> ceilings;
+  // A subset-validated point whose host workload (workload_host_bytes) is larger than this is
+  // offered to the backend layout-only. Below it, generating the data on the host costs well
+  // under a second, and backends that need host data (cpu, emu) are not asked.
+  std::int64_t layout_only_above_bytes = std::int64_t{256} << 20;
 };
 
 // One report for the shard of `config` that this process runs.
@@ -38,8 +43,8 @@ struct RunOptions {
 //    subset workload, compared with those rows of the backend's output. Any element outside the
 //    dtype's tolerance (or NaN) makes the point `wrong`, with the first mismatch in the reason,
 //    and it is not timed: a wrong point publishes no time, bandwidth or tokens/s.
-//  - Host memory: when only a subset is validated and the host workload would exceed 256 MiB,
-//    the backend is first offered the point layout-only (backend.h: q/k_cache/v_cache empty, the device fills them); a backend that
+//  - Host memory: when only a subset is validated and the host workload would exceed
+//    options.layout_only_above_bytes, the backend is first offered the point layout-only (backend.h: q/k_cache/v_cache empty, the device fills them); a backend that
 //    throws InputError gets make_workload(spec) instead. A workload that does not fit host
 //    memory (std::bad_alloc) makes the point `skipped`.
 //  - fp8 KV: error.quant_rel = the reference on fp8 KV vs on the unquantized values.

@@ -170,10 +170,9 @@ TEST_F(RunnerTest, SubsetPointsAreOfferedLayoutOnlyWithAFallback) {
     be.accepts_layout_only = accepts;
     SweepConfig c = config({"good"}, {37, 3});
     c.validate_max_rows = 5;
-    // 37 sequences x 15000 tokens x 2 KV heads x 64 x 2 B x 2 (K, V) = 284 MB of KV: above the
-    // runner's 256 MiB layout-only threshold.
-    c.contexts = {ContextSpec::fixed(15000)};
-    const Report r = run_sweep(be, c);
+    RunOptions opt;
+    opt.layout_only_above_bytes = 1000;  // batch 37 x 17 tokens is ~330 kB: above
+    const Report r = run_sweep(be, c, opt);
     ASSERT_EQ(r.results.size(), 2u);
     EXPECT_EQ(r.results[0].status, PointStatus::ok) << r.results[0].reason;
     EXPECT_EQ(r.results[1].status, PointStatus::ok) << r.results[1].reason;
@@ -187,7 +186,7 @@ TEST_F(RunnerTest, SmallSubsetPointsAreMaterializedOnTheHost) {
   be.accepts_layout_only = true;
   SweepConfig c = config({"good"}, {37});
   c.validate_max_rows = 5;
-  const Report r = run_sweep(be, c);
+  const Report r = run_sweep(be, c);  // default threshold 256 MiB
   EXPECT_EQ(r.results[0].status, PointStatus::ok);
   EXPECT_EQ(be.layout_only_offers, 0);
 }

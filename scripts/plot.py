@@ -49,11 +49,12 @@ def main():
         sys.exit(f"{args.report}: no points with status ok to plot")
     device = report["devices"][0] if report.get("devices") else {}
     dev_name = device.get("name", "unknown device")
-    bw = device.get("bandwidth", {})
-    measured = bw.get("measured", {})
-    roofs = [("measured read", measured.get("read", 0)), ("measured copy", measured.get("copy", 0)),
-             ("datasheet", bw.get("datasheet", 0))]
-    flops_peak = device.get("flops_peak", 0)
+    # Unknown ceilings are null in a report: treat them as absent.
+    bw = device.get("bandwidth") or {}
+    measured = bw.get("measured") or {}
+    roofs = [("measured read", measured.get("read") or 0), ("measured copy", measured.get("copy") or 0),
+             ("datasheet", bw.get("datasheet") or 0)]
+    flops_peak = device.get("flops_peak") or 0
 
     # Roofline: achieved bandwidth * intensity = achieved FLOP/s vs intensity.
     fig, ax = plt.subplots(figsize=(7, 5))

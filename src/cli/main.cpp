@@ -5,6 +5,7 @@
 //   130 interrupted by Ctrl-C (finished points written)
 #include <exception>
 #include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -29,6 +30,16 @@ int main(int argc, char** argv) {
     cli::add_model_command(app, exit_code);
     cli::add_compare_command(app, exit_code);
     cli::add_merge_command(app, exit_code);
+    if (argc > 1 && argv[1][0] != '-') {
+      // CLI11 would say only "a subcommand is required"; name the word and the choices.
+      std::string valid;
+      bool known = false;
+      for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+        known |= sub->get_name() == argv[1];
+        valid += (valid.empty() ? "" : ", ") + sub->get_name();
+      }
+      if (!known) throw InputError(std::string("unknown command '") + argv[1] + "' (valid: " + valid + ")");
+    }
     app.parse(argc, argv);  // runs the chosen subcommand's callback
     return exit_code;
   } catch (const CLI::ParseError& e) {

@@ -23,8 +23,9 @@ constexpr const char* kFastMeasure = "--min-samples 2 --min-time 0 --max-noise 1
 std::filesystem::path fake_cpu_ceilings(const TempDir& dir) {
   const CliResult r = run_cli("devices --format json", dir.path());
   EXPECT_EQ(r.code, 0) << r.err;
+  const json devices = json::parse(r.out);
   json record;
-  for (const json& b : json::parse(r.out).at("backends")) {
+  for (const json& b : devices.at("backends")) {
     if (b.at("name") == "cpu") record = b.at("device");
   }
   EXPECT_FALSE(record.is_null()) << r.out;
@@ -283,7 +284,8 @@ TEST(CliSweep, CtrlCKeepsFinishedPoints) {
       "--max-noise 1 --timeout 5 --ceilings '{}' --out '{}' -q",
       DECODEBENCH_BIN, ceilings.string(), out.string());
   const std::string script = fmt::format(
-      "{} & pid=$!; while [ ! -f '{}' ]; do sleep 0.02; done; kill -INT $pid; wait $pid; echo $? > '{}'",
+      "{} & pid=$!; while [ ! -f '{}' ] && kill -0 $pid 2>/dev/null; do sleep 0.02; done; "
+      "kill -INT $pid; wait $pid; echo $? > '{}'",
       sweep, out.string(), (dir / "rc").string());
   ASSERT_EQ(std::system(("sh -c \"" + script + "\" >/dev/null 2>&1").c_str()), 0);
   EXPECT_EQ(std::stoi(read_file(dir / "rc")), 130);

@@ -49,8 +49,9 @@ void fill_pattern(float* x, std::size_t n, float offset, int threads);
 double read_kernel(const float* src, std::size_t n, int threads);          // returns the sum
 void copy_kernel(const float* src, float* dst, std::size_t n, int threads);
 void triad_kernel(float* a, const float* b, const float* c, float scalar, std::size_t n, int threads);
-// x <- x * m + (1 - m) on every lane of every chain, `iterations` times, starting from 0, on
-// each thread; returns the mean final value over all lanes (1 - m^iterations analytically).
+// x <- x * m + (1 - m) on every lane of 16 independent chains, `iterations` times, chain k
+// starting from 0.5 k / 16, on each thread; returns the mean final value over all lanes
+// (1 - (1 - mean start) m^iterations analytically).
 double fma_kernel(std::int64_t iterations, float m, int threads);
 // FLOPs fma_kernel performs per iteration per thread.
 std::int64_t fma_flops_per_iteration();

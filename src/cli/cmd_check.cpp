@@ -53,7 +53,7 @@ std::vector<SweepPoint> default_points(const std::vector<std::string>& kernels, 
   const Shape extra[] = {
       {2, 2, 1, ContextSpec::fixed(1), 8, 0.0, 1, DType::f16},          // one token, MHA
       {8, 1, 7, ContextSpec::ragged(15, 97), 32, 1.0, 2, DType::bf16},  // GQA 8, ragged, h = 1
-      {4, 1, 1, ContextSpec::fixed(300), 16, 0.0, 1, DType::f16},       // long, few heads: splits
+      {4, 1, 1, ContextSpec::fixed(1000), 16, 0.0, 1, DType::f16},      // long, few heads: splits
   };
   const int head_dims[] = {64, 128, 256};
   std::vector<SweepPoint> points;

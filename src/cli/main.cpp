@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "common/errors.h"
+#include "report/report.h"
 
 int main(int argc, char** argv) {
   using namespace decodebench;
@@ -21,6 +22,8 @@ int main(int argc, char** argv) {
       "failure, 130 interrupted.",
       "decodebench"};
   app.require_subcommand(1);
+  const ToolInfo tool = this_tool();
+  app.set_version_flag("--version", tool.name + " " + tool.version + " (" + tool.git_sha + ")");
   try {
     cli::add_sweep_command(app, exit_code);
     cli::add_check_command(app, exit_code);

@@ -124,6 +124,9 @@ TEST(CliHelp, EverySubcommandHasHelp) {
     EXPECT_EQ(r.code, 0) << cmd << ": " << r.err;
     EXPECT_NE(r.out.find("--help"), std::string::npos) << cmd << ": " << r.out;
   }
+  const CliResult v = run_cli("--version", dir.path());
+  EXPECT_EQ(v.code, 0) << v.err;
+  EXPECT_NE(v.out.find("decodebench "), std::string::npos) << v.out;
   const CliResult r = run_cli("sweep --help", dir.path());
   for (const char* flag : {"--batch", "--context", "--hit-rate", "--prefix-groups", "--kv-dtype",
                            "--q-dtype", "--block-size", "--kernel", "--backend", "--device",
@@ -283,11 +286,13 @@ TEST(CliSweep, CtrlCKeepsFinishedPoints) {
       "'{}' sweep --backend cpu --batch 1,2,3,4,5,6 --context 17 --min-samples 2 --min-time 0.3 "
       "--max-noise 1 --timeout 5 --ceilings '{}' --out '{}' -q",
       DECODEBENCH_BIN, ceilings.string(), out.string());
-  const std::string script = fmt::format(
-      "{} & pid=$!; while [ ! -f '{}' ] && kill -0 $pid 2>/dev/null; do sleep 0.02; done; "
-      "kill -INT $pid; wait $pid; echo $? > '{}'",
-      sweep, out.string(), (dir / "rc").string());
-  ASSERT_EQ(std::system(("sh -c \"" + script + "\" >/dev/null 2>&1").c_str()), 0);
+  // A script file, so that $pid and $? belong to the shell that runs it.
+  write_file(dir / "ctrl_c.sh",
+             fmt::format("{} & pid=$!\n"
+                         "while [ ! -f '{}' ] && kill -0 $pid 2>/dev/null; do sleep 0.02; done\n"
+                         "kill -INT $pid\nwait $pid\necho $? > '{}'\n",
+                         sweep, out.string(), (dir / "rc").string()));
+  ASSERT_EQ(std::system(fmt::format("sh '{}' >/dev/null 2>&1", (dir / "ctrl_c.sh").string()).c_str()), 0);
   EXPECT_EQ(std::stoi(read_file(dir / "rc")), 130);
   const json report = read_json(out);
   const std::size_t done = report.at("results").size();

@@ -47,12 +47,14 @@ TEST(CliEmu, CheckReportsUnsupportedShapesAsSkipped) {
   EXPECT_NE(r.out.find("GQA groups up to 8"), std::string::npos) << r.out;
 }
 
+// split_kv with contexts long enough that the planner (4 emulated SMs) cuts them in 2: the dump
+// shows the merged output of a real split.
 TEST(CliEmu, SweepDumpWithTheEmulator) {
   TempDir dir;
   write_file(dir / "tiny.json", kTinyModel);
   const CliResult r = run_cli(
-      fmt::format("sweep --backend emu --kernel split_kv --model '{}' --batch 2 --context 9-40 "
-                  "--hit-rate 0.5 --block-size 8 --min-samples 1 --min-time 0 --max-noise 1 "
+      fmt::format("sweep --backend emu --kernel split_kv --model '{}' --batch 2 --context 600-1100 "
+                  "--hit-rate 0.5 --block-size 16 --min-samples 1 --min-time 0 --max-noise 1 "
                   "--timeout 0.1 --out '{}' --dump '{}' -q",
                   (dir / "tiny.json").string(), (dir / "r.json").string(), (dir / "dump").string()),
       dir.path());

@@ -1,0 +1,163 @@
+// The backend factory, the datasheet table and the emu backend, in process.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "backends/backend.h"
+#include "backends/datasheet.h"
+#include "backends/emu/emu_backend.h"
+#include "common/errors.h"
+#include "reference/reference.h"
+
+namespace decodebench {
+namespace {
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(BackendFactory, NamesAndErrors) {
+  const std::vector<std::string> names = backend_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "emu"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "cpu"), names.end());
+  EXPECT_EQ(make_backend("emu")->name(), "emu");
+  EXPECT_EQ(make_backend("cpu")->name(), "cpu");
+  EXPECT_EQ(make_backend("auto")->name(), cuda_device_present() ? "cuda" : "cpu");
+
+  EXPECT_THROW(make_backend("gpu"), InputError);
+  const std::string msg = error_of([] { make_backend("gpu"); });
+  EXPECT_NE(msg.find("'gpu'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("auto, cpu, emu"), std::string::npos) << msg;
+  if (!cuda_device_present()) {
+    EXPECT_THROW(make_backend("cuda"), RuntimeFailure);
+    EXPECT_NE(error_of([] { make_backend("cuda"); }).find("cuda"), std::string::npos);
+  }
+}
+
+TEST(Datasheet, NamesMatchTheLongestPattern) {
+  EXPECT_EQ(find_datasheet("NVIDIA H100 80GB HBM3")->key, "h100-sxm");
+  EXPECT_EQ(find_datasheet("NVIDIA H100 PCIe")->key, "h100-pcie");
+  EXPECT_EQ(find_datasheet("NVIDIA H100 NVL")->key, "h100-nvl");
+  EXPECT_EQ(find_datasheet("NVIDIA H200")->key, "h200");
+  EXPECT_EQ(find_datasheet("NVIDIA H200 NVL")->key, "h200-nvl");  // not plain h200
+  EXPECT_EQ(find_datasheet("NVIDIA A100-SXM4-80GB")->key, "a100-80gb");
+  EXPECT_EQ(find_datasheet("NVIDIA A100-SXM4-40GB")->key, "a100-40gb");
+  EXPECT_EQ(find_datasheet("nvidia l40s")->key, "l40s");  // case-insensitive
+  EXPECT_FALSE(find_datasheet("NVIDIA GeForce RTX 4090").has_value());
+  EXPECT_FALSE(find_datasheet("Intel(R) Xeon(R) Processor").has_value());
+
+  const Datasheet h200 = datasheet_by_key("H200");
+  EXPECT_DOUBLE_EQ(h200.bandwidth, 4.8e12);
+  EXPECT_EQ(h200.mem_bytes, 141'000'000'000LL);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("h100-sxm").bandwidth, 3.35e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("h100-pcie").bandwidth, 2.0e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("h100-nvl").bandwidth, 3.9e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("a100-80gb").bandwidth, 2.039e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("a100-40gb").bandwidth, 1.555e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("l40s").bandwidth, 0.864e12);
+  for (const Datasheet& d : all_datasheets()) EXPECT_GT(d.fp32_flops, 0) << d.key;
+
+  const std::string msg = error_of([] { datasheet_by_key("b200"); });
+  EXPECT_NE(msg.find("'b200'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("devices.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("h100-sxm"), std::string::npos) << msg;
+}
+
+TEST(Datasheet, MalformedFileNamesFileAndKey) {
+  const auto path = std::filesystem::temp_directory_path() / "decodebench_bad_devices.json";
+  auto load_error = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    return error_of([&] { load_datasheets(path); });
+  };
+  std::string msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
+      "bandwidth": 1e12, "fp32_flops": 1e12, "mem_bytes": 1e9, "peak": 3}]})");
+  EXPECT_NE(msg.find(path.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("peak"), std::string::npos) << msg;
+  msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
+      "bandwidth": -1, "fp32_flops": 1e12, "mem_bytes": 1e9}]})");
+  EXPECT_NE(msg.find("devices[x].bandwidth"), std::string::npos) << msg;
+  msg = load_error(R"({"gpus": []})");
+  EXPECT_NE(msg.find("'gpus'"), std::string::npos) << msg;
+  msg = load_error("{not json");
+  EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
+  std::filesystem::remove(path);
+}
+
+WorkloadSpec tiny_spec(int batch, int context, int hq, int hkv) {
+  WorkloadSpec s;
+  s.model = {"tiny", hq, hkv, 128, 1, ""};
+  s.batch = batch;
+  s.context = ContextSpec::fixed(context);
+  s.block_size = 16;
+  s.seed = 3;
+  return s;
+}
+
+TEST(EmuBackend, ChoosesSplitKvOnlyWhenThePlannerSplits) {
+  auto emu = make_emu_backend();
+  const auto names = emu->kernel_names();
+  const bool has_split = std::find(names.begin(), names.end(), "split_kv") != names.end();
+  // One sequence, one KV head, 1000 tokens: 4 SMs want splits.
+  const std::string few = emu->choose_kernel(tiny_spec(1, 1000, 4, 1));
+  if (has_split) EXPECT_EQ(few, "split_kv");
+  // 8 sequences x 2 KV heads fill the 4 emulated SMs: no split, the highest other rung.
+  const std::string many = emu->choose_kernel(tiny_spec(8, 1000, 8, 2));
+  EXPECT_NE(many, "split_kv");
+  EXPECT_EQ(many, names.back() == "split_kv" ? names[names.size() - 2] : names.back());
+}
+
+TEST(EmuBackend, SkipReasons) {
+  auto emu = make_emu_backend();
+  EXPECT_EQ(emu->skip_reason(tiny_spec(2, 17, 8, 2), "naive"), "");
+  const std::string big = emu->skip_reason(tiny_spec(4, 8192, 32, 8), "naive");
+  EXPECT_NE(big.find("too large for the emulator"), std::string::npos) << big;
+  EXPECT_NE(big.find("--backend cpu or cuda"), std::string::npos) << big;
+  EXPECT_NE(emu->skip_reason(tiny_spec(1, 17, 8, 2), "nope").find("unknown kernel"), std::string::npos);
+  WorkloadSpec g16 = tiny_spec(1, 17, 16, 1);
+  EXPECT_NE(emu->skip_reason(g16, "gqa").find("GQA groups up to 8"), std::string::npos);
+  EXPECT_EQ(emu->skip_reason(g16, "naive"), "");  // naive takes any group
+  EXPECT_EQ(emu->measure_ceilings().read, 0);       // not measured, by design
+  EXPECT_NE(emu->device_info().name.find("not GPU timings"), std::string::npos);
+}
+
+// Planted fault: a prepared point that never ran must not look like a valid output. The output
+// buffer starts as NaN, so the reference comparison catches an element the kernel never writes.
+TEST(EmuBackend, UnwrittenOutputIsCaughtAndARunMatchesTheReference) {
+  auto emu = make_emu_backend();
+  const Workload w = make_workload(tiny_spec(2, 37, 8, 2));
+  const Tolerance tol = tolerance_for(w.spec.q_dtype, w.spec.kv_dtype);
+  const std::vector<float> ref = reference_decode(w);
+  for (const std::string& kernel : emu->kernel_names()) {
+    auto point = emu->prepare(w, kernel, TimingOptions{});
+    const std::vector<float> before = point->output();
+    ASSERT_EQ(before.size(), ref.size());
+    EXPECT_TRUE(std::isnan(before[0]));
+    EXPECT_FALSE(compare_outputs(before, ref, 8, 128, tol).ok) << kernel;
+    point->run();
+    const auto cmp = compare_outputs(point->output(), ref, 8, 128, tol);
+    EXPECT_TRUE(cmp.ok) << kernel << ": " << cmp.report;
+    EXPECT_GT(point->time_one(), 0);
+  }
+  // A layout-only workload (no host tensors) is refused with InputError, as backend.h asks.
+  Workload layout_only = w;
+  layout_only.k_cache.clear();
+  EXPECT_THROW(emu->prepare(layout_only, "naive", TimingOptions{}), InputError);
+}
+
+TEST(EmuBackend, CeilingKernelsCheckOut) {
+  auto emu = make_emu_backend();
+  const auto checks = emu->check_ceiling_kernels();
+  ASSERT_EQ(checks.size(), 3u);
+  for (const auto& c : checks) EXPECT_TRUE(c.ok) << c.name << ": " << c.detail;
+}
+
+}  // namespace
+}  // namespace decodebench

@@ -107,7 +107,9 @@ TEST(EmuBackend, ChoosesSplitKvOnlyWhenThePlannerSplits) {
   const bool has_split = std::find(names.begin(), names.end(), "split_kv") != names.end();
   // One sequence, one KV head, 1000 tokens: 4 SMs want splits.
   const std::string few = emu->choose_kernel(tiny_spec(1, 1000, 4, 1));
-  if (has_split) EXPECT_EQ(few, "split_kv");
+  if (has_split) {
+    EXPECT_EQ(few, "split_kv");
+  }
   // 8 sequences x 2 KV heads fill the 4 emulated SMs: no split, the highest other rung.
   const std::string many = emu->choose_kernel(tiny_spec(8, 1000, 8, 2));
   EXPECT_NE(many, "split_kv");

@@ -76,6 +76,9 @@ struct KernelInfo {
 
 // The ladder, in order, with what this build compiled. Same list for both targets.
 const std::vector<KernelInfo>& kernel_ladder();
+// The rung called `name`, or nullptr; and the ladder's names as "naive, gqa, ..." for messages.
+const KernelInfo* find_kernel(std::string_view name);
+std::string ladder_names();
 // Empty when `kernel` can run `p`; otherwise why not (names the value and the valid choices).
 std::string unsupported_reason(const KernelInfo& kernel, const PagedDecodeParams& p);
 

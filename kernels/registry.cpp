@@ -75,6 +75,19 @@ const std::vector<KernelInfo>& kernel_ladder() {
   return ladder;
 }
 
+const KernelInfo* find_kernel(std::string_view name) {
+  for (const KernelInfo& info : kernel_ladder()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+std::string ladder_names() {
+  std::string s;
+  for (const KernelInfo& info : kernel_ladder()) s += (s.empty() ? "" : ", ") + info.name;
+  return s.empty() ? "none compiled" : s;
+}
+
 std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p) {
   if (std::find(k.head_dims.begin(), k.head_dims.end(), p.head_dim) == k.head_dims.end()) {
     return "kernel '" + k.name + "' has no head_dim " + std::to_string(p.head_dim) +

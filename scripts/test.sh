@@ -39,15 +39,18 @@ stamp "tests"
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
 
 if [ "$quick" -eq 0 ]; then
-  # The sanitizer builds compile only what the emulated tests need, for the head dims that
-  # exercise distinct code paths; the normal build above covers every instantiation.
+  # The sanitizer builds compile only what the emulated tests need (target decodebench_tests),
+  # with the kernels instantiated for one 16-bit and one 8-bit KV format (bf16 and fp8_e5m2
+  # take the same code paths through other conversions) and every head dim; the normal build
+  # above runs every instantiation through the emulator.
   for san in address thread; do
     dir="build-${san/address/asan}"; dir="${dir/thread/tsan}"
     label="${dir#build-}"
     stamp "$label build"
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDECODEBENCH_SANITIZE="$san" \
-      -DDECODEBENCH_CUDA=OFF -DDECODEBENCH_BUILD_BENCH=OFF -DDECODEBENCH_NATIVE=ON
-    cmake --build "$dir" -j"$jobs"
+      -DDECODEBENCH_CUDA=OFF -DDECODEBENCH_BUILD_BENCH=OFF -DDECODEBENCH_NATIVE=ON \
+      -DDECODEBENCH_KV_DTYPES="f16;fp8_e4m3"
+    cmake --build "$dir" --target decodebench_tests -j"$jobs"
     stamp "$label tests"
     ctest --test-dir "$dir" -L "$label" --output-on-failure -j"$jobs" --timeout 1800
   done

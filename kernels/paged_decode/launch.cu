@@ -45,15 +45,10 @@ std::string params_problem(const KernelInfo& k, const PagedDecodeParams& p) {
 }  // namespace
 
 LaunchResult launch_paged_decode(std::string_view kernel, const PagedDecodeParams& p, void* stream) {
-  const KernelInfo* info = nullptr;
-  std::string ladder;
-  for (const KernelInfo& k : kernel_ladder()) {
-    if (k.name == kernel) info = &k;
-    ladder += (ladder.empty() ? "" : ", ") + k.name;
-  }
+  const KernelInfo* info = find_kernel(kernel);
   if (info == nullptr) {
     return unsupported("unknown kernel '" + std::string(kernel) + "'; this build has: " +
-                       (ladder.empty() ? std::string("none") : ladder));
+                       ladder_names());
   }
   if (std::string why = unsupported_reason(*info, p); !why.empty()) return unsupported(why);
   if (std::string why = params_problem(*info, p); !why.empty()) {

@@ -409,23 +409,37 @@ float inv_scale_for(Tensor tensor, DType kv_dtype) {
   return tensor == Tensor::q ? 1.0f : 1.0f / kv_scale_for(kv_dtype);
 }
 
-kernels::PagedDecodeParams Workload::params() const {
+kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec) {
   kernels::PagedDecodeParams p;
-  p.q = q.data();
-  p.out = nullptr;
-  p.k_cache = k_cache.data();
-  p.v_cache = v_cache.data();
-  p.block_tables = layout.block_tables.data();
-  p.context_lens = layout.context_lens.data();
-  p.batch = rows();
+  p.batch = spec.batch;
   p.num_q_heads = spec.model.num_q_heads;
   p.num_kv_heads = spec.model.num_kv_heads;
   p.head_dim = spec.model.head_dim;
   p.block_size = spec.block_size;
-  p.max_blocks_per_seq = layout.max_blocks_per_seq;
-  p.num_blocks = layout.num_blocks;
   p.q_dtype = spec.q_dtype;
   p.kv_dtype = spec.kv_dtype;
+  p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(spec.model.head_dim));
+  p.k_scale = p.v_scale = kv_scale_for(spec.kv_dtype);
+  return p;
+}
+
+kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec, const PagedLayout& layout) {
+  kernels::PagedDecodeParams p = shape_params(spec);
+  p.block_tables = layout.block_tables.data();  // [rows][max_blocks_per_seq]
+  p.context_lens = layout.context_lens.data();  // [rows]
+  p.batch = static_cast<std::int32_t>(layout.context_lens.size());  // a subset has fewer rows
+  p.max_blocks_per_seq = layout.max_blocks_per_seq;
+  p.num_blocks = layout.num_blocks;
+  return p;
+}
+
+kernels::PagedDecodeParams Workload::params() const {
+  kernels::PagedDecodeParams p = shape_params(spec, layout);
+  p.q = q.data();
+  p.out = nullptr;
+  p.k_cache = k_cache.data();
+  p.v_cache = v_cache.data();
+  p.batch = rows();
   p.softmax_scale = softmax_scale;
   p.k_scale = k_scale;
   p.v_scale = v_scale;

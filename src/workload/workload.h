@@ -100,6 +100,11 @@ struct Workload {
   // A view for the kernels over this workload's host buffers (out left null).
   kernels::PagedDecodeParams params() const;
 };
+// Kernel params carrying the shape (and, with a layout, its host block tables and context
+// lengths) but no tensor data: what planners and support checks need before anything is built.
+kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec);
+kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec, const PagedLayout& layout);
+
 Workload make_workload(const WorkloadSpec& spec);                   // all sequences
 Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
                        std::span<const int> sequences);             // a subset

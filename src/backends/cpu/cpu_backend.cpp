@@ -23,18 +23,6 @@ constexpr const char* kKernelName = "cpu";
 // the report and the OS.
 constexpr double kMemoryShare = 0.7;
 
-k::PagedDecodeParams shape_params(const WorkloadSpec& spec) {
-  k::PagedDecodeParams p;
-  p.batch = spec.batch;
-  p.num_q_heads = spec.model.num_q_heads;
-  p.num_kv_heads = spec.model.num_kv_heads;
-  p.head_dim = spec.model.head_dim;
-  p.block_size = spec.block_size;
-  p.q_dtype = spec.q_dtype;
-  p.kv_dtype = spec.kv_dtype;
-  return p;
-}
-
 std::string gb(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);

@@ -26,18 +26,8 @@ using cuda::CudaStream;
 using cuda::DeviceBuffer;
 using cuda::L2Flusher;
 
-const k::KernelInfo* find_kernel(std::string_view name) {
-  for (const k::KernelInfo& info : k::kernel_ladder()) {
-    if (info.name == name) return &info;
-  }
-  return nullptr;
-}
-
-std::string ladder_names() {
-  std::string s;
-  for (const k::KernelInfo& info : k::kernel_ladder()) s += (s.empty() ? "" : ", ") + info.name;
-  return s.empty() ? "none compiled" : s;
-}
+using k::find_kernel;
+using k::ladder_names;
 
 // An attribute, or 0 when this driver does not report it (cleared, so it is not mistaken for a
 // sticky error later).
@@ -263,7 +253,7 @@ class CudaBackend final : public Backend {
       throw RuntimeFailure("cuda backend: no paged-decode kernel is compiled");
     }
     const PagedLayout layout = build_layout(spec);
-    return cuda::choose_kernel_for(cuda::shape_params(spec, layout), k::kernel_ladder(),
+    return cuda::choose_kernel_for(shape_params(spec, layout), k::kernel_ladder(),
                                    info_.sm_count);
   }
 
@@ -273,7 +263,7 @@ class CudaBackend final : public Backend {
       return "unknown kernel '" + std::string(kernel) + "' (valid: " + ladder_names() + ")";
     }
     const PagedLayout layout = build_layout(spec);
-    const k::PagedDecodeParams p = cuda::shape_params(spec, layout);
+    const k::PagedDecodeParams p = shape_params(spec, layout);
     if (std::string reason = k::unsupported_reason(*info, p); !reason.empty()) return reason;
     activate();
     std::size_t free_bytes = 0, total_bytes = 0;

@@ -23,22 +23,6 @@ std::size_t ceiling_buffer_bytes_that_fit(std::size_t free_bytes) {
   return (free_bytes - kMemoryHeadroomBytes) / 3 / kMiB * kMiB;
 }
 
-kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec, const PagedLayout& layout) {
-  kernels::PagedDecodeParams p;
-  p.block_tables = layout.block_tables.data();  // host pointers: the split planner may read them
-  p.context_lens = layout.context_lens.data();
-  p.batch = spec.batch;
-  p.num_q_heads = spec.model.num_q_heads;
-  p.num_kv_heads = spec.model.num_kv_heads;
-  p.head_dim = spec.model.head_dim;
-  p.block_size = spec.block_size;
-  p.max_blocks_per_seq = layout.max_blocks_per_seq;
-  p.num_blocks = layout.num_blocks;
-  p.q_dtype = spec.q_dtype;
-  p.kv_dtype = spec.kv_dtype;
-  return p;
-}
-
 std::size_t split_partial_out_bytes(const kernels::PagedDecodeParams& p, int num_splits) {
   return static_cast<std::size_t>(p.batch) * p.num_q_heads * num_splits * p.head_dim *
          sizeof(float);

@@ -30,10 +30,6 @@ std::size_t ceiling_buffer_bytes(std::size_t l2_bytes);
 // `free_bytes`; 0 when not even 1 MiB does.
 std::size_t ceiling_buffer_bytes_that_fit(std::size_t free_bytes);
 
-// Kernel parameters with every shape field of a point and no data pointers: enough for the
-// registry's unsupported_reason() and the split planner.
-kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec, const PagedLayout& layout);
-
 // Device memory one prepared point holds, per tensor, in bytes.
 struct PointFootprint {
   std::size_t q = 0;             // [batch][Hq][d]                       q_dtype

@@ -17,34 +17,8 @@ namespace k = kernels;
 
 // Kernel parameters carrying everything but data pointers: enough for the registry's
 // unsupported_reason() and the split planner.
-k::PagedDecodeParams shape_params(const WorkloadSpec& spec, const PagedLayout& layout) {
-  k::PagedDecodeParams p;
-  p.block_tables = layout.block_tables.data();
-  p.context_lens = layout.context_lens.data();
-  p.batch = spec.batch;
-  p.num_q_heads = spec.model.num_q_heads;
-  p.num_kv_heads = spec.model.num_kv_heads;
-  p.head_dim = spec.model.head_dim;
-  p.block_size = spec.block_size;
-  p.max_blocks_per_seq = layout.max_blocks_per_seq;
-  p.num_blocks = layout.num_blocks;
-  p.q_dtype = spec.q_dtype;
-  p.kv_dtype = spec.kv_dtype;
-  return p;
-}
-
-const k::KernelInfo* find_kernel(std::string_view name) {
-  for (const k::KernelInfo& info : k::kernel_ladder()) {
-    if (info.name == name) return &info;
-  }
-  return nullptr;
-}
-
-std::string ladder_names() {
-  std::string s;
-  for (const k::KernelInfo& info : k::kernel_ladder()) s += (s.empty() ? "" : ", ") + info.name;
-  return s.empty() ? "none compiled" : s;
-}
+using k::find_kernel;
+using k::ladder_names;
 
 float decode_out(const std::byte* base, DType t, std::size_t i) {
   std::uint16_t bits;

@@ -27,6 +27,7 @@
 #include "backends/cpu/cpu_decode.h"
 #include "common/dtype.h"
 #include "common/float_formats.h"
+#include "common/host_facts.h"
 #include "workload/byte_model.h"
 #include "workload/workload.h"
 
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
   decodebench::register_ceilings();
   benchmark::AddCustomContext("decodebench.cpu_path",
                               decodebench::cpu::resolved_path_name(decodebench::cpu::DecodePath::automatic));
-  benchmark::AddCustomContext("decodebench.cpu_model", decodebench::cpu::cpu_model_name());
+  benchmark::AddCustomContext("decodebench.cpu_model", decodebench::cpu_model_name());
   benchmark::AddCustomContext("decodebench.omp_threads", std::to_string(omp_get_max_threads()));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/host_facts.h"
 #include "report/report.h"
 
 namespace decodebench {
@@ -21,22 +22,6 @@ ToolInfo this_tool() {
 }
 
 namespace {
-
-std::string cpu_model_name() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string name = line.substr(colon + 1);
-        name.erase(0, name.find_first_not_of(" \t"));
-        return name;
-      }
-    }
-  }
-  return "unknown";
-}
 
 std::string compiler_name() {
 #if defined(__clang__)

@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_ceilings.h"
 #include "common/errors.h"
+#include "common/host_facts.h"
 #include "reference/reference.h"
 #include "workload/workload.h"
 
@@ -136,7 +137,7 @@ TEST(CpuCeilings, KernelsRejectUnchunkedSizes) {
 }
 
 TEST(CpuCeilings, HostFacts) {
-  EXPECT_FALSE(cpu::cpu_model_name().empty());
+  EXPECT_FALSE(cpu_model_name().empty());
   EXPECT_GT(cpu::last_level_cache_bytes(), 0);
   EXPECT_GT(cpu::available_memory_bytes(), 0);
 }

@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_ceilings.h"
 #include "backends/cpu/cpu_decode.h"
 #include "common/dtype.h"
+#include "common/host_facts.h"
 #include "common/errors.h"
 
 namespace decodebench {
@@ -64,7 +65,7 @@ class CpuBackend final : public Backend {
   DeviceInfo device_info() override {
     DeviceInfo info;
     info.backend = "cpu";
-    info.name = cpu::cpu_model_name();
+    info.name = cpu_model_name();
     info.sm_count = omp_get_max_threads();
     info.l2_bytes = cpu::last_level_cache_bytes();
     info.mem_bytes = cpu::available_memory_bytes();

@@ -308,22 +308,6 @@ Ceilings measure_ceilings(const CeilingOptions& options) {
 
 // ---- host facts ---------------------------------------------------------------------------
 
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string name = line.substr(colon + 1);
-        name.erase(0, name.find_first_not_of(" \t"));
-        return name;
-      }
-    }
-  }
-  return "unknown CPU";
-}
-
 std::int64_t last_level_cache_bytes() {
   // sysfs: the highest cache level of cpu0 ("size" like "307200K").
   int best_level = 0;

@@ -64,7 +64,6 @@ Backend::SelfCheck verify_triad(std::span<const float> a, std::span<const float>
 Backend::SelfCheck verify_fma(double kernel_value, std::int64_t iterations, float m);
 
 // ---- Host facts ----------------------------------------------------------------------------
-std::string cpu_model_name();               // /proc/cpuinfo "model name"
 std::int64_t last_level_cache_bytes();      // sysfs cache hierarchy, else sysconf; 0 if unknown
 std::int64_t available_memory_bytes();      // /proc/meminfo MemAvailable; 0 if unknown
 

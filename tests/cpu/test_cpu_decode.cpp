@@ -85,7 +85,7 @@ const Case kCases[] = {
     {"b7_ctx97_gqa2_d256_bf16",  16,  8, 256,  7, fixed(97),          32, DType::bf16,     DType::bf16},
     {"b1_ctx1000_mha_d256_e5m2",  2,  2, 256,  1, fixed(1000),         8, DType::fp8_e5m2, DType::f16},
     {"b7_ctx97_gqa16_e4m3",      32,  2,  64,  7, fixed(97),          16, DType::fp8_e4m3, DType::bf16, 0.5, 1},
-    // The context-split path: batch * Hkv = 1 < threads, so the planner splits the context.
+    // The context-split path: batch 1 < threads, so the planner splits the context.
     {"split_b1_hkv1_planned",     4,  1, 128,  1, fixed(1000),        16, DType::f16,      DType::f16, 0, 1, 8, 0},
     {"split_b1_ctx17_5splits",    4,  1,  64,  1, fixed(17),          16, DType::bf16,     DType::bf16, 0, 1, 3, 5},
     {"split_b7_ragged_3splits",   8,  2, 128,  7, ContextSpec::ragged(1, 700), 16, DType::fp8_e4m3, DType::f16, 0.5, 2, 2, 3},
@@ -114,16 +114,22 @@ TEST(CpuDecode, EveryDtypeAndHeadDim) {
   }
 }
 
-// The split planner: no split when items cover the threads, splits when they do not, and never
-// splits shorter than a few hundred tokens.
+// The split planner: no split when the batch divides evenly among the threads, the fewest splits
+// that even the load when it does not, and never splits shorter than a few hundred tokens.
 TEST(CpuDecode, SplitPlanner) {
-  std::vector<std::int32_t> lens{8192};
+  std::vector<std::int32_t> lens(37, 8192);
   kernels::PagedDecodeParams p;
   p.context_lens = lens.data();
-  p.batch = 1;
   p.num_kv_heads = 8;
+  p.batch = 8;
   EXPECT_EQ(cpu::plan_cpu_splits(p, 2), 1);
-  p.num_kv_heads = 1;
+  EXPECT_EQ(cpu::plan_cpu_splits(p, 1), 1);
+  p.batch = 7;  // 7 items on 2 threads leave one idle for a round; 14 do not
+  EXPECT_EQ(cpu::plan_cpu_splits(p, 2), 2);
+  p.batch = 37;  // 19 rounds for 18.5 items' worth: close enough
+  EXPECT_EQ(cpu::plan_cpu_splits(p, 2), 1);
+  p.batch = 1;
+  EXPECT_EQ(cpu::plan_cpu_splits(p, 2), 2);
   EXPECT_EQ(cpu::plan_cpu_splits(p, 8), 8);
   lens[0] = 300;
   EXPECT_EQ(cpu::plan_cpu_splits(p, 8), 1);

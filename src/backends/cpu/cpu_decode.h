@@ -1,7 +1,9 @@
 // The optimized CPU paged-attention decode: one step of one layer, multi-threaded with OpenMP.
 //
-// Work items are (sequence, KV head[, context split]). Each item makes ONE pass over its K/V
-// rows and serves every query head of the GQA group from it; scores, the online softmax
+// Work items are (sequence[, context split]); an item walks its tiles in memory order, every KV
+// head of a tile before the next tile, so it streams each block's K and V (all heads, one
+// contiguous stretch each) once. Every K/V row is read ONCE and serves every query head of its
+// GQA group; scores, the online softmax
 // (base 2, SoftmaxState) and the output accumulate in fp32. KV rows are found through the
 // shared paged-KV view (kernels/common/paged_kv.h). Per-tensor k_scale is folded into the
 // pre-scaled query and v_scale into the final normalization, never applied per element.
@@ -39,9 +41,9 @@ const char* resolved_path_name(DecodePath path);
 // any power-of-two block size, Hq % Hkv == 0); otherwise why not, with the valid choices.
 std::string unsupported_reason(const kernels::PagedDecodeParams& p);
 
-// How many context splits the planner uses for `p` on `num_threads` threads: 1 when
-// batch * Hkv work items already cover the threads, else enough splits to give every thread
-// work, never so many that a split is shorter than a few tiles.
+// How many context splits the planner uses for `p` on `num_threads` threads: the fewest that
+// give every thread an even share of the (sequence, split) work items (1 when the batch
+// already divides among the threads), never so many that a split is shorter than a few tiles.
 int plan_cpu_splits(const kernels::PagedDecodeParams& p, int num_threads);
 
 // One decode step: reads p.q, p.k_cache, p.v_cache, p.block_tables, p.context_lens (host

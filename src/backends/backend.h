@@ -37,7 +37,7 @@ struct DeviceInfo {
 };
 
 struct TimingOptions {
-  bool warm_l2 = false;            // --warm: skip the L2 flush before each sample (cuda)
+  bool warm_l2 = false;            // --warm: skip the cache flush before each sample (cuda: L2, cpu: LLC)
 };
 
 // One sweep point made ready to run on a backend: inputs resident, workspace allocated.

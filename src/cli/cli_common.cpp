@@ -113,7 +113,7 @@ void add_sweep_flags(CLI::App& cmd, SweepFlags& f, bool measure) {
     f.max_noise_opt = cmd.add_option("--max-noise", f.max_noise, "Stop rule: relative noise of the median at most this fraction (default 0.005)");
     f.min_samples_opt = cmd.add_option("--min-samples", f.min_samples, "Stop rule: at least this many samples (default 10)");
     f.timeout_opt = cmd.add_option("--timeout", f.timeout, "Per-point time limit in seconds; stops sampling (default 10)");
-    f.warm_opt = cmd.add_flag("--warm", f.warm, "Do not flush L2 before each sample (GPU)");
+    f.warm_opt = cmd.add_flag("--warm", f.warm, "Do not flush the caches before each sample (GPU: L2, CPU: last-level cache)");
   }
   f.validate_rows_opt = cmd.add_option("--validate-rows", f.validate_rows,
                                        "Validate all sequences up to this batch, else this many evenly spaced ones (default 64)");

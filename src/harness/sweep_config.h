@@ -44,7 +44,7 @@ struct MeasureOptions {
   double min_time_s = 0.5;
   double max_noise = 0.005;
   double timeout_s = 10;
-  bool warm_l2 = false;   // --warm: no L2 flush before each sample (GPU)
+  bool warm_l2 = false;   // --warm: no cache flush before each sample (GPU L2, CPU LLC)
 };
 
 struct SweepConfig {

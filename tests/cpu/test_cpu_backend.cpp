@@ -142,5 +142,31 @@ TEST(CpuCeilings, HostFacts) {
   EXPECT_GT(cpu::available_memory_bytes(), 0);
 }
 
+// The cold-sample flush reads at least twice the last-level cache (and >= 64 MiB), all of it:
+// the sum it returns is the fill pattern's, 1.5 per element (0+1+2+3 per 4).
+TEST(CpuCacheFlusher, ReadsTwiceTheLastLevelCache) {
+  const std::int64_t llc = 48ll << 20;
+  cpu::CacheFlusher flusher(llc, 2);
+  EXPECT_GE(flusher.bytes(), static_cast<std::size_t>(2 * llc));
+  EXPECT_EQ(flusher.floats() % cpu::kCeilingChunk, 0u);
+  EXPECT_DOUBLE_EQ(flusher.flush(), 1.5 * static_cast<double>(flusher.floats()));
+  cpu::CacheFlusher small(0, 1);  // unknown cache size: the floor
+  EXPECT_GE(small.bytes(), std::size_t{64} << 20);
+  EXPECT_DOUBLE_EQ(small.flush(), 1.5 * static_cast<double>(small.floats()));
+}
+
+// Warm and cold points time the same step and both give a positive time.
+TEST(CpuBackend, ColdAndWarmSamples) {
+  auto backend = make_cpu_backend();
+  const Workload w = make_workload(small_spec());
+  TimingOptions warm;
+  warm.warm_l2 = true;
+  for (const TimingOptions& timing : {TimingOptions{}, warm}) {
+    auto point = backend->prepare(w, "cpu", timing);
+    point->run();
+    EXPECT_GT(point->time_one(), 0.0);
+  }
+}
+
 }  // namespace
 }  // namespace decodebench

@@ -32,7 +32,9 @@ std::string gb(double bytes) {
 
 class CpuPoint final : public PreparedPoint {
  public:
-  explicit CpuPoint(const Workload& w) : w_(w), params_(w.params()) {
+  // `flusher` (owned by the backend) empties the caches before every timed sample; nullptr
+  // times warm samples (--warm).
+  CpuPoint(const Workload& w, cpu::CacheFlusher* flusher) : w_(w), params_(w.params()), flusher_(flusher) {
     if (const std::string why = cpu::unsupported_reason(params_); !why.empty()) throw InputError(why);
     out_.resize(static_cast<std::size_t>(w.rows()) * params_.num_q_heads * params_.head_dim *
                 dtype_size(params_.q_dtype));
@@ -46,6 +48,7 @@ class CpuPoint final : public PreparedPoint {
   std::vector<float> output() override { return decode_to_float(out_, params_.q_dtype); }
 
   double time_one() override {
+    if (flusher_) flusher_->flush();
     const auto t0 = std::chrono::steady_clock::now();
     run();
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
@@ -56,6 +59,7 @@ class CpuPoint final : public PreparedPoint {
   const Workload& w_;              // owned by the caller; outlives this point
   k::PagedDecodeParams params_;
   std::vector<std::byte> out_;     // [rows][Hq][d] q_dtype
+  cpu::CacheFlusher* flusher_;     // nullptr: warm samples
 };
 
 class CpuBackend final : public Backend {
@@ -102,14 +106,16 @@ class CpuBackend final : public Backend {
   std::vector<SelfCheck> check_ceiling_kernels() override { return cpu::check_ceiling_kernels(); }
 
   std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
-                                         const TimingOptions&) override {
+                                         const TimingOptions& timing) override {
     if (kernel != kKernelName)
       throw InputError("unknown kernel '" + std::string(kernel) + "' for the cpu backend (valid: cpu)");
-    return std::make_unique<CpuPoint>(w);
+    if (!timing.warm_l2 && !flusher_) flusher_ = std::make_unique<cpu::CacheFlusher>();
+    return std::make_unique<CpuPoint>(w, timing.warm_l2 ? nullptr : flusher_.get());
   }
 
  private:
   Ceilings measured_;
+  std::unique_ptr<cpu::CacheFlusher> flusher_;  // one for all points, made on first cold point
 };
 
 }  // namespace

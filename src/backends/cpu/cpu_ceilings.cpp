@@ -101,6 +101,21 @@ void fill_pattern(float* x, std::size_t n, float offset, int threads) {
   }
 }
 
+// ---- cold caches -----------------------------------------------------------------------------
+
+CacheFlusher::CacheFlusher(std::int64_t llc_bytes, int threads) : threads_(threads) {
+  constexpr std::size_t kMinBytes = std::size_t{64} << 20;
+  const std::size_t want = std::max(kMinBytes, 2 * static_cast<std::size_t>(std::max<std::int64_t>(llc_bytes, 0)));
+  const std::size_t per_chunk = kCeilingChunk * sizeof(float);
+  floats_ = (want + per_chunk - 1) / per_chunk * kCeilingChunk;
+  data_ = allocate(floats_).release();
+  fill_pattern(data_, floats_, 0.0f, threads_);
+}
+
+CacheFlusher::~CacheFlusher() { AlignedFree{}(data_); }
+
+double CacheFlusher::flush() { return read_kernel(data_, floats_, threads_); }
+
 double read_kernel(const float* src, std::size_t n, int threads) {
   require_chunked(n, "read_kernel");
   double total = 0;

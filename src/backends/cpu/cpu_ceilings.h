@@ -67,4 +67,28 @@ Backend::SelfCheck verify_fma(double kernel_value, std::int64_t iterations, floa
 std::int64_t last_level_cache_bytes();      // sysfs cache hierarchy, else sysconf; 0 if unknown
 std::int64_t available_memory_bytes();      // /proc/meminfo MemAvailable; 0 if unknown
 
+// ---- Cold caches for the timed samples --------------------------------------------------------
+// The CPU counterpart of the GPU's L2 flush (DESIGN.md, Timing): before a cold sample, read a
+// buffer of 2x the last-level cache (at least 64 MiB) on every thread, so the point's KV rows
+// are no longer in any cache. A small point (batch 1, short context) would otherwise be timed
+// from the L3 and reported above the DRAM roof. Costs ~1-2 ms per sample.
+class CacheFlusher {
+ public:
+  explicit CacheFlusher(std::int64_t llc_bytes = last_level_cache_bytes(), int threads = 0);
+  ~CacheFlusher();
+  CacheFlusher(const CacheFlusher&) = delete;
+  CacheFlusher& operator=(const CacheFlusher&) = delete;
+
+  // Reads the whole buffer; returns the sum read (the buffer holds fill_pattern's values, so
+  // the caller can check every element was read).
+  double flush();
+  std::size_t bytes() const { return floats_ * sizeof(float); }
+  std::size_t floats() const { return floats_; }
+
+ private:
+  float* data_ = nullptr;
+  std::size_t floats_ = 0;
+  int threads_ = 0;
+};
+
 }  // namespace decodebench::cpu

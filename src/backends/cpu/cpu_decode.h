@@ -10,7 +10,8 @@
 //
 // Two implementations of the inner tile kernels share the driver:
 //   avx512    intrinsics (AVX-512 F/BW/VL): KV rows converted to fp32 in registers
-//             (vcvtph2ps for fp16, shifts for bf16, bit tricks for fp8), scores for the whole
+//             (vcvtph2ps for fp16, shifts for bf16, byte-table permutes for fp8 where AVX512-VBMI
+//             is present, else bit tricks), scores for the whole
 //             group with each K row loaded once, V rows accumulated into g accumulators.
 //   portable  plain C++ loops (the compiler vectorizes what it can), scalar bit-exact
 //             conversions from kernels/common/float_formats.h; correct on any x86-64 / any ISA.
@@ -52,7 +53,7 @@ int plan_cpu_splits(const kernels::PagedDecodeParams& p, int num_threads);
 void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& options = {});
 
 // Decodes `count` stored KV elements of `kv_dtype` at `src` to float with the loaders the tile
-// kernels use on `path` (vcvtph2ps and the fp8 bit tricks on avx512), load scale applied, so
+// kernels use on `path` (vcvtph2ps, the fp8 byte tables and bit tricks on avx512), load scale applied, so
 // the result must equal the bit-exact scalar conversion. For tests and the microbenchmarks.
 void convert_kv_to_float(DType kv_dtype, const void* src, std::size_t count, float* dst,
                          DecodePath path = DecodePath::automatic);

@@ -251,6 +251,80 @@ inline __m512 load16(const std::byte* row, std::size_t i) {
   }
 }
 
+#if defined(__AVX512VBMI__)
+// fp8 through byte tables, 64 codes at a time (AVX512-VBMI vpermt2b). Every fp8 value is exact
+// in bf16, and a bf16 is the top half of a float: two 128-entry tables, indexed by the code's
+// low 7 bits, give the low and high byte of the bf16 of the code's magnitude (divided by the
+// kLoadScale load16 works in: 2^8 for e4m3, 1 for e5m2; inf and NaN kept), the sign is OR-ed
+// into the high byte, and four zero-masked byte permutes place the two bytes at the top of each
+// 32-bit lane: 64 floats in natural order in 7 operations, instead of ~36 (e4m3) or ~12 (e5m2)
+// for four load16 calls.
+struct Fp8ByteTables {
+  alignas(64) std::uint8_t lo[128];
+  alignas(64) std::uint8_t hi[128];
+  alignas(64) std::uint8_t place[4][64];  // float 16 q + i <- bytes (lo, hi)[16 q + i] in bits 16..31
+};
+
+// bf16 bits of fp8 magnitude code m (0..127) times 2^-scale_log2. e4m3: bias 7, 3 mantissa
+// bits, 0x7f is NaN; e5m2: bias 15, 2 mantissa bits, exponent 31 is inf / NaN.
+constexpr int fp8_magnitude_to_bf16(int m, bool e4m3, int scale_log2) {
+  const int mant_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const int e = m >> mant_bits, f = m & ((1 << mant_bits) - 1);
+  if (e4m3 && m == 0x7f) return 0x7fc0;
+  if (!e4m3 && e == 31) return f == 0 ? 0x7f80 : 0x7fc0;
+  if (e > 0) return ((e - bias - scale_log2 + 127) << 7) | (f << (7 - mant_bits));
+  if (f == 0) return 0;
+  const int p = f >= 4 ? 2 : f >= 2 ? 1 : 0;  // subnormal f x 2^(1 - bias - scale - mant_bits)
+  return ((p + 1 - bias - scale_log2 - mant_bits + 127) << 7) | (((f - (1 << p)) << (7 - p)) & 0x7f);
+}
+
+template <DType kKv>
+inline constexpr Fp8ByteTables kFp8Tables = [] {
+  static_assert(kKv == DType::fp8_e4m3 || kKv == DType::fp8_e5m2);
+  Fp8ByteTables t{};
+  for (int m = 0; m < 128; ++m) {
+    const int bf16 = fp8_magnitude_to_bf16(m, kKv == DType::fp8_e4m3, kKv == DType::fp8_e4m3 ? 8 : 0);
+    t.lo[m] = static_cast<std::uint8_t>(bf16 & 0xff);
+    t.hi[m] = static_cast<std::uint8_t>(bf16 >> 8);
+  }
+  for (int q = 0; q < 4; ++q)
+    for (int i = 0; i < 16; ++i) {
+      t.place[q][4 * i + 2] = static_cast<std::uint8_t>(16 * q + i);       // low byte, from lo
+      t.place[q][4 * i + 3] = static_cast<std::uint8_t>(64 + 16 * q + i);  // high byte, from hi
+    }
+  return t;
+}();
+
+// 64 fp8 codes at `src` -> out[0..3], 16 floats each (x 1/kLoadScale, as load16).
+template <DType kKv>
+inline void fp8_load64(const std::byte* src, __m512* out) {
+  const Fp8ByteTables& tables = kFp8Tables<kKv>;
+  const __m512i codes = _mm512_loadu_si512(src);
+  const auto table = [](const std::uint8_t* t) { return _mm512_load_si512(t); };
+  const __m512i lo = _mm512_permutex2var_epi8(table(tables.lo), codes, table(tables.lo + 64));
+  __m512i hi = _mm512_permutex2var_epi8(table(tables.hi), codes, table(tables.hi + 64));
+  hi = _mm512_ternarylogic_epi32(hi, codes, _mm512_set1_epi8(static_cast<char>(0x80)), 0xf8);  // hi | (codes & 0x80)
+  constexpr __mmask64 kTopHalves = 0xccccccccccccccccull;  // bytes 2 and 3 of every 32-bit lane
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q)
+    out[q] = _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi8(kTopHalves, lo, table(tables.place[q]), hi));
+}
+#endif
+
+// kCount chunks of 16 elements starting at chunk c0 of `row` -> out[0..kCount), as load16.
+template <DType kKv, int kCount>
+inline void load_chunks(const std::byte* row, int c0, __m512* out) {
+#if defined(__AVX512VBMI__)
+  if constexpr ((kKv == DType::fp8_e4m3 || kKv == DType::fp8_e5m2) && kCount % 4 == 0) {
+#pragma GCC unroll 4
+    for (int c = 0; c < kCount; c += 4) fp8_load64<kKv>(row + 16 * (c0 + c), out + c);
+    return;
+  }
+#endif
+#pragma GCC unroll 16
+  for (int c = 0; c < kCount; ++c) out[c] = load16<kKv>(row, 16 * (c0 + c));
+}
+
 // Sixteen horizontal sums at once: lane i of the result is the sum of the 16 lanes of v[i].
 // A transpose-and-add tree of 15 adds and 30 in-lane/cross-lane shuffles, ~3 operations per
 // sum instead of the ~10 of one _mm512_reduce_add_ps per dot product.
@@ -331,8 +405,7 @@ struct Avx512Tile {
         if (j < n_prefetch) prefetch_row<kRowBytes>(next.k(j));
         const std::byte* row = unit.k(j);
         __m512 k[kChunks];
-#pragma GCC unroll 16
-        for (int c = 0; c < kChunks; ++c) k[c] = load16<kKv>(row, 16 * c);
+        load_chunks<kKv, kChunks>(row, 0, k);
 #pragma GCC unroll 8
         for (int h = 0; h < kNH; ++h) {
           const float* qh = q + h * kHeadDim;
@@ -378,13 +451,12 @@ struct Avx512Tile {
           for (int line = c0 * kLinesPerRow / kChunks; line < (c0 + kGroup) * kLinesPerRow / kChunks; ++line)
             __builtin_prefetch(next.v(j) + 64 * line, /*rw=*/0, /*locality=*/2);
         }
-        const std::byte* row = unit.v(j);
+        __m512 v[kGroup];
+        load_chunks<kKv, kGroup>(unit.v(j), c0, v);
 #pragma GCC unroll 16
-        for (int c = 0; c < kGroup; ++c) {
-          const __m512 v = load16<kKv>(row, 16 * (c0 + c));
+        for (int c = 0; c < kGroup; ++c)
 #pragma GCC unroll 8
-          for (int h = 0; h < kNH; ++h) a[h][c] = _mm512_fmadd_ps(pj[h], v, a[h][c]);
-        }
+          for (int h = 0; h < kNH; ++h) a[h][c] = _mm512_fmadd_ps(pj[h], v[c], a[h][c]);
       }
 #pragma GCC unroll 8
       for (int h = 0; h < kNH; ++h)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -50,6 +51,11 @@ class PreparedPoint {
   virtual std::vector<float> output() = 0;
   // One timed sample of one decode step, in seconds (every launch of the step included).
   virtual double time_one() = 0;
+  // The median read bandwidth (B/s) measured right before the timed samples, or NaN when the
+  // backend measures none. The cpu backend's cold-cache flush is a timed read of 2x the LLC
+  // before every sample; on a host whose memory bandwidth drifts (a shared VM) this pairs each
+  // step with the bandwidth of its own moment, where the sweep's ceilings are minutes old.
+  virtual double paired_read_Bps() const { return std::numeric_limits<double>::quiet_NaN(); }
 };
 
 class Backend {

@@ -37,7 +37,8 @@ Roof roof_time(double bytes, double flops, double bandwidth, double flop_peak) {
 
 }  // namespace
 
-RooflineResult compute_roofline(const RooflineInput& in, double t_s, const DeviceInfo& device) {
+RooflineResult compute_roofline(const RooflineInput& in, double t_s, const DeviceInfo& device,
+                                double paired_read_Bps) {
   if (!(t_s > 0)) throw std::invalid_argument("compute_roofline: time must be > 0");
   if (in.batch <= 0) throw std::invalid_argument("compute_roofline: batch must be > 0");
   RooflineResult out;
@@ -52,6 +53,10 @@ RooflineResult compute_roofline(const RooflineInput& in, double t_s, const Devic
   out.roofline.bound = available(measured.t) ? measured.bound : datasheet.bound;
   out.roofline.fraction_measured = measured.t / t_s;    // NaN stays NaN
   out.roofline.fraction_datasheet = datasheet.t / t_s;
+  if (paired_read_Bps > 0) {
+    out.roofline.paired_read_Bps = paired_read_Bps;
+    out.roofline.fraction_paired = roof_time(in.bytes_min, in.flops, paired_read_Bps, flops_peak).t / t_s;
+  }
   return out;
 }
 

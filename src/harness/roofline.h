@@ -32,6 +32,9 @@ struct RooflineResult {
 };
 
 // `t_s` is the median step time (> 0). Throws std::invalid_argument on t_s <= 0 or batch <= 0.
-RooflineResult compute_roofline(const RooflineInput& in, double t_s, const DeviceInfo& device);
+// `paired_read_Bps` (NaN: none) is the read bandwidth measured alongside the samples; it gives
+// roofline.fraction_paired.
+RooflineResult compute_roofline(const RooflineInput& in, double t_s, const DeviceInfo& device,
+                                double paired_read_Bps = kNotAvailable);
 
 }  // namespace decodebench

@@ -219,7 +219,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   in.flops = r.flops;
   in.batch = p.spec.batch;
   in.num_layers = p.spec.model.num_layers;
-  const RooflineResult roof = compute_roofline(in, r.time_s.median, device);
+  const RooflineResult roof = compute_roofline(in, r.time_s.median, device, prepared->paired_read_Bps());
   r.bandwidth = roof.bandwidth;
   r.roofline = roof.roofline;
   r.tokens_per_s = roof.tokens_per_s;

@@ -86,7 +86,7 @@ struct Column {
   bool right;  // numbers right-aligned
 };
 
-constexpr std::array<Column, 14> kColumns{{{"kernel", false},
+constexpr std::array<Column, 15> kColumns{{{"kernel", false},
                                            {"model", false},
                                            {"kv", false},
                                            {"batch", true},
@@ -97,6 +97,7 @@ constexpr std::array<Column, 14> kColumns{{{"kernel", false},
                                            {"GB/s", true},
                                            {"% roof", true},
                                            {"% datasheet", true},
+                                           {"% paired", true},
                                            {"tok/s (attn only)", true},
                                            {"noise", true},
                                            {"samples", true}}};
@@ -115,6 +116,7 @@ std::vector<std::string> row_cells(const PointResult& p) {
                                                 : kNa,
           ok ? percent(p.roofline.fraction_measured) : kNa,
           ok ? percent(p.roofline.fraction_datasheet) : kNa,
+          ok ? percent(p.roofline.fraction_paired) : kNa,
           ok ? si(p.tokens_per_s, "") : kNa,
           ok ? percent(p.time_s.rel_noise) : kNa,
           ok ? fmt::format("{}", p.time_s.samples) : kNa};
@@ -162,7 +164,8 @@ std::string format_table(const Report& r) {
   out += line([&](std::size_t c) { return std::string(kColumns[c].title); });
   for (const auto& row : rows) out += line([&](std::size_t c) { return row[c]; });
   out += "% roof: the median time's fraction of the roofline time against the measured "
-         "ceilings; tok/s counts attention only (batch / (step time x layers)).\n";
+         "ceilings; % paired: the same against the read bandwidth measured right before each "
+         "sample (cpu); tok/s counts attention only (batch / (step time x layers)).\n";
   const std::string notes = not_ok_notes(r);
   if (!notes.empty()) out += "not ok:\n" + notes;
   if (r.completion.state != Completion::State::complete) {
@@ -207,12 +210,12 @@ std::string format_csv(const Report& r) {
       "median_s,min_s,max_s,p10_s,p90_s,mean_s,rel_noise,samples,bytes_min,kv_bytes_logical,"
       "kv_bytes_unique,flops,arithmetic_intensity,achieved_bandwidth_Bps,"
       "logical_bandwidth_Bps,bound,t_roof_s,fraction_measured,fraction_datasheet,"
-      "tokens_per_s_attention_only,max_abs_err,max_rel_err,quant_rel_err,reason\n";
+      "paired_read_Bps,fraction_paired,tokens_per_s_attention_only,max_abs_err,max_rel_err,quant_rel_err,reason\n";
   for (const auto& p : r.results) {
     const bool ok = p.status == PointStatus::ok;
     out += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
-        "{},{},{},{},{},{},{},{},{},{},{}\n",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
         p.index, csv_text(p.kernel), csv_text(p.kernel_requested), csv_text(p.backend),
         csv_text(p.model), dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
         p.context.kind == ContextSpec::Kind::fixed ? "fixed" : "ragged", p.context.lo,
@@ -223,7 +226,8 @@ std::string format_csv(const Report& r) {
         p.bytes.kv_unique, p.flops, p.arithmetic_intensity, csv_number(p.bandwidth.achieved),
         csv_number(p.bandwidth.logical), ok ? bound_name(p.roofline.bound) : "",
         csv_number(p.roofline.t_roof_s), csv_number(p.roofline.fraction_measured),
-        csv_number(p.roofline.fraction_datasheet), csv_number(p.tokens_per_s),
+        csv_number(p.roofline.fraction_datasheet), csv_number(p.roofline.paired_read_Bps),
+        csv_number(p.roofline.fraction_paired), csv_number(p.tokens_per_s),
         csv_number(p.error.max_abs), csv_number(p.error.max_rel), csv_number(p.error.quant_rel),
         csv_text(p.reason));
   }

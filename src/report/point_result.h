@@ -55,6 +55,10 @@ struct RooflineRecord {
   double t_roof_s = kNotAvailable;      // max(bytes_min / BW_measured, flops / FLOP_peak)
   double fraction_measured = kNotAvailable;   // t_roof_s / t_median
   double fraction_datasheet = kNotAvailable;  // same against the datasheet bandwidth
+  // Against the read bandwidth measured right before the samples (PreparedPoint::
+  // paired_read_Bps: the cpu backend's timed cache flush); NaN where none was measured.
+  double paired_read_Bps = kNotAvailable;
+  double fraction_paired = kNotAvailable;     // max(bytes_min / paired_read_Bps, flop roof) / t
 };
 
 struct BandwidthRecord {

@@ -142,7 +142,9 @@ json to_json(const PointResult& r) {
        {{"bound", bound_name(r.roofline.bound)},
         {"t_roof_s", number_or_null(r.roofline.t_roof_s)},
         {"fraction_measured", number_or_null(r.roofline.fraction_measured)},
-        {"fraction_datasheet", number_or_null(r.roofline.fraction_datasheet)}}},
+        {"fraction_datasheet", number_or_null(r.roofline.fraction_datasheet)},
+        {"paired_read_Bps", number_or_null(r.roofline.paired_read_Bps)},
+        {"fraction_paired", number_or_null(r.roofline.fraction_paired)}}},
       {"tokens_per_s", number_or_null(r.tokens_per_s)},
       {"tokens_per_s_scope", "attention-only: batch / (median step time * num_layers)"},
       {"error",
@@ -220,6 +222,9 @@ PointResult point_from(const JsonIn& in) {
   r.roofline.t_roof_s = roof.at("t_roof_s").number_or_nan();
   r.roofline.fraction_measured = roof.at("fraction_measured").number_or_nan();
   r.roofline.fraction_datasheet = roof.at("fraction_datasheet").number_or_nan();
+  // Added after the first reports were written: absent means not measured.
+  if (roof.has("paired_read_Bps")) r.roofline.paired_read_Bps = roof.at("paired_read_Bps").number_or_nan();
+  if (roof.has("fraction_paired")) r.roofline.fraction_paired = roof.at("fraction_paired").number_or_nan();
   r.tokens_per_s = in.at("tokens_per_s").number_or_nan();
   const JsonIn err = in.at("error");
   r.error.max_abs = err.at("max_abs").number_or_nan();

@@ -2,6 +2,7 @@
 // never their speed).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -164,7 +165,15 @@ TEST(CpuBackend, ColdAndWarmSamples) {
   for (const TimingOptions& timing : {TimingOptions{}, warm}) {
     auto point = backend->prepare(w, "cpu", timing);
     point->run();
+    EXPECT_TRUE(std::isnan(point->paired_read_Bps()));  // nothing timed yet
     EXPECT_GT(point->time_one(), 0.0);
+    EXPECT_GT(point->time_one(), 0.0);
+    // Cold samples pair each step with the bandwidth of its timed flush; warm ones have none.
+    if (timing.warm_l2) {
+      EXPECT_TRUE(std::isnan(point->paired_read_Bps()));
+    } else {
+      EXPECT_GT(point->paired_read_Bps(), 1e8);  // > 0.1 GB/s on any machine
+    }
   }
 }
 

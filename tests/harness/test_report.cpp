@@ -20,6 +20,8 @@ using test::TempDir;
 
 TEST(ReportJson, RoundTripIsExact) {
   Report r = sample_report();
+  r.results[1].roofline.paired_read_Bps = 2.5e12;
+  r.results[1].roofline.fraction_paired = 0.75;
   r.knees = compute_knees(r.results);
   const nlohmann::json j = to_json(r);
   const Report back = report_from_json(j);
@@ -43,6 +45,21 @@ TEST(ReportJson, RoundTripIsExact) {
   EXPECT_EQ(back.config, r.config);
   EXPECT_EQ(back.host.hostname, r.host.hostname);
   EXPECT_EQ(back.completion.points_planned, 5);
+  EXPECT_EQ(back.results[1].roofline.fraction_paired, 0.75);
+  EXPECT_EQ(back.results[1].roofline.paired_read_Bps, 2.5e12);
+  EXPECT_TRUE(j["results"][0]["roofline"]["fraction_paired"].is_null());
+}
+
+// Reports written before the paired read bandwidth existed still read: absent means NaN.
+TEST(ReportJson, ReportsWithoutPairedFieldsStillRead) {
+  nlohmann::json j = to_json(sample_report());
+  for (auto& p : j["results"]) {
+    p["roofline"].erase("paired_read_Bps");
+    p["roofline"].erase("fraction_paired");
+  }
+  const Report back = report_from_json(j);
+  EXPECT_TRUE(std::isnan(back.results[0].roofline.fraction_paired));
+  EXPECT_TRUE(std::isnan(back.results[0].roofline.paired_read_Bps));
 }
 
 TEST(ReportJson, HasEveryKeyOfTheDesign) {

@@ -31,6 +31,20 @@ TEST(Roofline, MemoryBoundPoint) {
   EXPECT_DOUBLE_EQ(r.tokens_per_s, 8 / (1e-3 * 32));          // 250 tok/s, attention only
 }
 
+// The paired fraction uses the read bandwidth measured alongside the samples, not the ceiling.
+TEST(Roofline, PairedReadBandwidth) {
+  RooflineInput in{.bytes_min = 1e9, .bytes_logical = 1e9, .flops = 2e9, .batch = 8,
+                   .num_layers = 32};
+  const DeviceInfo d = device(2e12, 0, 0, 60e12);
+  const RooflineResult unpaired = compute_roofline(in, 1e-3, d);
+  EXPECT_TRUE(std::isnan(unpaired.roofline.paired_read_Bps));
+  EXPECT_TRUE(std::isnan(unpaired.roofline.fraction_paired));
+  const RooflineResult r = compute_roofline(in, 1e-3, d, 1.25e12);
+  EXPECT_DOUBLE_EQ(r.roofline.paired_read_Bps, 1.25e12);
+  EXPECT_DOUBLE_EQ(r.roofline.fraction_paired, (1e9 / 1.25e12) / 1e-3);  // 0.8
+  EXPECT_DOUBLE_EQ(r.roofline.fraction_measured, 0.5);                    // unchanged
+}
+
 TEST(Roofline, ComputeBoundWhenFlopsDominate) {
   RooflineInput in{.bytes_min = 1e6, .bytes_logical = 1e6, .flops = 1e12, .batch = 1,
                    .num_layers = 1};

@@ -34,6 +34,7 @@ class FakePrepared : public PreparedPoint {
     ++*time_calls_;
     return 1e-3;
   }
+  double paired_read_Bps() const override { return 5e9; }  // half the fake read ceiling
 
  private:
   std::vector<float> out_;
@@ -124,6 +125,8 @@ TEST_F(RunnerTest, CorrectPointsAreTimedAndPublished) {
     EXPECT_DOUBLE_EQ(p.time_s.median, 1e-3);
     EXPECT_DOUBLE_EQ(p.bandwidth.achieved, p.bytes.min / 1e-3);
     EXPECT_DOUBLE_EQ(p.roofline.fraction_measured, p.bytes.min / 1e10 / 1e-3);
+    EXPECT_DOUBLE_EQ(p.roofline.paired_read_Bps, 5e9);  // from the prepared point
+    EXPECT_DOUBLE_EQ(p.roofline.fraction_paired, p.bytes.min / 5e9 / 1e-3);
     EXPECT_DOUBLE_EQ(p.tokens_per_s, p.batch / (1e-3 * 3));  // tiny model: 3 layers
     EXPECT_EQ(p.error.max_abs, 0);
     EXPECT_EQ(p.error.rows_checked, p.batch);

@@ -2,10 +2,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -47,8 +49,20 @@ class CpuPoint final : public PreparedPoint {
 
   std::vector<float> output() override { return decode_to_float(out_, params_.q_dtype); }
 
+  double paired_read_Bps() const override {
+    if (paired_read_.empty()) return std::numeric_limits<double>::quiet_NaN();
+    std::vector<double> v = paired_read_;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  }
+
   double time_one() override {
-    if (flusher_) flusher_->flush();
+    if (flusher_) {
+      const auto f0 = std::chrono::steady_clock::now();
+      flusher_->flush();
+      const std::chrono::duration<double> df = std::chrono::steady_clock::now() - f0;
+      paired_read_.push_back(static_cast<double>(flusher_->bytes()) / df.count());
+    }
     const auto t0 = std::chrono::steady_clock::now();
     run();
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
@@ -60,6 +74,7 @@ class CpuPoint final : public PreparedPoint {
   k::PagedDecodeParams params_;
   std::vector<std::byte> out_;     // [rows][Hq][d] q_dtype
   cpu::CacheFlusher* flusher_;     // nullptr: warm samples
+  std::vector<double> paired_read_;  // B/s of each timed flush, one per sample
 };
 
 class CpuBackend final : public Backend {

@@ -108,13 +108,17 @@ CacheFlusher::CacheFlusher(std::int64_t llc_bytes, int threads) : threads_(threa
   const std::size_t want = std::max(kMinBytes, 2 * static_cast<std::size_t>(std::max<std::int64_t>(llc_bytes, 0)));
   const std::size_t per_chunk = kCeilingChunk * sizeof(float);
   floats_ = (want + per_chunk - 1) / per_chunk * kCeilingChunk;
-  data_ = allocate(floats_).release();
-  fill_pattern(data_, floats_, 0.0f, threads_);
+  data_ = allocate(kRegions * floats_).release();
+  fill_pattern(data_, kRegions * floats_, 0.0f, threads_);
 }
 
 CacheFlusher::~CacheFlusher() { AlignedFree{}(data_); }
 
-double CacheFlusher::flush() { return read_kernel(data_, floats_, threads_); }
+double CacheFlusher::flush() {
+  const float* region = data_ + static_cast<std::size_t>(next_) * floats_;
+  next_ = (next_ + 1) % kRegions;
+  return read_kernel(region, floats_, threads_);
+}
 
 double read_kernel(const float* src, std::size_t n, int threads) {
   require_chunked(n, "read_kernel");

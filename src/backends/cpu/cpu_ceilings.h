@@ -69,9 +69,13 @@ std::int64_t available_memory_bytes();      // /proc/meminfo MemAvailable; 0 if 
 
 // ---- Cold caches for the timed samples --------------------------------------------------------
 // The CPU counterpart of the GPU's L2 flush (DESIGN.md, Timing): before a cold sample, read a
-// buffer of 2x the last-level cache (at least 64 MiB) on every thread, so the point's KV rows
+// region of 2x the last-level cache (at least 64 MiB) on every thread, so the point's KV rows
 // are no longer in any cache. A small point (batch 1, short context) would otherwise be timed
-// from the L3 and reported above the DRAM roof. Costs ~1-2 ms per sample.
+// from the L3 and reported above the DRAM roof. Costs ~1-2 ms per sample. Flushes rotate over
+// kRegions disjoint regions, so the region read was last touched two flushes ago and comes
+// from DRAM too: timed, each flush is a read-bandwidth sample (PreparedPoint::paired_read_Bps)
+// rather than a partly cache-resident one (re-reading one 2x-LLC buffer back to back measured
+// ~115 GB/s against the ~88 GB/s DRAM reads of the Zen 5 VM).
 class CacheFlusher {
  public:
   explicit CacheFlusher(std::int64_t llc_bytes = last_level_cache_bytes(), int threads = 0);
@@ -79,16 +83,19 @@ class CacheFlusher {
   CacheFlusher(const CacheFlusher&) = delete;
   CacheFlusher& operator=(const CacheFlusher&) = delete;
 
-  // Reads the whole buffer; returns the sum read (the buffer holds fill_pattern's values, so
-  // the caller can check every element was read).
+  static constexpr int kRegions = 3;
+
+  // Reads the next region; returns the sum read (the regions hold fill_pattern's values, so the
+  // caller can check every element was read).
   double flush();
-  std::size_t bytes() const { return floats_ * sizeof(float); }
+  std::size_t bytes() const { return floats_ * sizeof(float); }  // read by one flush
   std::size_t floats() const { return floats_; }
 
  private:
-  float* data_ = nullptr;
+  float* data_ = nullptr;  // kRegions regions of floats_ floats
   std::size_t floats_ = 0;
   int threads_ = 0;
+  int next_ = 0;           // region the next flush reads
 };
 
 }  // namespace decodebench::cpu

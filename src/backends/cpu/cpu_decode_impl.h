@@ -3,22 +3,35 @@
 //
 // Napkin math for the target point (llama-3.1-8b: Hq 32, Hkv 8, d 128, fp16 KV, g = 4):
 // one (token, KV head) row brings 256 bytes of K and 256 of V and costs 4 * 128 * 2 = 1024 FMAs
-// = 64 zmm FMAs, 16 vcvtph2ps (two uops each on Intel cores) and 4 score reductions. All of it
-// competes for the two 512-bit ports (p0, p5): ~110 uops, >= 55 cycles per 512 bytes, i.e. at
-// most ~20 GB/s per core at 2.1 GHz, while the 2-core VM this was tuned on streams ~10-12 GB/s
-// of DRAM per core. Compute has little headroom over memory, so: every K/V element is converted
-// once and serves all g heads (one pass per row), score reductions go 16 at a time through a
-// transpose tree instead of one horizontal sum each, accumulator chains are long enough
-// (g x unroll >= 8) to hide FMA latency, and block-table lookups happen once per block.
+// = 64 zmm FMAs, 16 vcvtph2ps and 4 score reductions: >= 32 cycles per 512 bytes on two FMA
+// pipes, i.e. at most ~65 GB/s per core at 4.2 GHz against DRAM that gives the 2-vCPU VMs
+// 10-45 GB/s per core. Compute has little headroom over memory, so: every K/V element is
+// converted once and serves all g heads (one pass per row), score reductions go 16 at a time
+// through a transpose tree instead of one horizontal sum each, accumulator chains are long
+// enough (g x unroll >= 8) to hide FMA latency, block-table lookups happen once per block, and
+// memory is walked in the order it lies in (see the driver) with software prefetches spread
+// over the arithmetic.
 //
-// What was tried at the target point (llama-3.1-8b, fp16, batch 8, context 8192) on the 2-vCPU
-// Sapphire Rapids VM, each as an A/B in one process on a shared, noisy machine (rough numbers):
-//   kept:     software prefetch of the next tile (+30 %); prefetch into L2 rather than L1 (+5 %);
-//             64-token tiles instead of 32 (+15 %); huge pages for K/V (~+25 %, noisy); score
-//             reductions 16 at a time (+20 % in cache); V accumulated in slices of d (+3 %).
-//   rejected: fewer prefetched lines or rows, one accumulator chain, pairing tokens to share q
-//             loads, 128-token tiles.
-// Result on an idle machine: 58.5 % of the measured read ceiling (README, "Measured numbers").
+// What was tried at the target point (llama-3.1-8b, fp16, batch 8, context 8192), each as an
+// A/B in one process on a shared, noisy machine (rough numbers):
+//   2-vCPU Sapphire Rapids VM, (sequence, KV head) work items:
+//     kept:     software prefetch of the next tile (+30 %); prefetch into L2 rather than L1
+//               (+5 %); 64-token tiles instead of 32 (+15 %); huge pages for K/V (~+25 %,
+//               noisy); score reductions 16 at a time (+20 % in cache); V accumulated in slices
+//               of d (+3 %).
+//     rejected: fewer prefetched lines or rows, one accumulator chain, pairing tokens to share
+//               q loads, 128-token tiles.
+//   2-vCPU AMD EPYC Zen 5 VM (read ceiling flips between ~50 and ~88 GB/s within seconds; the
+//   in-cache arithmetic alone costs ~14 ns per row and thread):
+//     kept:     (sequence, split) items walking every KV head of a block in turn (37 -> 29 ns
+//               per row and thread); V prefetches spread over the accumulate slices instead of
+//               issued with K (-> 24-27 ns); 32-token tiles instead of 64 (~5 % faster when
+//               memory is fast, equal when slow); fp8 through byte tables (-20 % step time).
+//     rejected: prefetching 2 or 4 units ahead, locality hints 0/1/3, an exactly even line
+//               cursor for the prefetches (its bookkeeping cost more than it saved), pairing
+//               tokens, q held in registers for two heads at a time, scores reduced in a running
+//               tree instead of from a stored 16-vector block, one accumulator chain.
+// Results: README, "Measured numbers".
 #pragma once
 
 #include <omp.h>
@@ -52,16 +65,18 @@ inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr int kMaxPassHeads = 8;  // query heads served together by one tile pass
 
 // Tokens per tile. Per-tile costs (one scalar exp2 per head for the running-max rescale, a
-// block-table lookup per block) are amortized over the tile, and the tile is also the prefetch
-// distance (the next tile's rows are requested while this one is computed).
+// block-table lookup per block) are amortized over the tile, and one tile of one KV head (a
+// unit) is the prefetch distance (the next unit's rows are requested while this one is computed).
 //   portable: 4096 / d tokens, so the tile's K and V rows converted to fp32 (2 x 16 KiB) stay
 //             in L1;
-//   avx512:   8192 / d tokens (64 at d = 128, 32 KiB of fp16 K+V ahead): measured ~15 % faster
-//             at the target point than half that, and no better with twice that.
+//   avx512:   4096 / d tokens (32 at d = 128): a unit's fp16 K and V (16 KiB) and the next
+//             unit's, prefetched meanwhile, fit the 48 KiB L1 of Zen 5 together. Measured ~5 %
+//             faster than 64 tokens there when memory is fast (and equal when it is slow); on
+//             Sapphire Rapids, with one KV head per item, 64 had been ~15 % faster than 32.
 template <int kHeadDim>
 inline constexpr int kPortableTileTokens = 4096 / kHeadDim;
 template <int kHeadDim>
-inline constexpr int kAvx512TileTokens = 8192 / kHeadDim;
+inline constexpr int kAvx512TileTokens = 4096 / kHeadDim;
 
 // The K and V rows of one tile's tokens for KV head 0, found through the block table. The rows
 // of KV head h are `h * head_stride` bytes further on: [num_blocks][Hkv][P][d] keeps the heads

@@ -30,7 +30,8 @@
 //     rejected: prefetching 2 or 4 units ahead, locality hints 0/1/3, an exactly even line
 //               cursor for the prefetches (its bookkeeping cost more than it saved), pairing
 //               tokens, q held in registers for two heads at a time, scores reduced in a running
-//               tree instead of from a stored 16-vector block, one accumulator chain.
+//               tree instead of from a stored 16-vector block, one accumulator chain, the online
+//               softmax in intrinsics (vscalefps; ~2 % in cache, nothing measurable from DRAM).
 // Results: README, "Measured numbers".
 #pragma once
 
@@ -104,11 +105,12 @@ struct TileUnit {
 // spread over the current unit's work: K rows during the first score pass, each slice of the
 // first accumulate pass its share of the V rows' lines, so the requests trickle out instead of
 // queueing up in a burst (bursts fill the core's miss buffers and stall the arithmetic behind
-// them). On the Zen 5 VM: all of K and V in the score pass ~37 ns per row and thread, V moved
-// to the first accumulate slice ~29 ns, V spread over both slices ~27 ns (A/B in one process).
-// An exactly even issue rate (a line cursor advanced every step) measured no better: its
-// bookkeeping cost more than it saved. Into L2 (locality 2, prefetcht1): measured ~5 % better than into L1 on
-// Sapphire Rapids; without software prefetch the target point runs ~40 % slower.
+// them). On the Zen 5 VM, ns per row and thread, each an A/B in one process: K and V both in
+// the score pass 29.4, V in the first accumulate slice 24.4; later, V in the first slice 29.3,
+// V spread over both slices 26.5. An exactly even issue rate (a line cursor advanced every
+// step) measured no better: its bookkeeping cost more than it saved. Into L2 (locality 2,
+// prefetcht1): ~5 % better than into L1 on Sapphire Rapids, no difference on Zen 5; without
+// software prefetch the target point runs ~40 % (Sapphire Rapids) to ~75 % (Zen 5) slower.
 template <int kRowBytes>
 inline void prefetch_row(const std::byte* row) {
   for (int offset = 0; offset < kRowBytes; offset += 64) __builtin_prefetch(row + offset, /*rw=*/0, /*locality=*/2);

@@ -26,12 +26,13 @@
 //     kept:     (sequence, split) items walking every KV head of a block in turn (37 -> 29 ns
 //               per row and thread); V prefetches spread over the accumulate slices instead of
 //               issued with K (-> 24-27 ns); 32-token tiles instead of 64 (~5 % faster when
-//               memory is fast, equal when slow); fp8 through byte tables (-20 % step time).
+//               memory is fast, equal when slow), then 48 (~3 %); fp8 through byte tables
+//               (-20 % step time); the online softmax in intrinsics (vscalefps; ~2 % in cache,
+//               ~1-3 % from DRAM with 48-token tiles).
 //     rejected: prefetching 2 or 4 units ahead, locality hints 0/1/3, an exactly even line
 //               cursor for the prefetches (its bookkeeping cost more than it saved), pairing
 //               tokens, q held in registers for two heads at a time, scores reduced in a running
-//               tree instead of from a stored 16-vector block, one accumulator chain, the online
-//               softmax in intrinsics (vscalefps; ~2 % in cache, nothing measurable from DRAM).
+//               tree instead of from a stored 16-vector block, one accumulator chain.
 // Results: README, "Measured numbers".
 #pragma once
 
@@ -70,14 +71,15 @@ inline constexpr int kMaxPassHeads = 8;  // query heads served together by one t
 // unit) is the prefetch distance (the next unit's rows are requested while this one is computed).
 //   portable: 4096 / d tokens, so the tile's K and V rows converted to fp32 (2 x 16 KiB) stay
 //             in L1;
-//   avx512:   4096 / d tokens (32 at d = 128): a unit's fp16 K and V (16 KiB) and the next
-//             unit's, prefetched meanwhile, fit the 48 KiB L1 of Zen 5 together. Measured ~5 %
-//             faster than 64 tokens there when memory is fast (and equal when it is slow); on
+//   avx512:   6144 / d tokens, rounded up to a multiple of 16 (score groups): 48 at d = 128, so a
+//             unit's fp16 K and V (24 KiB) and the next unit's, prefetched meanwhile, about fill
+//             the 48 KiB L1 of Zen 5. There 32 tokens were ~5 % faster than 64 when memory was
+//             fast (equal when slow), and 48 another ~3 % faster than 32 in both regimes; on
 //             Sapphire Rapids, with one KV head per item, 64 had been ~15 % faster than 32.
 template <int kHeadDim>
 inline constexpr int kPortableTileTokens = 4096 / kHeadDim;
 template <int kHeadDim>
-inline constexpr int kAvx512TileTokens = 4096 / kHeadDim;
+inline constexpr int kAvx512TileTokens = (6144 / kHeadDim + 15) / 16 * 16;
 
 // The K and V rows of one tile's tokens for KV head 0, found through the block table. The rows
 // of KV head h are `h * head_stride` bytes further on: [num_blocks][Hkv][P][d] keeps the heads
@@ -196,6 +198,10 @@ struct PortableTile {
   alignas(64) float v[kTile * kHeadDim];  // [kTile][d]
 
   static int pass_width(int remaining) { return std::min(remaining, kMaxPassHeads); }
+
+  static void softmax(float* s, int n, SoftmaxState<float>& state, float* acc) {
+    softmax_update<kHeadDim>(s, n, state, acc);
+  }
 
   void load(const TileUnit<kTile>& unit, const TileUnit<kTile>& next) {
     constexpr int kRowBytes = kHeadDim * static_cast<int>(dtype_size(kKv));
@@ -375,6 +381,48 @@ struct Avx512Tile {
   TileUnit<kTile> next;           // the rows requested meanwhile
   bool k_prefetch_pending = false;  // next's K rows: during the first scores pass
   bool v_prefetch_pending = false;  // next's V rows: spread over the accumulate slices
+
+  // softmax_update in intrinsics: the tile's <= kTile scores in kTile / 16 registers, 2^x by
+  // vrndscaleps + fast_exp2's polynomial + vscalefps (no integer detour), masks for a short tile.
+  static void softmax(float* __restrict s, int n, SoftmaxState<float>& state, float* __restrict acc) {
+    constexpr int kVecs = kTile / 16;
+    __m512 x[kVecs];
+    __mmask16 mask[kVecs];
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
+#pragma GCC unroll 8
+    for (int i = 0; i < kVecs; ++i) {
+      const int left = n - 16 * i;
+      mask[i] = left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+      x[i] = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), mask[i], s + 16 * i);
+      vmax = _mm512_max_ps(vmax, x[i]);
+    }
+    const float tile_max = _mm512_reduce_max_ps(vmax);
+    if (tile_max > state.max) {
+      const __m512 factor = _mm512_set1_ps(state.raise_max(tile_max));
+#pragma GCC unroll 16
+      for (int c = 0; c < kHeadDim; c += 16) _mm512_storeu_ps(acc + c, _mm512_mul_ps(_mm512_loadu_ps(acc + c), factor));
+    }
+    const __m512 max = _mm512_set1_ps(state.max);
+    __m512 sum = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int i = 0; i < kVecs; ++i) {
+      // fast_exp2(x - max): clamp at -125, r = round(x), 2^f on [-0.5, 0.5], times 2^r.
+      const __m512 t = _mm512_max_ps(_mm512_sub_ps(x[i], max), _mm512_set1_ps(-125.0f));
+      const __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512 f = _mm512_sub_ps(t, r);
+      __m512 poly = _mm512_set1_ps(1.535336188319500e-4f);
+      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(1.339887440266574e-3f));
+      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(9.618437357674640e-3f));
+      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(5.550332471162809e-2f));
+      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(2.402264791363012e-1f));
+      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(6.931472028550421e-1f));
+      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(1.0f));
+      const __m512 p = _mm512_maskz_mov_ps(mask[i], _mm512_scalef_ps(poly, r));
+      _mm512_mask_storeu_ps(s + 16 * i, mask[i], p);
+      sum = _mm512_add_ps(sum, p);
+    }
+    state.sum += _mm512_reduce_add_ps(sum);
+  }
 
   // Passes of 8, 4, 2, 1 heads: fixed trip counts keep every accumulator in a register.
   static int pass_width(int remaining) {
@@ -594,7 +642,7 @@ void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
             const std::size_t first_head = static_cast<std::size_t>(hq0 + h0);
             tile->scores(q_seq + first_head * kHeadDim, nh, n, s);
             for (int h = 0; h < nh; ++h)
-              softmax_update<kHeadDim>(s + h * kTile, n, state[first_head + h], acc.data() + (first_head + h) * kHeadDim);
+              Tile::softmax(s + h * kTile, n, state[first_head + h], acc.data() + (first_head + h) * kHeadDim);
             tile->accumulate(s, nh, n, acc.data() + first_head * kHeadDim);
             h0 += nh;
           }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_ceilings.h"
@@ -43,6 +44,12 @@ class CpuPoint final : public PreparedPoint {
     params_.out = out_.data();
     cpu::advise_huge_pages(w.k_cache.data(), w.k_cache.size());
     cpu::advise_huge_pages(w.v_cache.data(), w.v_cache.size());
+    inputs_ = {{w.k_cache.data(), w.k_cache.size()},
+               {w.v_cache.data(), w.v_cache.size()},
+               {w.q.data(), w.q.size()},
+               {w.layout.block_tables.data(), w.layout.block_tables.size() * sizeof(std::int32_t)},
+               {w.layout.context_lens.data(), w.layout.context_lens.size() * sizeof(std::int32_t)},
+               {out_.data(), out_.size()}};
   }
 
   void run() override { cpu::paged_decode(params_); }
@@ -58,6 +65,9 @@ class CpuPoint final : public PreparedPoint {
 
   double time_one() override {
     if (flusher_) {
+      // Cold: the point's own buffers out of every cache, then the timed read of a region that
+      // empties the caches of everything else and samples the read bandwidth of this moment.
+      for (const auto& [data, bytes] : inputs_) cpu::evict_from_caches(data, bytes);
       const auto f0 = std::chrono::steady_clock::now();
       flusher_->flush();
       const std::chrono::duration<double> df = std::chrono::steady_clock::now() - f0;
@@ -75,6 +85,7 @@ class CpuPoint final : public PreparedPoint {
   std::vector<std::byte> out_;     // [rows][Hq][d] q_dtype
   cpu::CacheFlusher* flusher_;     // nullptr: warm samples
   std::vector<double> paired_read_;  // B/s of each timed flush, one per sample
+  std::vector<std::pair<const void*, std::size_t>> inputs_;  // evicted before a cold sample
 };
 
 class CpuBackend final : public Backend {

@@ -4,12 +4,16 @@
 #include "backends/cpu/cpu_ceilings.h"
 
 #include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -102,6 +106,29 @@ void fill_pattern(float* x, std::size_t n, float offset, int threads) {
 }
 
 // ---- cold caches -----------------------------------------------------------------------------
+
+void evict_from_caches(const void* data, std::size_t bytes, int threads) {
+#if defined(__x86_64__)
+  if (bytes == 0) return;
+  const auto first = reinterpret_cast<std::uintptr_t>(data) & ~std::uintptr_t{63};
+  const auto end = reinterpret_cast<std::uintptr_t>(data) + bytes;
+  const auto lines = static_cast<std::int64_t>((end - first + 63) / 64);
+#pragma omp parallel for schedule(static) num_threads(resolve_threads(threads))
+  for (std::int64_t i = 0; i < lines; ++i) {
+    auto* line = reinterpret_cast<void*>(first + static_cast<std::uintptr_t>(i) * 64);
+#if defined(__CLFLUSHOPT__)
+    _mm_clflushopt(line);
+#else
+    _mm_clflush(line);
+#endif
+  }
+  _mm_sfence();  // clflushopt is weakly ordered: done before the timed read starts
+#else
+  (void)data;
+  (void)bytes;
+  (void)threads;
+#endif
+}
 
 CacheFlusher::CacheFlusher(std::int64_t llc_bytes, int threads) : threads_(threads) {
   constexpr std::size_t kMinBytes = std::size_t{64} << 20;

@@ -68,14 +68,22 @@ std::int64_t last_level_cache_bytes();      // sysfs cache hierarchy, else sysco
 std::int64_t available_memory_bytes();      // /proc/meminfo MemAvailable; 0 if unknown
 
 // ---- Cold caches for the timed samples --------------------------------------------------------
-// The CPU counterpart of the GPU's L2 flush (DESIGN.md, Timing): before a cold sample, read a
-// region of 2x the last-level cache (at least 64 MiB) on every thread, so the point's KV rows
-// are no longer in any cache. A small point (batch 1, short context) would otherwise be timed
-// from the L3 and reported above the DRAM roof. Costs ~1-2 ms per sample. Flushes rotate over
-// kRegions disjoint regions, so the region read was last touched two flushes ago and comes
-// from DRAM too: timed, each flush is a read-bandwidth sample (PreparedPoint::paired_read_Bps)
-// rather than a partly cache-resident one (re-reading one 2x-LLC buffer back to back measured
-// ~115 GB/s against the ~88 GB/s DRAM reads of the Zen 5 VM).
+// The CPU counterpart of the GPU's L2 flush (DESIGN.md, Timing). Before a cold sample the cpu
+// backend (1) writes back and evicts every line of the point's own buffers with
+// evict_from_caches (clflushopt), and (2) reads a region of 2x the last-level cache (at least
+// 64 MiB) on every thread with CacheFlusher, which empties the caches of everything else. Step
+// (1) is what makes small points cold: on the Zen 5 VM a 32 MiB KV cache re-read after step (2)
+// alone still came at 80 GB/s, mostly from the L3 (its victim policy keeps streamed lines
+// out), against 53 GB/s after clflushopt. Costs ~0.3 ms per 32 MiB evicted plus ~1 ms for the
+// read. The reads rotate over kRegions disjoint regions, so the region read was last touched two
+// flushes ago and comes from DRAM: timed, each is a read-bandwidth sample of the sample's own
+// moment (PreparedPoint::paired_read_Bps); re-reading one 2x-LLC buffer back to back instead
+// measured ~115 GB/s against the ~88 GB/s DRAM reads of the Zen 5 VM.
+
+// Writes back and evicts from every cache level the lines of [data, data + bytes), on
+// `threads` threads (<= 0: all). clflushopt where the build targets it, else clflush; a no-op
+// off x86-64. Contents are unchanged.
+void evict_from_caches(const void* data, std::size_t bytes, int threads = 0);
 class CacheFlusher {
  public:
   explicit CacheFlusher(std::int64_t llc_bytes = last_level_cache_bytes(), int threads = 0);

@@ -99,7 +99,7 @@ void convert_typed(const std::byte* src, std::size_t count, float* dst, bool avx
 #if DECODEBENCH_CPU_AVX512
   if (avx512) {
     // Through the tile kernels' loader: 64 elements at a time (the fp8 table path), then 16.
-    const __m512 scale = _mm512_set1_ps(detail::Avx512Tile<kKv, 64>::kLoadScale);
+    const __m512 scale = _mm512_set1_ps(detail::kAvx512LoadScale<kKv>);
     for (; i + 64 <= count; i += 64) {
       __m512 v[4];
       detail::load_chunks<kKv, 4>(src + i * dtype_size(kKv), 0, v);

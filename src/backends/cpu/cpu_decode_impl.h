@@ -128,19 +128,19 @@ inline void prefetch_row(const std::byte* row) {
 // 1.5 * 2^23 trick, a degree-6 polynomial for 2^f on [-0.5, 0.5] (Cephes exp2f coefficients,
 // relative error ~2e-7), and the integer part added to the exponent field. Inputs below -125
 // return 2^-125 instead of ~0; next to the running max's own term (exactly 1) that is noise.
+// Highest degree first; shared with the AVX-512 softmax.
+inline constexpr float kExp2Poly[7] = {1.535336188319500e-4f, 1.339887440266574e-3f,
+                                       9.618437357674640e-3f, 5.550332471162809e-2f,
+                                       2.402264791363012e-1f, 6.931472028550421e-1f, 1.0f};
+
 inline float fast_exp2(float x) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
   x = x < -125.0f ? -125.0f : x;
   const float r = x + kRound;            // the integer nearest x sits in r's low mantissa bits
   const float n = r - kRound;
   const float f = x - n;                 // [-0.5, 0.5]
-  float poly = 1.535336188319500e-4f;
-  poly = poly * f + 1.339887440266574e-3f;
-  poly = poly * f + 9.618437357674640e-3f;
-  poly = poly * f + 5.550332471162809e-2f;
-  poly = poly * f + 2.402264791363012e-1f;
-  poly = poly * f + 6.931472028550421e-1f;
-  poly = poly * f + 1.0f;
+  float poly = kExp2Poly[0];
+  for (int i = 1; i < 7; ++i) poly = poly * f + kExp2Poly[i];
   const std::int32_t ni = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(r) -
                                                     std::bit_cast<std::uint32_t>(kRound));
   const float scale = std::bit_cast<float>(static_cast<std::uint32_t>(ni + 127) << 23);
@@ -249,6 +249,11 @@ struct PortableTile {
 // AVX-512 tile kernels: rows stay where they are and are converted in registers.
 // ---------------------------------------------------------------------------------------------
 
+// The AVX-512 loaders return stored values divided by this (see load16's e4m3 branch); the
+// scale is folded into the softmax and output scales.
+template <DType kKv>
+inline constexpr float kAvx512LoadScale = kKv == DType::fp8_e4m3 ? 256.0f : 1.0f;
+
 // 16 stored elements starting at element `i` of `row` -> 16 floats (times 1/kLoadScale).
 template <DType kKv>
 inline __m512 load16(const std::byte* row, std::size_t i) {
@@ -290,25 +295,17 @@ struct Fp8ByteTables {
   alignas(64) std::uint8_t place[4][64];  // float 16 q + i <- bytes (lo, hi)[16 q + i] in bits 16..31
 };
 
-// bf16 bits of fp8 magnitude code m (0..127) times 2^-scale_log2. e4m3: bias 7, 3 mantissa
-// bits, 0x7f is NaN; e5m2: bias 15, 2 mantissa bits, exponent 31 is inf / NaN.
-constexpr int fp8_magnitude_to_bf16(int m, bool e4m3, int scale_log2) {
-  const int mant_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
-  const int e = m >> mant_bits, f = m & ((1 << mant_bits) - 1);
-  if (e4m3 && m == 0x7f) return 0x7fc0;
-  if (!e4m3 && e == 31) return f == 0 ? 0x7f80 : 0x7fc0;
-  if (e > 0) return ((e - bias - scale_log2 + 127) << 7) | (f << (7 - mant_bits));
-  if (f == 0) return 0;
-  const int p = f >= 4 ? 2 : f >= 2 ? 1 : 0;  // subnormal f x 2^(1 - bias - scale - mant_bits)
-  return ((p + 1 - bias - scale_log2 - mant_bits + 127) << 7) | (((f - (1 << p)) << (7 - p)) & 0x7f);
-}
-
+// Built once at start-up from the project's bit-exact scalar decoders (float_formats.h): the
+// top half of the float of each magnitude code divided by kLoadScale (exact: a power of two,
+// and every fp8 value / 256 is still a normal float).
 template <DType kKv>
-inline constexpr Fp8ByteTables kFp8Tables = [] {
+Fp8ByteTables make_fp8_tables() {
   static_assert(kKv == DType::fp8_e4m3 || kKv == DType::fp8_e5m2);
   Fp8ByteTables t{};
   for (int m = 0; m < 128; ++m) {
-    const int bf16 = fp8_magnitude_to_bf16(m, kKv == DType::fp8_e4m3, kKv == DType::fp8_e4m3 ? 8 : 0);
+    const auto code = static_cast<std::uint8_t>(m);
+    const float value = kKv == DType::fp8_e4m3 ? floatfmt::e4m3_to_float(code) : floatfmt::e5m2_to_float(code);
+    const std::uint32_t bf16 = std::bit_cast<std::uint32_t>(value / kAvx512LoadScale<kKv>) >> 16;
     t.lo[m] = static_cast<std::uint8_t>(bf16 & 0xff);
     t.hi[m] = static_cast<std::uint8_t>(bf16 >> 8);
   }
@@ -318,7 +315,9 @@ inline constexpr Fp8ByteTables kFp8Tables = [] {
       t.place[q][4 * i + 3] = static_cast<std::uint8_t>(64 + 16 * q + i);  // high byte, from hi
     }
   return t;
-}();
+}
+template <DType kKv>
+inline const Fp8ByteTables kFp8Tables = make_fp8_tables<kKv>();
 
 // 64 fp8 codes at `src` -> out[0..3], 16 floats each (x 1/kLoadScale, as load16).
 template <DType kKv>
@@ -373,7 +372,7 @@ template <DType kKv, int kHeadDim>
 struct Avx512Tile {
   static constexpr int kTile = kAvx512TileTokens<kHeadDim>;
   static constexpr int kChunks = kHeadDim / 16;  // zmm registers per row
-  static constexpr float kLoadScale = kKv == DType::fp8_e4m3 ? 256.0f : 1.0f;
+  static constexpr float kLoadScale = kAvx512LoadScale<kKv>;
   static_assert(kChunks % 2 == 0, "scores use two accumulator chains per head");
 
   static constexpr int kRowBytes = kHeadDim * static_cast<int>(dtype_size(kKv));
@@ -412,13 +411,9 @@ struct Avx512Tile {
       const __m512 t = _mm512_max_ps(_mm512_sub_ps(x[i], max), _mm512_set1_ps(-125.0f));
       const __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       const __m512 f = _mm512_sub_ps(t, r);
-      __m512 poly = _mm512_set1_ps(1.535336188319500e-4f);
-      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(1.339887440266574e-3f));
-      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(9.618437357674640e-3f));
-      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(5.550332471162809e-2f));
-      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(2.402264791363012e-1f));
-      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(6.931472028550421e-1f));
-      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(1.0f));
+      __m512 poly = _mm512_set1_ps(kExp2Poly[0]);
+#pragma GCC unroll 6
+      for (int k = 1; k < 7; ++k) poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(kExp2Poly[k]));
       const __m512 p = _mm512_maskz_mov_ps(mask[i], _mm512_scalef_ps(poly, r));
       _mm512_mask_storeu_ps(s + 16 * i, mask[i], p);
       sum = _mm512_add_ps(sum, p);

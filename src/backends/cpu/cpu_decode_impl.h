@@ -28,13 +28,24 @@
 //               issued with K (-> 24-27 ns); 32-token tiles instead of 64 (~5 % faster when
 //               memory is fast, equal when slow), then 48 (~3 %); fp8 through byte tables
 //               (-20 % step time); the online softmax in intrinsics (vscalefps; ~2 % in cache,
-//               ~1-3 % from DRAM with 48-token tiles).
+//               ~1-3 % from DRAM with 48-token tiles); the first 2 lines of each block's K and
+//               V requested a tile ahead (kBlockStartLines; 3-16 % when memory is fast).
 //     rejected: prefetching 2 or 4 units ahead, locality hints 0/1/3, an exactly even line
 //               cursor for the prefetches (its bookkeeping cost more than it saved), pairing
 //               tokens, q held in registers for two heads at a time, scores reduced in a running
 //               tree instead of from a stored 16-vector block, one accumulator chain, 16-token
 //               tiles, scores / softmax / accumulate in 16-token sub-steps of a unit so K and V
-//               reads interleave (+14 % in cache, nothing from DRAM).
+//               reads interleave (+14 % in cache, nothing from DRAM); later (2026-11-30):
+//               one dot-product chain per head, token pairs sharing q loads, the score pass
+//               out of line (all within +-1 cycle of ~25 per row in cache, the noise), 4 or 8
+//               block-start lines or two tiles ahead (no better than 2 lines one tile ahead).
+//   Where a step goes on the Zen 5 VM when memory is fast (~72-78 GB/s sequential read), ns per
+//   row and thread: the arithmetic alone ~14 in cache (~58 cycles at 4.2 GHz; out of the
+//   driver, on L2-resident rows, the score pass takes ~25 cycles per row and the accumulate
+//   ~18, against 16 each for their FMAs at 2 per cycle); the same memory
+//   walk with no arithmetic (one load per line, the same prefetches) ~17-18, i.e. the paged
+//   layout itself reads at ~76-82 % of a sequential read, ~83-90 % with the blocks in order;
+//   the whole step ~20.5-21.
 // Results: README, "Measured numbers".
 #pragma once
 
@@ -124,11 +135,12 @@ inline void prefetch_row(const std::byte* row) {
 // the block up, one tile before its rows are computed (the per-unit prefetches above reach a
 // block only one unit ahead). Blocks are shuffled, so every block is a fresh region of memory;
 // asking for its first lines early makes the later per-row prefetches into it cheaper. On the
-// Zen 5 VM, fast-memory regime, A/B in one process over seven runs: ~21-25 ns per row and
-// thread without, 3-12 % less with 2 lines (1 or 4 lines and two tiles ahead measured about
-// the same; no difference when memory is slow). Why it helps is not measured (no hardware
-// counters on the VM): warming the TLB or the DRAM pages of the block before its burst of
-// prefetches, or training the hardware prefetcher, are the candidates.
+// Zen 5 VM, A/B in one process, fast-memory regime: 3-16 % less step time in 14 of 15 runs
+// (~23-25 -> ~20.5-21.5 ns per row and thread), 12 % more in one; no difference when memory
+// is slow. 1 or 4 lines, one line per KV head, and two tiles ahead measured no better. Why it
+// helps is not measured (no hardware counters on the VM): warming the TLB or the DRAM pages
+// of the block before its burst of prefetches, or training the hardware prefetcher, are the
+// candidates.
 inline constexpr int kBlockStartLines = 2;
 
 // ---------------------------------------------------------------------------------------------

@@ -172,6 +172,71 @@ TEST(CpuDecode, CorruptedCacheIsCaught) {
   EXPECT_GT(cmp.mismatches, 0u);
 }
 
+// paged_kv_read's checksum computed directly from the block tables: the first 32-bit word of
+// every 64-byte line of every context token's K and V row, every KV head, summed mod 2^64.
+std::uint64_t expected_walk_sum(const Workload& w) {
+  const kernels::PagedDecodeParams p = w.params();
+  const std::size_t elem = dtype_size(p.kv_dtype);
+  const std::size_t row_bytes = static_cast<std::size_t>(p.head_dim) * elem;
+  std::uint64_t sum = 0;
+  for (int b = 0; b < p.batch; ++b)
+    for (int t = 0; t < p.context_lens[b]; ++t)
+      for (int h = 0; h < p.num_kv_heads; ++h) {
+        const std::size_t row =
+            token_row_offset(p.block_tables, p.max_blocks_per_seq, b, t, h, p.num_kv_heads, p.block_size, p.head_dim) *
+            elem;
+        for (std::size_t line = 0; line < row_bytes; line += 64)
+          for (const std::vector<std::byte>* cache : {&w.k_cache, &w.v_cache}) {
+            std::uint32_t word;
+            std::memcpy(&word, cache->data() + row + line, sizeof word);
+            sum += word;
+          }
+      }
+  return sum;
+}
+
+// The memory walk of the microbenchmarks (paged_kv_read) reads every line of the KV once, in
+// the decode's order: ragged contexts, shared prefixes, the split path, both paths' tile sizes,
+// 1/2/4-byte KV and all three head dims.
+TEST(CpuDecode, MemoryWalkReadsEveryLineOnce) {
+  const Case cases[] = {
+      {"ragged", 32, 8, 128, 7, ContextSpec::ragged(1, 1000), 16, DType::f16, DType::f16, 0.5, 2},
+      {"split", 8, 2, 64, 1, ContextSpec::fixed(1000), 8, DType::fp8_e4m3, DType::f16, 0, 1, 2, 3},
+      {"wide", 4, 4, 256, 3, ContextSpec::fixed(97), 32, DType::f32, DType::f16},
+      {"bf16", 28, 4, 128, 2, ContextSpec::fixed(513), 16, DType::bf16, DType::bf16, 1.0, 1},
+  };
+  for (const Case& c : cases) {
+    for (cpu::DecodePath path : {cpu::DecodePath::automatic, cpu::DecodePath::portable}) {
+      SCOPED_TRACE(std::string(c.name) + " path=" + cpu::resolved_path_name(path));
+      const Workload w = make_workload(spec_of(c));
+      cpu::DecodeOptions options;
+      options.path = path;
+      options.num_threads = c.num_threads;
+      options.num_splits = c.num_splits;
+      EXPECT_EQ(cpu::paged_kv_read(w.params(), options), expected_walk_sum(w));
+    }
+  }
+}
+
+// The check above must be able to fail: a line the walk reads changes its sum by exactly the
+// planted difference; the walk is not a constant.
+TEST(CpuDecode, MemoryWalkSeesAPlantedLine) {
+  const Case c{"fault", 8, 2, 128, 3, ContextSpec::fixed(100), 16, DType::f16, DType::f16};
+  Workload w = make_workload(spec_of(c));
+  const std::uint64_t before = cpu::paged_kv_read(w.params());
+  // The last token of sequence 2, KV head 1: line 3 of its V row.
+  const std::size_t row = token_row_offset(w.layout.block_tables.data(), w.layout.max_blocks_per_seq, 2, 99, 1,
+                                           c.hkv, c.block_size, c.head_dim) * 2;
+  std::uint32_t word;
+  std::memcpy(&word, w.v_cache.data() + row + 3 * 64, sizeof word);
+  const std::uint32_t planted = word + 12345u;
+  std::memcpy(w.v_cache.data() + row + 3 * 64, &planted, sizeof planted);
+  const std::uint64_t after = cpu::paged_kv_read(w.params());
+  EXPECT_NE(after, before);
+  EXPECT_EQ(after - before, static_cast<std::uint64_t>(planted) - word);
+  EXPECT_EQ(after, expected_walk_sum(w));
+}
+
 // The AVX-512 loaders (vcvtph2ps, bf16 shift, fp8 bit tricks with the e4m3 load scale) agree
 // with the bit-exact scalar conversions on every code (NaN stays NaN).
 TEST(CpuDecode, KvLoadersMatchScalarConversions) {

@@ -21,6 +21,11 @@ extern template void decode_for_dtype<DType::f16>(const PagedDecodeParams&, int,
 extern template void decode_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int, bool);
 extern template void decode_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int, int, bool);
 extern template void decode_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int, int, bool);
+extern template std::uint64_t read_walk_for_dtype<DType::f32>(const PagedDecodeParams&, int, int, bool);
+extern template std::uint64_t read_walk_for_dtype<DType::f16>(const PagedDecodeParams&, int, int, bool);
+extern template std::uint64_t read_walk_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int, bool);
+extern template std::uint64_t read_walk_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int, int, bool);
+extern template std::uint64_t read_walk_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int, int, bool);
 }  // namespace detail
 
 namespace {
@@ -74,22 +79,46 @@ int plan_cpu_splits(const kernels::PagedDecodeParams& p, int num_threads) {
   return max_splits;
 }
 
-void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
+namespace {
+// What paged_decode and paged_kv_read run with, after checking `p` and `options`.
+struct Launch {
+  bool avx512;
+  int threads;
+  int splits;
+};
+Launch checked_launch(const kernels::PagedDecodeParams& p, const DecodeOptions& options, bool needs_q_out) {
   if (std::string why = unsupported_reason(p); !why.empty()) throw InputError(why);
   if (options.path == DecodePath::avx512 && !avx512_compiled())
     throw InputError("the avx512 cpu path is not compiled into this build (needs DECODEBENCH_NATIVE on an AVX-512 machine)");
-  if (!p.q || !p.out || !p.k_cache || !p.v_cache || !p.block_tables || !p.context_lens)
+  if (!p.k_cache || !p.v_cache || !p.block_tables || !p.context_lens || (needs_q_out && (!p.q || !p.out)))
     throw InputError("cpu decode: a tensor pointer of the params is null");
-  const bool avx512 = options.path != DecodePath::portable && avx512_compiled();
   const int threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
-  const int splits = options.num_splits > 0 ? options.num_splits : plan_cpu_splits(p, threads);
+  return {options.path != DecodePath::portable && avx512_compiled(), threads,
+          options.num_splits > 0 ? options.num_splits : plan_cpu_splits(p, threads)};
+}
+}  // namespace
+
+void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
+  const Launch l = checked_launch(p, options, /*needs_q_out=*/true);
   switch (p.kv_dtype) {
-    case DType::f32: detail::decode_for_dtype<DType::f32>(p, threads, splits, avx512); break;
-    case DType::f16: detail::decode_for_dtype<DType::f16>(p, threads, splits, avx512); break;
-    case DType::bf16: detail::decode_for_dtype<DType::bf16>(p, threads, splits, avx512); break;
-    case DType::fp8_e4m3: detail::decode_for_dtype<DType::fp8_e4m3>(p, threads, splits, avx512); break;
-    case DType::fp8_e5m2: detail::decode_for_dtype<DType::fp8_e5m2>(p, threads, splits, avx512); break;
+    case DType::f32: detail::decode_for_dtype<DType::f32>(p, l.threads, l.splits, l.avx512); break;
+    case DType::f16: detail::decode_for_dtype<DType::f16>(p, l.threads, l.splits, l.avx512); break;
+    case DType::bf16: detail::decode_for_dtype<DType::bf16>(p, l.threads, l.splits, l.avx512); break;
+    case DType::fp8_e4m3: detail::decode_for_dtype<DType::fp8_e4m3>(p, l.threads, l.splits, l.avx512); break;
+    case DType::fp8_e5m2: detail::decode_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.avx512); break;
   }
+}
+
+std::uint64_t paged_kv_read(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
+  const Launch l = checked_launch(p, options, /*needs_q_out=*/false);
+  switch (p.kv_dtype) {
+    case DType::f32: return detail::read_walk_for_dtype<DType::f32>(p, l.threads, l.splits, l.avx512);
+    case DType::f16: return detail::read_walk_for_dtype<DType::f16>(p, l.threads, l.splits, l.avx512);
+    case DType::bf16: return detail::read_walk_for_dtype<DType::bf16>(p, l.threads, l.splits, l.avx512);
+    case DType::fp8_e4m3: return detail::read_walk_for_dtype<DType::fp8_e4m3>(p, l.threads, l.splits, l.avx512);
+    case DType::fp8_e5m2: return detail::read_walk_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.avx512);
+  }
+  return 0;
 }
 
 namespace {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "kernels.h"  // PagedDecodeParams, DType
@@ -51,6 +52,14 @@ int plan_cpu_splits(const kernels::PagedDecodeParams& p, int num_threads);
 // pointers), writes p.out [batch][Hq][d] in p.q_dtype, rounded to nearest even.
 // Throws InputError when unsupported_reason(p) is not empty or the path is not compiled in.
 void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& options = {});
+
+// The decode's memory walk without its arithmetic, for the microbenchmarks: the same work items,
+// tiles, order and prefetches as paged_decode on `options.path`, but of every K and V row only
+// one 32-bit word per 64-byte line is loaded, and summed. Its time is the step time the paged
+// layout allows on this machine if the arithmetic were free (bench: `paged_read/...`); the
+// returned sum (mod 2^64) covers every line of every context token's K and V rows once, for
+// every KV head, so a test can check the walk reads the cache exactly. p.q and p.out are unused.
+std::uint64_t paged_kv_read(const kernels::PagedDecodeParams& p, const DecodeOptions& options = {});
 
 // Decodes `count` stored KV elements of `kv_dtype` at `src` to float with the loaders the tile
 // kernels use on `path` (vcvtph2ps, the fp8 byte tables and bit tricks on avx512), load scale applied, so

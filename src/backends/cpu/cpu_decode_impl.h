@@ -218,6 +218,7 @@ template <DType kKv, int kHeadDim>
 struct PortableTile {
   static constexpr int kTile = kPortableTileTokens<kHeadDim>;
   static constexpr float kLoadScale = 1.0f;  // rows are decoded to their exact values
+  static constexpr bool kArithmetic = true;
 
   alignas(64) float k[kTile * kHeadDim];  // [kTile][d]
   alignas(64) float v[kTile * kHeadDim];  // [kTile][d]
@@ -396,6 +397,7 @@ struct Avx512Tile {
   static constexpr int kTile = kAvx512TileTokens<kHeadDim>;
   static constexpr int kChunks = kHeadDim / 16;  // zmm registers per row
   static constexpr float kLoadScale = kAvx512LoadScale<kKv>;
+  static constexpr bool kArithmetic = true;
   static_assert(kChunks % 2 == 0, "scores use two accumulator chains per head");
 
   static constexpr int kRowBytes = kHeadDim * static_cast<int>(dtype_size(kKv));
@@ -553,6 +555,53 @@ struct Avx512Tile {
 #endif  // DECODEBENCH_CPU_AVX512
 
 // ---------------------------------------------------------------------------------------------
+// The memory walk alone (paged_kv_read in cpu_decode.h): the driver below with this tile reads
+// the KV exactly as the decode on the mirrored path does (same tiles, order and prefetches, the
+// AVX-512 tile's spacing of them), but per row it loads only one 32-bit word per 64-byte line
+// and adds it to a checksum. Its time is what a step would take if the arithmetic were free.
+// ---------------------------------------------------------------------------------------------
+template <DType kKv, int kHeadDim, int kTileTokens>
+struct ReadOnlyTile {
+  static constexpr int kTile = kTileTokens;
+  static constexpr float kLoadScale = 1.0f;
+  static constexpr bool kArithmetic = false;
+  static constexpr int kRowBytes = kHeadDim * static_cast<int>(dtype_size(kKv));
+  static_assert(kRowBytes % 64 == 0, "rows are whole 64-byte lines");
+
+  TileUnit<kTile> unit, next;
+  std::uint64_t checksum = 0;
+
+  // One pass per unit (every head of the group at once), so each row is read once.
+  static int pass_width(int remaining) { return remaining; }
+
+  void load(const TileUnit<kTile>& current, const TileUnit<kTile>& upcoming) {
+    unit = current;
+    next = upcoming;
+  }
+  void scores(const float*, int, int n, float*) { checksum += read_rows(n, &TileUnit<kTile>::k); }
+  void accumulate(const float*, int, int n, float*) { checksum += read_rows(n, &TileUnit<kTile>::v); }
+
+ private:
+  // The rows of this unit (K or V), each with the next unit's matching row prefetched first.
+  std::uint64_t read_rows(int n, const std::byte* (TileUnit<kTile>::*row)(int) const) const {
+    const int n_next = next.n();
+    std::uint64_t sums[kRowBytes / 64] = {};  // one chain per line of a row
+    for (int j = 0; j < n; ++j) {
+      if (j < n_next) prefetch_row<kRowBytes>((next.*row)(j));
+      const std::byte* r = (unit.*row)(j);
+      for (int line = 0; line < kRowBytes / 64; ++line) {
+        std::uint32_t word;
+        std::memcpy(&word, r + 64 * line, sizeof word);
+        sums[line] += word;
+      }
+    }
+    std::uint64_t total = 0;
+    for (std::uint64_t x : sums) total += x;
+    return total;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
 // The driver: work items, tiles, passes, splits and the merge. Same for both paths.
 // ---------------------------------------------------------------------------------------------
 
@@ -568,8 +617,9 @@ inline float load_q(DType q_dtype, const void* q, std::size_t index) {
   return q_dtype == DType::bf16 ? floatfmt::bf16_to_float(bits) : floatfmt::f16_to_float(bits);
 }
 
+// Returns the sum of the tiles' checksums: 0 for the decode, the walk's sum for ReadOnlyTile.
 template <class Tile, DType kKv, int kHeadDim>
-void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
+std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
   constexpr int kTile = Tile::kTile;
   constexpr std::size_t kElem = dtype_size(kKv);
   const int batch = p.batch, num_q_heads = p.num_q_heads, num_kv_heads = p.num_kv_heads;
@@ -586,7 +636,7 @@ void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
   // Split partials, only when the context is split: unnormalized accumulators and states.
   std::vector<float> part_acc;                  // [batch][Hq][splits][d]
   std::vector<SoftmaxState<float>> part_state;  // [batch][Hq][splits]
-  if (splits > 1) {
+  if (Tile::kArithmetic && splits > 1) {
     part_acc.resize(static_cast<std::size_t>(batch) * num_q_heads * splits * kHeadDim);
     part_state.resize(static_cast<std::size_t>(batch) * num_q_heads * splits);
   }
@@ -602,6 +652,7 @@ void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
   // thread, A/B in one process (the pure-read version of the same two patterns: 40 vs 50 GB/s).
   const int num_items = batch * splits;
   const std::size_t head_stride = static_cast<std::size_t>(p.block_size) * kHeadDim * kElem;
+  std::uint64_t checksum = 0;
 
 #pragma omp parallel num_threads(num_threads)
   {
@@ -669,8 +720,9 @@ void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
             const int nh = Tile::pass_width(group - h0);
             const std::size_t first_head = static_cast<std::size_t>(hq0 + h0);
             tile->scores(q_seq + first_head * kHeadDim, nh, n, s);
-            for (int h = 0; h < nh; ++h)
-              Tile::softmax(s + h * kTile, n, state[first_head + h], acc.data() + (first_head + h) * kHeadDim);
+            if constexpr (Tile::kArithmetic)
+              for (int h = 0; h < nh; ++h)
+                Tile::softmax(s + h * kTile, n, state[first_head + h], acc.data() + (first_head + h) * kHeadDim);
             tile->accumulate(s, nh, n, acc.data() + first_head * kHeadDim);
             h0 += nh;
           }
@@ -678,6 +730,7 @@ void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
         cur = 1 - cur;
       }
 
+      if constexpr (!Tile::kArithmetic) continue;  // the memory walk writes no output
       for (int h = 0; h < num_q_heads; ++h) {
         const std::size_t qh = static_cast<std::size_t>(b) * num_q_heads + h;
         const float* acc_h = acc.data() + static_cast<std::size_t>(h) * kHeadDim;
@@ -692,7 +745,11 @@ void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
       }
     }
 
-    if (splits > 1) {
+    if constexpr (!Tile::kArithmetic) {
+#pragma omp atomic
+      checksum += tile->checksum;
+    }
+    if (Tile::kArithmetic && splits > 1) {
       // The implicit barrier of the loop above has made every partial visible. Merge the
       // splits of each (sequence, query head) by their softmax states.
 #pragma omp for schedule(static)
@@ -712,6 +769,7 @@ void decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
       }
     }
   }
+  return checksum;
 }
 
 // Entry for one KV dtype: picks the head_dim instance and the path. Defined here, instantiated
@@ -720,7 +778,10 @@ template <DType kKv>
 void decode_for_dtype(const PagedDecodeParams& p, int num_threads, int num_splits, bool avx512) {
   auto run = [&]<int kHeadDim>() {
 #if DECODEBENCH_CPU_AVX512
-    if (avx512) return decode_step<Avx512Tile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
+    if (avx512) {
+      decode_step<Avx512Tile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
+      return;
+    }
 #endif
     (void)avx512;
     decode_step<PortableTile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
@@ -730,6 +791,28 @@ void decode_for_dtype(const PagedDecodeParams& p, int num_threads, int num_split
     case 128: run.template operator()<128>(); break;
     case 256: run.template operator()<256>(); break;
     default: break;  // rejected by unsupported_reason() before we get here
+  }
+}
+
+// The memory walk of decode_for_dtype's path (paged_kv_read): the driver with ReadOnlyTile at
+// that path's tile size, so tiles, order and prefetch distance are the decode's.
+template <DType kKv>
+std::uint64_t read_walk_for_dtype(const PagedDecodeParams& p, int num_threads, int num_splits, bool avx512) {
+  auto run = [&]<int kHeadDim>() -> std::uint64_t {
+#if DECODEBENCH_CPU_AVX512
+    if (avx512)
+      return decode_step<ReadOnlyTile<kKv, kHeadDim, kAvx512TileTokens<kHeadDim>>, kKv, kHeadDim>(p, num_threads,
+                                                                                              num_splits);
+#endif
+    (void)avx512;
+    return decode_step<ReadOnlyTile<kKv, kHeadDim, kPortableTileTokens<kHeadDim>>, kKv, kHeadDim>(p, num_threads,
+                                                                                                num_splits);
+  };
+  switch (p.head_dim) {
+    case 64: return run.template operator()<64>();
+    case 128: return run.template operator()<128>();
+    case 256: return run.template operator()<256>();
+    default: return 0;  // rejected by unsupported_reason() before we get here
   }
 }
 

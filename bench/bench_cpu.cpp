@@ -3,6 +3,9 @@
 //
 //   decodebench_bench --benchmark_filter=decode      the decode (manual time, cold KV, bytes_min / s,
 //                                                    frac_of_read against the measured read ceiling)
+//   decodebench_bench --benchmark_filter=paged_read  the decode's memory walk with no arithmetic
+//                                                    (cpu::paged_kv_read), same points: the step time
+//                                                    the paged layout allows
 //   decodebench_bench --benchmark_filter=convert     fp16/bf16/fp8 -> fp32, cache-resident
 //   decodebench_bench --benchmark_filter=ceiling     read / triad over >= 8x LLC buffers
 //
@@ -116,6 +119,32 @@ void bm_decode(benchmark::State& state, DecodePoint pt, cpu::DecodePath path) {
   state.SetLabel(cpu::resolved_path_name(path));
 }
 
+// The decode's memory walk alone (cpu::paged_kv_read): same points, same cold KV, no arithmetic.
+// Next to decode/..., its time is what the paged layout allows on this machine, and
+// frac_of_read says how far that layout alone stays from the sequential read ceiling.
+void bm_paged_read(benchmark::State& state, DecodePoint pt, cpu::DecodePath path) {
+  Prepared& p = prepared(pt);
+  read_ceiling();
+  const kernels::PagedDecodeParams params = p.w.params();
+  cpu::DecodeOptions options;
+  options.path = path;
+  benchmark::DoNotOptimize(cpu::paged_kv_read(params, options));  // warm-up
+  for (auto _ : state) {
+    cpu::evict_from_caches(p.w.k_cache.data(), p.w.k_cache.size());
+    cpu::evict_from_caches(p.w.v_cache.data(), p.w.v_cache.size());
+    const auto t0 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(cpu::paged_kv_read(params, options));
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    state.SetIterationTime(dt.count());
+  }
+  const auto kv = static_cast<double>(p.bytes.kv_logical);  // every sequence's rows, shared or not
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(kv));
+  state.counters["frac_of_read"] = benchmark::Counter(kv * static_cast<double>(state.iterations()) / read_ceiling(),
+                                                      benchmark::Counter::kIsRate);
+  state.counters["threads"] = omp_get_max_threads();
+  state.SetLabel(cpu::resolved_path_name(path));
+}
+
 void register_decode() {
   const DecodePoint points[] = {
       {"llama-3.1-8b", 8, 8192, DType::f16},       // the target point
@@ -136,6 +165,12 @@ void register_decode() {
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond)
           ->MinTime(0.5);
+      if (path == cpu::DecodePath::automatic)
+        benchmark::RegisterBenchmark(("paged_read/" + name.substr(std::string("decode/").size())).c_str(),
+                                     bm_paged_read, pt, path)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.5);
     }
   }
 }

@@ -38,7 +38,12 @@
 //               reads interleave (+14 % in cache, nothing from DRAM); later (2026-11-30):
 //               one dot-product chain per head, token pairs sharing q loads, the score pass
 //               out of line (all within +-1 cycle of ~25 per row in cache, the noise), 4 or 8
-//               block-start lines or two tiles ahead (no better than 2 lines one tile ahead).
+//               block-start lines or two tiles ahead (no better than 2 lines one tile ahead),
+//               K and V of the next unit each spread over both passes (up to 50 % slower),
+//               the next unit's K requested during the accumulate and V during the scores
+//               (3-6 % slower), a second, near prefetch into L1 8-24 rows ahead (2-7 % faster
+//               with slow memory, none with fast, ~3 % slower in cache), every sequence's
+//               blocks walked in address order (no difference).
 //   Where a step goes on the Zen 5 VM when memory is fast (~72-78 GB/s sequential read), ns per
 //   row and thread: the arithmetic alone ~14 in cache (~58 cycles at 4.2 GHz; out of the
 //   driver, on L2-resident rows, the score pass takes ~25 cycles per row and the accumulate

@@ -47,10 +47,10 @@
 //   Where a step goes on the Zen 5 VM when memory is fast (~72-78 GB/s sequential read), ns per
 //   row and thread: the arithmetic alone ~14 in cache (~58 cycles at 4.2 GHz; out of the
 //   driver, on L2-resident rows, the score pass takes ~25 cycles per row and the accumulate
-//   ~18, against 16 each for their FMAs at 2 per cycle); the same memory
-//   walk with no arithmetic (one load per line, the same prefetches) ~17-18, i.e. the paged
-//   layout itself reads at ~76-82 % of a sequential read, ~83-90 % with the blocks in order;
-//   the whole step ~20.5-21.
+//   ~18, against 16 each for their FMAs at 2 per cycle); the same memory walk with no
+//   arithmetic (one load per line, the same prefetches; now ReadOnlyTile below) ~17-18, i.e.
+//   the paged layout itself reads at ~76-82 % of a sequential read, ~83-90 % with the blocks in
+//   order; the whole step ~20.5-21. The bench's paged_read (README) measures the same split.
 // Results: README, "Measured numbers".
 #pragma once
 

@@ -88,6 +88,23 @@ double read_ceiling() {
   return read;
 }
 
+// Runs `step` once to warm up (page in the output, the scratch, the code), then times it once
+// per iteration (manual time), cold as the sweep times it: the KV cache out of every cache
+// level first, outside the timed span. Without that, part of the previous step's KV is still
+// in the L3.
+template <class Step>
+void time_cold_steps(benchmark::State& state, Prepared& p, Step step) {
+  step();
+  for (auto _ : state) {
+    cpu::evict_from_caches(p.w.k_cache.data(), p.w.k_cache.size());
+    cpu::evict_from_caches(p.w.v_cache.data(), p.w.v_cache.size());
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    state.SetIterationTime(dt.count());
+  }
+}
+
 void bm_decode(benchmark::State& state, DecodePoint pt, cpu::DecodePath path) {
   Prepared& p = prepared(pt);
   read_ceiling();  // measured before the decode is timed, never inside its loop
@@ -95,17 +112,7 @@ void bm_decode(benchmark::State& state, DecodePoint pt, cpu::DecodePath path) {
   params.out = p.out.data();
   cpu::DecodeOptions options;
   options.path = path;
-  cpu::paged_decode(params, options);  // warm-up: page in the output, the scratch, the code
-  for (auto _ : state) {
-    // Cold, as the sweep times it: the KV cache out of every cache level, outside the timed span
-    // (manual time). Without it part of the previous step's KV is still in the L3.
-    cpu::evict_from_caches(p.w.k_cache.data(), p.w.k_cache.size());
-    cpu::evict_from_caches(p.w.v_cache.data(), p.w.v_cache.size());
-    const auto t0 = std::chrono::steady_clock::now();
-    cpu::paged_decode(params, options);
-    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    state.SetIterationTime(dt.count());
-  }
+  time_cold_steps(state, p, [&] { cpu::paged_decode(params, options); });
   state.SetBytesProcessed(state.iterations() * p.bytes.min);
   state.counters["kv_GBps"] = benchmark::Counter(
       static_cast<double>(p.bytes.kv_unique) * static_cast<double>(state.iterations()) / 1e9,
@@ -128,15 +135,7 @@ void bm_paged_read(benchmark::State& state, DecodePoint pt, cpu::DecodePath path
   const kernels::PagedDecodeParams params = p.w.params();
   cpu::DecodeOptions options;
   options.path = path;
-  benchmark::DoNotOptimize(cpu::paged_kv_read(params, options));  // warm-up
-  for (auto _ : state) {
-    cpu::evict_from_caches(p.w.k_cache.data(), p.w.k_cache.size());
-    cpu::evict_from_caches(p.w.v_cache.data(), p.w.v_cache.size());
-    const auto t0 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(cpu::paged_kv_read(params, options));
-    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    state.SetIterationTime(dt.count());
-  }
+  time_cold_steps(state, p, [&] { benchmark::DoNotOptimize(cpu::paged_kv_read(params, options)); });
   const auto kv = static_cast<double>(p.bytes.kv_logical);  // every sequence's rows, shared or not
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(kv));
   state.counters["frac_of_read"] = benchmark::Counter(kv * static_cast<double>(state.iterations()) / read_ceiling(),

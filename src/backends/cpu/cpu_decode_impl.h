@@ -43,7 +43,11 @@
 //               the next unit's K requested during the accumulate and V during the scores
 //               (3-6 % slower), a second, near prefetch into L1 8-24 rows ahead (2-7 % faster
 //               with slow memory, none with fast, ~3 % slower in cache), every sequence's
-//               blocks walked in address order (no difference).
+//               blocks walked in address order (no difference), a pool-order walk (each thread
+//               a contiguous half of the block pool in address order, one block per tile,
+//               per-sequence states merged across threads as the splits are: 20.2-21.3 ns per
+//               row and thread against 19.3-19.9 for this kernel with fast memory; one-block
+//               tiles in the usual order 20.4-22.5).
 //   Where a step goes on the Zen 5 VM when memory is fast (~72-78 GB/s sequential read), ns per
 //   row and thread: the arithmetic alone ~14 in cache (~58 cycles at 4.2 GHz; out of the
 //   driver, on L2-resident rows, the score pass takes ~25 cycles per row and the accumulate

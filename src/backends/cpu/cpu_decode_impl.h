@@ -47,7 +47,15 @@
 //               a contiguous half of the block pool in address order, one block per tile,
 //               per-sequence states merged across threads as the splits are: 20.2-21.3 ns per
 //               row and thread against 19.3-19.9 for this kernel with fast memory; one-block
-//               tiles in the usual order 20.4-22.5).
+//               tiles in the usual order 20.4-22.5); later still (2026-11-30, third session):
+//               fp16 -> fp32 by integer unpack, shift and ternlog with 2^112 folded into q
+//               instead of vcvtph2ps (34 vs 34-35 cycles per row in a score-pass microbench:
+//               the conversion is not the cost), q held in registers for half of d at a time,
+//               two passes over each 16-token group (5.3-5.7 vs 5.2 ns per row in cache: the
+//               load ports are not the limit either), and both threads on every item, each
+//               taking half of the KV heads so they read the same blocks at the same time
+//               (300 alternating rounds: decode 2 % faster and walk 6 % slower with slow
+//               memory, both slower in the 6 fast-memory rounds).
 //   Where a step goes on the Zen 5 VM when memory is fast (~72-78 GB/s sequential read), ns per
 //   row and thread: the arithmetic alone ~14 in cache (~58 cycles at 4.2 GHz; out of the
 //   driver, on L2-resident rows, the score pass takes ~25 cycles per row and the accumulate

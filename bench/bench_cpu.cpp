@@ -6,6 +6,9 @@
 //   decodebench_bench --benchmark_filter=paged_read  the decode's memory walk with no arithmetic
 //                                                    (cpu::paged_kv_read), same points: the step time
 //                                                    the paged layout allows
+//   decodebench_bench --benchmark_filter=layout_read the same KV bytes read front to back, and
+//                                                    block by block (the fastest order found for
+//                                                    shuffled blocks): the gap the layout leaves
 //   decodebench_bench --benchmark_filter=convert     fp16/bf16/fp8 -> fp32, cache-resident
 //   decodebench_bench --benchmark_filter=ceiling     read / triad over >= 8x LLC buffers
 //
@@ -20,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <new>
@@ -144,6 +148,99 @@ void bm_paged_read(benchmark::State& state, DecodePoint pt, cpu::DecodePath path
   state.SetLabel(cpu::resolved_path_name(path));
 }
 
+// ---- the layout alone ------------------------------------------------------------------------
+// How fast can the paged layout be read at all, whatever a kernel does with it? The point's KV
+// bytes read in other orders than paged_read's, one 32-bit load per 64-byte line as there, cold,
+// on all threads:
+//   layout_read/<point>/sequential    the K and V pools front to back (each thread a contiguous
+//                                     share, K and V lines interleaved): a plain stream over the
+//                                     same buffers, the reference for the other orders
+//   layout_read/<point>/whole_blocks  each sequence's blocks in block-table order, each block's
+//                                     K and V stretch (every KV head: 32 KiB each at the target
+//                                     point) front to back, K and V lines interleaved, and the
+//                                     next block's lines requested one block ahead: the fastest
+//                                     order for shuffled blocks measured on the Zen 5 VM, but not
+//                                     one the decode can follow (its tiles read 3 blocks at a
+//                                     time, K rows before V rows)
+// Next to paged_read/<point> (the decode's order) they split the gap between the decode and the
+// read ceiling into what the kernel's order costs and what any order of these blocks costs.
+
+inline std::uint64_t line_word(const std::byte* line) {
+  std::uint32_t word;
+  std::memcpy(&word, line, sizeof word);
+  return word;
+}
+
+std::uint64_t read_pools_in_order(const Workload& w) {
+  const std::byte* k = w.k_cache.data();
+  const std::byte* v = w.v_cache.data();
+  const auto lines = static_cast<std::int64_t>(w.k_cache.size() / 64);
+  std::uint64_t sum = 0;
+#pragma omp parallel for schedule(static) reduction(+ : sum)
+  for (std::int64_t line = 0; line < lines; ++line) sum += line_word(k + 64 * line) + line_word(v + 64 * line);
+  return sum;
+}
+
+// The same sum as cpu::paged_kv_read (every line of every context token's K and V rows, every
+// KV head) when rows are whole lines.
+std::uint64_t read_whole_blocks(const kernels::PagedDecodeParams& p) {
+  const std::size_t row = static_cast<std::size_t>(p.head_dim) * dtype_size(p.kv_dtype);
+  const std::size_t head_stretch = static_cast<std::size_t>(p.block_size) * row;
+  const std::size_t block_stretch = static_cast<std::size_t>(p.num_kv_heads) * head_stretch;
+  const auto* k_base = static_cast<const std::byte*>(p.k_cache);
+  const auto* v_base = static_cast<const std::byte*>(p.v_cache);
+  std::uint64_t sum = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : sum)
+  for (int b = 0; b < p.batch; ++b) {
+    const std::int32_t* table = p.block_tables + static_cast<std::size_t>(b) * p.max_blocks_per_seq;
+    const int len = p.context_lens[b];
+    const int blocks = (len + p.block_size - 1) / p.block_size;
+    for (int i = 0; i < blocks; ++i) {
+      const std::byte* k = k_base + table[i] * block_stretch;
+      const std::byte* v = v_base + table[i] * block_stretch;
+      // The next block's lines at the same offsets (the last block re-requests its own).
+      const std::size_t next = (i + 1 < blocks ? table[i + 1] : table[i]) * block_stretch;
+      const std::size_t bytes = static_cast<std::size_t>(std::min(p.block_size, len - i * p.block_size)) * row;
+      for (int h = 0; h < p.num_kv_heads; ++h)
+        for (std::size_t o = h * head_stretch; o < h * head_stretch + bytes; o += 64) {
+          __builtin_prefetch(k_base + next + o, /*rw=*/0, /*locality=*/2);
+          __builtin_prefetch(v_base + next + o, /*rw=*/0, /*locality=*/2);
+          sum += line_word(k + o) + line_word(v + o);
+        }
+    }
+  }
+  return sum;
+}
+
+enum class LayoutOrder { sequential, whole_blocks };
+
+void bm_layout_read(benchmark::State& state, DecodePoint pt, LayoutOrder order) {
+  Prepared& p = prepared(pt);
+  read_ceiling();
+  const kernels::PagedDecodeParams params = p.w.params();
+  if (dtype_size(pt.kv) * static_cast<std::size_t>(params.head_dim) % 64 != 0) {
+    state.SkipWithError("layout_read needs K/V rows of whole 64-byte lines");
+    return;
+  }
+  double bytes = 0;
+  if (order == LayoutOrder::sequential) {
+    time_cold_steps(state, p, [&] { benchmark::DoNotOptimize(read_pools_in_order(p.w)); });
+    bytes = 2.0 * static_cast<double>(p.w.k_cache.size() / 64 * 64);
+  } else {
+    // The walk must read exactly the lines the decode reads.
+    if (read_whole_blocks(params) != cpu::paged_kv_read(params)) {
+      state.SkipWithError("whole_blocks read other lines than paged_kv_read");
+      return;
+    }
+    time_cold_steps(state, p, [&] { benchmark::DoNotOptimize(read_whole_blocks(params)); });
+    bytes = static_cast<double>(p.bytes.kv_logical);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(bytes));
+  state.counters["frac_of_read"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()) / read_ceiling(),
+                                                      benchmark::Counter::kIsRate);
+  state.counters["threads"] = omp_get_max_threads();
+}
+
 void register_decode() {
   const DecodePoint points[] = {
       {"llama-3.1-8b", 8, 8192, DType::f16},       // the target point
@@ -172,6 +269,15 @@ void register_decode() {
             ->MinTime(0.5);
     }
   }
+  const DecodePoint& target = points[0];
+  const std::string point = std::string(target.model) + "/kv:" + std::string(dtype_name(target.kv)) +
+                            "/batch:" + std::to_string(target.batch) + "/ctx:" + std::to_string(target.context);
+  for (auto [label, order] : {std::pair{"sequential", LayoutOrder::sequential},
+                              std::pair{"whole_blocks", LayoutOrder::whole_blocks}})
+    benchmark::RegisterBenchmark(("layout_read/" + point + "/" + label).c_str(), bm_layout_read, target, order)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.5);
 }
 
 // ---- the KV conversion loop --------------------------------------------------------------------

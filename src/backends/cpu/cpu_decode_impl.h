@@ -55,7 +55,14 @@
 //               load ports are not the limit either), and both threads on every item, each
 //               taking half of the KV heads so they read the same blocks at the same time
 //               (300 alternating rounds: decode 2 % faster and walk 6 % slower with slow
-//               memory, both slower in the 6 fast-memory rounds).
+//               memory, both slower in the 6 fast-memory rounds); one-block (16-token) tiles,
+//               with the next unit's or the next tile's same-head rows requested (walk faster
+//               with fast memory, 74-76 vs 70 % of the read ceiling over 24 rounds, but the
+//               decode slower, 61 vs 66 %, though in cache the tile size costs only ~1.5 %:
+//               15.9 vs 15.7 ns per row at batch 2, context 2048; ~3 % faster with slow
+//               memory); the next tile's blocks requested a whole tile ahead in block order, K
+//               and V lines alternating (the order of the bench's layout_read/whole_blocks,
+//               the fastest pure read of these blocks: decode 58 vs 70 % in 5 fast rounds).
 //   Where a step goes on the Zen 5 VM when memory is fast (~72-78 GB/s sequential read), ns per
 //   row and thread: the arithmetic alone ~14 in cache (~58 cycles at 4.2 GHz; out of the
 //   driver, on L2-resident rows, the score pass takes ~25 cycles per row and the accumulate

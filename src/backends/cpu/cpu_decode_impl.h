@@ -58,7 +58,7 @@
 //               memory, both slower in the 6 fast-memory rounds); one-block (16-token) tiles,
 //               with the next unit's or the next tile's same-head rows requested (walk faster
 //               with fast memory, 74-76 vs 70 % of the read ceiling over 24 rounds, but the
-//               decode slower, 61 vs 66 %, though in cache the tile size costs only ~1.5 %:
+//               decode slower, 61 vs 66 %, though from L3 the tile size costs only ~1.5 %:
 //               15.9 vs 15.7 ns per row at batch 2, context 2048; ~3 % faster with slow
 //               memory); the next tile's blocks requested a whole tile ahead in block order, K
 //               and V lines alternating (the order of the bench's layout_read/whole_blocks,

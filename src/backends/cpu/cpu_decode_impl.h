@@ -29,7 +29,8 @@
 //               memory is fast, equal when slow), then 48 (~3 %); fp8 through byte tables
 //               (-20 % step time); the online softmax in intrinsics (vscalefps; ~2 % in cache,
 //               ~1-3 % from DRAM with 48-token tiles); the first 2 lines of each block's K and
-//               V requested a tile ahead (kBlockStartLines; 3-16 % when memory is fast).
+//               V requested a tile ahead (kBlockStartLines; 3-16 % when memory is fast,
+//               not reproduced by a later rotated-order A/B: see there).
 //     rejected: prefetching 2 or 4 units ahead, locality hints 0/1/3, an exactly even line
 //               cursor for the prefetches (its bookkeeping cost more than it saved), pairing
 //               tokens, q held in registers for two heads at a time, scores reduced in a running
@@ -52,17 +53,20 @@
 //               instead of vcvtph2ps (34 vs 34-35 cycles per row in a score-pass microbench:
 //               the conversion is not the cost), q held in registers for half of d at a time,
 //               two passes over each 16-token group (5.3-5.7 vs 5.2 ns per row in cache: the
-//               load ports are not the limit either), and both threads on every item, each
-//               taking half of the KV heads so they read the same blocks at the same time
-//               (300 alternating rounds: decode 2 % faster and walk 6 % slower with slow
-//               memory, both slower in the 6 fast-memory rounds); one-block (16-token) tiles,
-//               with the next unit's or the next tile's same-head rows requested (walk faster
-//               with fast memory, 74-76 vs 70 % of the read ceiling over 24 rounds, but the
-//               decode slower, 61 vs 66 %, though from L3 the tile size costs only ~1.5 %:
-//               15.9 vs 15.7 ns per row at batch 2, context 2048; ~3 % faster with slow
-//               memory); the next tile's blocks requested a whole tile ahead in block order, K
+//               load ports are not the limit either); in A/B rounds that always ran this
+//               kernel first (which turned out to put the first-run variant 2-5 % behind, so
+//               these were if anything flattered): both threads on every item, each taking
+//               half of the KV heads so they read the same blocks at the same time (decode 2 %
+//               faster and walk 6 % slower with slow memory, both slower in 6 fast-memory
+//               rounds), the next tile's blocks requested a whole tile ahead in block order, K
 //               and V lines alternating (the order of the bench's layout_read/whole_blocks,
-//               the fastest pure read of these blocks: decode 58 vs 70 % in 5 fast rounds).
+//               the fastest pure read of these blocks: decode 58 vs 70 % of the read ceiling
+//               in 5 fast rounds); with the variants' order rotated every round: one-block
+//               (16-token) tiles (walk 8-10 % faster, decode equal with slow memory and 7-12 %
+//               slower with fast; from L3 the tile size costs only ~1.5 %), and the first 2
+//               lines of every (block, KV head) piece requested 1-4 tiles ahead instead of
+//               kBlockStartLines (within 1 % of it and of no block-start lines at all, 250
+//               rounds; in fixed-order rounds it had looked 3-5 % faster).
 //   Where a step goes on the Zen 5 VM when memory is fast (~72-78 GB/s sequential read), ns per
 //   row and thread: the arithmetic alone ~14 in cache (~58 cycles at 4.2 GHz; out of the
 //   driver, on L2-resident rows, the score pass takes ~25 cycles per row and the accumulate
@@ -164,7 +168,10 @@ inline void prefetch_row(const std::byte* row) {
 // is slow. 1 or 4 lines, one line per KV head, and two tiles ahead measured no better. Why it
 // helps is not measured (no hardware counters on the VM): warming the TLB or the DRAM pages
 // of the block before its burst of prefetches, or training the hardware prefetcher, are the
-// candidates.
+// candidates. A later A/B with the variants' order rotated every round (2026-11-30, 250 rounds,
+// 111 of them with fast memory) found these lines, none at all, and the first 2 lines of every
+// KV head's piece two tiles ahead within 1 % of each other: the gain above may have come from
+// the order of its runs (on this VM a fixed order put 2-5 % on whichever variant ran first).
 inline constexpr int kBlockStartLines = 2;
 
 // ---------------------------------------------------------------------------------------------

@@ -203,8 +203,8 @@ std::uint64_t read_whole_blocks(const kernels::PagedDecodeParams& p) {
       const std::size_t bytes = static_cast<std::size_t>(std::min(p.block_size, len - i * p.block_size)) * row;
       for (int h = 0; h < p.num_kv_heads; ++h)
         for (std::size_t o = h * head_stretch; o < h * head_stretch + bytes; o += 64) {
-          __builtin_prefetch(k_base + next + o, /*rw=*/0, /*locality=*/2);
-          __builtin_prefetch(v_base + next + o, /*rw=*/0, /*locality=*/2);
+          __builtin_prefetch(k_base + next + o, /*rw=*/0, /*locality=*/3);  // prefetcht0, as the decode
+          __builtin_prefetch(v_base + next + o, /*rw=*/0, /*locality=*/3);
           sum += line_word(k + o) + line_word(v + o);
         }
     }

@@ -30,8 +30,13 @@
 //               (-20 % step time); the online softmax in intrinsics (vscalefps; ~2 % in cache,
 //               ~1-3 % from DRAM with 48-token tiles); the first 2 lines of each block's K and
 //               V requested a tile ahead (kBlockStartLines; 3-16 % when memory is fast,
-//               not reproduced by a later rotated-order A/B: see there).
-//     rejected: prefetching 2 or 4 units ahead, locality hints 0/1/3, an exactly even line
+//               not reproduced by a later rotated-order A/B: see there); later (2026-11-30,
+//               fourth session, rotated order): every prefetch into L1 (prefetcht0) instead
+//               of L2 (prefetcht1), 5-7 % faster when memory is fast, 1-2 % when slow
+//               (kPrefetchLocality), and then 64-token tiles again (1.7-4 % when fast, see
+//               kAvx512TileTokens).
+//     rejected: prefetching 2 or 4 units ahead, locality hints 0/1/3 (with the earlier, fixed-
+//               order harness; prefetcht0 later won the rotated A/B above), an exactly even line
 //               cursor for the prefetches (its bookkeeping cost more than it saved), pairing
 //               tokens, q held in registers for two heads at a time, scores reduced in a running
 //               tree instead of from a stored 16-vector block, one accumulator chain, 16-token
@@ -66,7 +71,15 @@
 //               slower with fast; from L3 the tile size costs only ~1.5 %), and the first 2
 //               lines of every (block, KV head) piece requested 1-4 tiles ahead instead of
 //               kBlockStartLines (within 1 % of it and of no block-start lines at all, 250
-//               rounds; in fixed-order rounds it had looked 3-5 % faster).
+//               rounds; in fixed-order rounds it had looked 3-5 % faster). Fourth session
+//               (2026-11-30, rotated order): with the prefetches into L1, the next unit's rows
+//               requested 2 units ahead (1.5 % slower when fast) and no block-start lines (2 %
+//               faster when fast, 1.6 % slower when slow: kept); 16-token tiles (5-12 % slower
+//               when fast, with prefetcht1 at distances of 1-8 units and with prefetcht0 at 1);
+//               with prefetcht1, a 48-token tile whose K rows are all scored and then its V rows
+//               all accumulated in memory order (block by block, every KV head), each phase
+//               prefetching the other's rows: the same arithmetic in cache (+4-7 %), but 10 %
+//               slower from DRAM when memory is slow and 25 % when fast.
 //   Where a step goes on the Zen 5 VM when memory is fast (~72-78 GB/s sequential read), ns per
 //   row and thread: the arithmetic alone ~14 in cache (~58 cycles at 4.2 GHz; out of the
 //   driver, on L2-resident rows, the score pass takes ~25 cycles per row and the accumulate
@@ -112,15 +125,19 @@ inline constexpr int kMaxPassHeads = 8;  // query heads served together by one t
 // unit) is the prefetch distance (the next unit's rows are requested while this one is computed).
 //   portable: 4096 / d tokens, so the tile's K and V rows converted to fp32 (2 x 16 KiB) stay
 //             in L1;
-//   avx512:   6144 / d tokens, rounded up to a multiple of 16 (score groups): 48 at d = 128, so a
-//             unit's fp16 K and V (24 KiB) and the next unit's, prefetched meanwhile, about fill
-//             the 48 KiB L1 of Zen 5. There 32 tokens were ~5 % faster than 64 when memory was
-//             fast (equal when slow), and 48 another ~3 % faster than 32 in both regimes; on
-//             Sapphire Rapids, with one KV head per item, 64 had been ~15 % faster than 32.
+//   avx512:   8192 / d tokens, rounded up to a multiple of 16 (score groups): 64 at d = 128, a
+//             unit's fp16 K and V 32 KiB. With the prefetches into L2 (prefetcht1), 32 tokens
+//             were ~5 % faster than 64 on the Zen 5 VM when memory was fast (equal when slow),
+//             and 48 another ~3 % faster than 32 in both regimes: a unit and the next one,
+//             prefetched meanwhile, about filled its 48 KiB L1. Since the prefetches go to L1
+//             (kPrefetchLocality), 64 has been 1.7-4 % faster than 48 with fast memory in three
+//             rotated-order A/B runs (112-147 fast rounds each; 1 % slower in a fourth with 9)
+//             and ~0.5 % slower with slow memory; 80 and 96 no better. On Sapphire Rapids, with one
+//             KV head per item, 64 had been ~15 % faster than 32.
 template <int kHeadDim>
 inline constexpr int kPortableTileTokens = 4096 / kHeadDim;
 template <int kHeadDim>
-inline constexpr int kAvx512TileTokens = (6144 / kHeadDim + 15) / 16 * 16;
+inline constexpr int kAvx512TileTokens = (8192 / kHeadDim + 15) / 16 * 16;
 
 // The K and V rows of one tile's tokens for KV head 0, found through the block table. The rows
 // of KV head h are `h * head_stride` bytes further on: [num_blocks][Hkv][P][d] keeps the heads
@@ -142,6 +159,16 @@ struct TileUnit {
   const std::byte* v(int j) const { return rows->v[j] + offset; }
 };
 
+// The cache level the software prefetches fill: 3 = prefetcht0, into L1. AMD documents that
+// from Zen 4 on prefetcht1/t2 fill L2 only, and a published Zen 4 measurement (Wang et al.,
+// arXiv 2411.02814) finds them sometimes dropped. On the Zen 5 VM, A/B in one process with the
+// variants' order rotated every round (2026-11-30, fourth session): with fast memory the step
+// took 5.05 against 5.34 ms with prefetcht1 (60 rounds; 5.01 against 5.38 in another 112), and
+// the bare walk (ReadOnlyTile) 4.54 against 5.18 ms; with slow memory 1-2 % less. Earlier, on
+// the Sapphire Rapids VM and with the first kernel's (sequence, KV head) work items, prefetcht1
+// had been ~5 % better than prefetcht0; not measured there since.
+inline constexpr int kPrefetchLocality = 3;
+
 // Physical blocks are scattered (a shuffled pool): every block is a fresh stretch on which the
 // hardware prefetcher would have to ramp up again. The tile kernels therefore ask for the next
 // unit's rows (the next KV head of this tile, or head 0 of the next tile) one row at a time,
@@ -151,12 +178,14 @@ struct TileUnit {
 // them). On the Zen 5 VM, ns per row and thread, each an A/B in one process: K and V both in
 // the score pass 29.4, V in the first accumulate slice 24.4; later, V in the first slice 29.3,
 // V spread over both slices 26.5. An exactly even issue rate (a line cursor advanced every
-// step) measured no better: its bookkeeping cost more than it saved. Into L2 (locality 2,
-// prefetcht1): ~5 % better than into L1 on Sapphire Rapids, no difference on Zen 5; without
-// software prefetch the target point runs ~40 % (Sapphire Rapids) to ~75 % (Zen 5) slower.
+// step) measured no better: its bookkeeping cost more than it saved. Without software
+// prefetch the target point takes ~40 % longer on Sapphire Rapids and about twice as long on Zen 5.
+//
+// Every prefetch here is prefetcht0 (locality 3: into L1 and below), see kPrefetchLocality.
 template <int kRowBytes>
 inline void prefetch_row(const std::byte* row) {
-  for (int offset = 0; offset < kRowBytes; offset += 64) __builtin_prefetch(row + offset, /*rw=*/0, /*locality=*/2);
+  for (int offset = 0; offset < kRowBytes; offset += 64)
+    __builtin_prefetch(row + offset, /*rw=*/0, /*locality=*/kPrefetchLocality);
 }
 
 // Lines requested at the start of each physical block's K and V stretch when the driver looks
@@ -567,7 +596,7 @@ struct Avx512Tile {
         for (int h = 0; h < kNH; ++h) pj[h] = _mm512_set1_ps(p[h * kTile + j]);
         if (j < n_prefetch) {  // this slice's share of the next unit's V row j
           for (int line = c0 * kLinesPerRow / kChunks; line < (c0 + kGroup) * kLinesPerRow / kChunks; ++line)
-            __builtin_prefetch(next.v(j) + 64 * line, /*rw=*/0, /*locality=*/2);
+            __builtin_prefetch(next.v(j) + 64 * line, /*rw=*/0, kPrefetchLocality);
         }
         __m512 v[kGroup];
         load_chunks<kKv, kGroup>(unit.v(j), c0, v);
@@ -731,8 +760,8 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
           // kBlockStartLines.
           const std::size_t start = kv_row_offset(block, 0, 0, num_kv_heads, p.block_size, kHeadDim) * kElem;
           for (int line = 0; line < kBlockStartLines; ++line) {
-            __builtin_prefetch(k_base + start + 64 * line, /*rw=*/0, /*locality=*/2);
-            __builtin_prefetch(v_base + start + 64 * line, /*rw=*/0, /*locality=*/2);
+            __builtin_prefetch(k_base + start + 64 * line, /*rw=*/0, kPrefetchLocality);
+            __builtin_prefetch(v_base + start + 64 * line, /*rw=*/0, kPrefetchLocality);
           }
           const int run = std::min(r.n - j, p.block_size - slot);
           for (int i = 0; i < run; ++i, ++j) {

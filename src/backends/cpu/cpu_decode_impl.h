@@ -74,8 +74,10 @@
 //               rounds; in fixed-order rounds it had looked 3-5 % faster). Fourth session
 //               (2026-11-30, rotated order): with the prefetches into L1, the next unit's rows
 //               requested 2 units ahead (1.5 % slower when fast) and no block-start lines (2 %
-//               faster when fast, 1.6 % slower when slow: kept); 16-token tiles (5-12 % slower
-//               when fast, with prefetcht1 at distances of 1-8 units and with prefetcht0 at 1);
+//               faster when fast in 147 fast rounds with 48-token tiles, but 1.8 % slower in
+//               357 later ones with 64, and 1.6-2.3 % slower when slow: kept); 16-token tiles
+//               (5-12 % slower when fast, with prefetcht1 at distances of 1-8 units and with
+//               prefetcht0 at 1);
 //               with prefetcht1, a 48-token tile whose K rows are all scored and then its V rows
 //               all accumulated in memory order (block by block, every KV head), each phase
 //               prefetching the other's rows: the same arithmetic in cache (+4-7 %), but 10 %
@@ -201,6 +203,8 @@ inline void prefetch_row(const std::byte* row) {
 // 111 of them with fast memory) found these lines, none at all, and the first 2 lines of every
 // KV head's piece two tiles ahead within 1 % of each other: the gain above may have come from
 // the order of its runs (on this VM a fixed order put 2-5 % on whichever variant ran first).
+// With the prefetches into L1 (kPrefetchLocality) and 64-token tiles they count again: without
+// them the step took 1.8 % longer with fast memory (357 rotated rounds) and 2.3 % with slow (543).
 inline constexpr int kBlockStartLines = 2;
 
 // ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/host_facts.h"
+#include "git_sha.h"  // generated at build time: cmake/git_sha.cmake
 #include "report/report.h"
 
 namespace decodebench {

@@ -1,6 +1,7 @@
 // Report JSON round trip, atomic writes, reading errors, knees and the printers.
 #include <cmath>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -60,6 +61,13 @@ TEST(ReportJson, ReportsWithoutPairedFieldsStillRead) {
   const Report back = report_from_json(j);
   EXPECT_TRUE(std::isnan(back.results[0].roofline.fraction_paired));
   EXPECT_TRUE(std::isnan(back.results[0].roofline.paired_read_Bps));
+}
+
+// The commit is read at build time (cmake/git_sha.cmake): 12 hex digits, "-dirty" when tracked
+// files differ from it, or "unknown" outside a checkout.
+TEST(ToolInfo, NamesTheBuildsCommit) {
+  const std::string sha = this_tool().git_sha;
+  EXPECT_TRUE(std::regex_match(sha, std::regex("[0-9a-f]{12}(-dirty)?|unknown"))) << sha;
 }
 
 TEST(ReportJson, HasEveryKeyOfTheDesign) {

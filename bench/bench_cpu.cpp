@@ -4,8 +4,8 @@
 //   decodebench_bench --benchmark_filter=decode      the decode (manual time, cold KV, bytes_min / s,
 //                                                    frac_of_read against the measured read ceiling)
 //   decodebench_bench --benchmark_filter=paged_read  the decode's memory walk with no arithmetic
-//                                                    (cpu::paged_kv_read), same points: the step time
-//                                                    the paged layout allows
+//                                                    (cpu::paged_kv_read), same points: what its
+//                                                    order and prefetches cost alone
 //   decodebench_bench --benchmark_filter=layout_read the same KV bytes read front to back, and
 //                                                    block by block (the fastest order found for
 //                                                    shuffled blocks): the gap the layout leaves
@@ -131,8 +131,9 @@ void bm_decode(benchmark::State& state, DecodePoint pt, cpu::DecodePath path) {
 }
 
 // The decode's memory walk alone (cpu::paged_kv_read): same points, same cold KV, no arithmetic.
-// Next to decode/..., its time is what the paged layout allows on this machine, and
-// frac_of_read says how far that layout alone stays from the sequential read ceiling.
+// Next to decode/..., its time is what the decode's order and prefetches cost with no arithmetic,
+// and frac_of_read how far that stays from the sequential read ceiling (not a bound on the decode
+// since its prefetches go to L1: see cpu::paged_kv_read).
 void bm_paged_read(benchmark::State& state, DecodePoint pt, cpu::DecodePath path) {
   Prepared& p = prepared(pt);
   read_ceiling();

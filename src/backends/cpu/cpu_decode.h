@@ -55,8 +55,10 @@ void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& opti
 
 // The decode's memory walk without its arithmetic, for the microbenchmarks: the same work items,
 // tiles, order and prefetches as paged_decode on `options.path`, but of every K and V row only
-// one 32-bit word per 64-byte line is loaded, and summed. Its time is the step time the paged
-// layout allows on this machine if the arithmetic were free (bench: `paged_read/...`); the
+// one 32-bit word per 64-byte line is loaded, and summed. Its time is what the decode's memory
+// order and prefetches cost with no arithmetic between them (bench: `paged_read/...`). Since the
+// prefetches go to L1 that is not a bound on the decode: with fast memory on the Zen 5 VM the
+// walk, its prefetches a unit ahead with nothing to wait on, is mostly slower than the decode. The
 // returned sum (mod 2^64) covers every line of every context token's K and V rows once, for
 // every KV head, so a test can check the walk reads the cache exactly. p.q and p.out are unused.
 std::uint64_t paged_kv_read(const kernels::PagedDecodeParams& p, const DecodeOptions& options = {});

@@ -81,14 +81,26 @@
 //               with prefetcht1, a 48-token tile whose K rows are all scored and then its V rows
 //               all accumulated in memory order (block by block, every KV head), each phase
 //               prefetching the other's rows: the same arithmetic in cache (+4-7 %), but 10 %
-//               slower from DRAM when memory is slow and 25 % when fast.
+//               slower from DRAM when memory is slow and 25 % when fast. With prefetcht0 and
+//               64-token tiles: each unit's V rows requested during its own score pass and the
+//               next unit's K during the accumulate (half the distance, half the L1 footprint:
+//               10-19 % slower when fast); only every other line prefetched, leaving the rest to
+//               the hardware prefetchers (1.6x the step time when slow, 2.4x when fast); a
+//               second prefetch of every line into L2 (prefetcht1) 2 or 3 units ahead on top of
+//               the prefetcht0 one unit ahead (4 % faster when slow, 0.3-1 % slower when fast,
+//               342 and 358 rounds: not taken, the fast regime is the one short of the target).
 //   Where a step goes on the Zen 5 VM when memory is fast (~72-78 GB/s sequential read), ns per
 //   row and thread: the arithmetic alone ~14 in cache (~58 cycles at 4.2 GHz; out of the
 //   driver, on L2-resident rows, the score pass takes ~25 cycles per row and the accumulate
 //   ~18, against 16 each for their FMAs at 2 per cycle); the same memory walk with no
 //   arithmetic (one load per line, the same prefetches; now ReadOnlyTile below) ~17-18, i.e.
 //   the paged layout itself reads at ~76-82 % of a sequential read, ~83-90 % with the blocks in
-//   order; the whole step ~20.5-21. The bench's paged_read (README) measures the same split.
+//   order; the whole step ~20.5-21. The bench's paged_read (README) measured the same split.
+//   With prefetcht0 and 64-token tiles (fourth session), fast memory at 70-84 GB/s: the step
+//   ~18-20.5 (4.73-5.43 ms), the arithmetic from L3 ~14.5-16 (the slope between warm contexts
+//   of 48 and 2016 tokens), a sequential read of the step's bytes ~13 at 80 GB/s, the blocks
+//   read whole at ~0.87 of it: the arithmetic alone now takes longer than the bytes, and the
+//   bare walk (ReadOnlyTile) no longer bounds the step (README).
 // Results: README, "Measured numbers".
 #pragma once
 
@@ -626,8 +638,10 @@ struct Avx512Tile {
 // K in the score pass and V in the accumulate pass: without arithmetic between them that split
 // order is itself slow (~6 ms against ~4.6 ms at the target point on the Zen 5 VM, fast
 // memory), and slower than the decode, because the next unit's prefetches then have no time
-// to land. Interleaved, with the prefetches, was the fastest walk of the layout measured there
-// (no prefetch: about the same), so its time is what the paged layout allows these threads.
+// to land. Interleaved, with the prefetches into L2 (prefetcht1), it was the fastest walk of the
+// layout measured there (no prefetch: about the same), and bounded the decode. With the
+// prefetches into L1 (kPrefetchLocality) and 64-token tiles it no longer does: with fast memory
+// it is mostly slower than the decode (results/cpu-amd-epyc-zen5-2vcpu/layout-read.txt).
 // ---------------------------------------------------------------------------------------------
 template <DType kKv, int kHeadDim, int kTileTokens>
 struct ReadOnlyTile {

@@ -35,6 +35,7 @@
 #include "common/dtype.h"
 #include "common/float_formats.h"
 #include "common/host_facts.h"
+#include "common/paged_kv.h"
 #include "workload/byte_model.h"
 #include "workload/workload.h"
 
@@ -161,8 +162,8 @@ void bm_paged_read(benchmark::State& state, DecodePoint pt, cpu::DecodePath path
 //                                     point) front to back, K and V lines interleaved, and the
 //                                     next block's lines requested one block ahead: the fastest
 //                                     order for shuffled blocks measured on the Zen 5 VM, but not
-//                                     one the decode can follow (its tiles read 3 blocks at a
-//                                     time, K rows before V rows)
+//                                     one the decode can follow (a tile reads several blocks, one
+//                                     KV head at a time, K rows before V rows)
 // Next to paged_read/<point> (the decode's order) they split the gap between the decode and the
 // read ceiling into what the kernel's order costs and what any order of these blocks costs.
 
@@ -185,9 +186,12 @@ std::uint64_t read_pools_in_order(const Workload& w) {
 // The same sum as cpu::paged_kv_read (every line of every context token's K and V rows, every
 // KV head) when rows are whole lines.
 std::uint64_t read_whole_blocks(const kernels::PagedDecodeParams& p) {
-  const std::size_t row = static_cast<std::size_t>(p.head_dim) * dtype_size(p.kv_dtype);
-  const std::size_t head_stretch = static_cast<std::size_t>(p.block_size) * row;
-  const std::size_t block_stretch = static_cast<std::size_t>(p.num_kv_heads) * head_stretch;
+  const std::size_t elem = dtype_size(p.kv_dtype);
+  const std::size_t row = static_cast<std::size_t>(p.head_dim) * elem;
+  // Byte offset of (block, KV head)'s first row: the layout as kernels/common/paged_kv.h has it.
+  const auto piece = [&](std::int32_t block, int kv_head) {
+    return kv_row_offset(block, kv_head, 0, p.num_kv_heads, p.block_size, p.head_dim) * elem;
+  };
   const auto* k_base = static_cast<const std::byte*>(p.k_cache);
   const auto* v_base = static_cast<const std::byte*>(p.v_cache);
   std::uint64_t sum = 0;
@@ -197,13 +201,13 @@ std::uint64_t read_whole_blocks(const kernels::PagedDecodeParams& p) {
     const int len = p.context_lens[b];
     const int blocks = (len + p.block_size - 1) / p.block_size;
     for (int i = 0; i < blocks; ++i) {
-      const std::byte* k = k_base + table[i] * block_stretch;
-      const std::byte* v = v_base + table[i] * block_stretch;
+      const std::byte* k = k_base + piece(table[i], 0);
+      const std::byte* v = v_base + piece(table[i], 0);
       // The next block's lines at the same offsets (the last block re-requests its own).
-      const std::size_t next = (i + 1 < blocks ? table[i + 1] : table[i]) * block_stretch;
+      const std::size_t next = piece(i + 1 < blocks ? table[i + 1] : table[i], 0);
       const std::size_t bytes = static_cast<std::size_t>(std::min(p.block_size, len - i * p.block_size)) * row;
       for (int h = 0; h < p.num_kv_heads; ++h)
-        for (std::size_t o = h * head_stretch; o < h * head_stretch + bytes; o += 64) {
+        for (std::size_t o = piece(0, h); o < piece(0, h) + bytes; o += 64) {
           __builtin_prefetch(k_base + next + o, /*rw=*/0, /*locality=*/3);  // prefetcht0, as the decode
           __builtin_prefetch(v_base + next + o, /*rw=*/0, /*locality=*/3);
           sum += line_word(k + o) + line_word(v + o);

@@ -89,8 +89,25 @@
 //               second prefetch of every line into L2 (prefetcht1) 2 or 3 units ahead on top of
 //               the prefetcht0 one unit ahead (4 % faster when slow, 0.3-1 % slower when fast,
 //               342 and 358 rounds: not taken, the fast regime is the one short of the target).
+//               Fifth session (2026-11-30; the clock measures 3.9-4.1 GHz under zmm FMA load on
+//               both cores, not 4.2): a score pass that loads each q chunk once per 16 / kNH
+//               tokens (kNH x 16 / kNH accumulators, one transpose tree per token group: ~16
+//               loads per row instead of ~44) took 22 cycles per row on L1-resident rows, like
+//               this one, and made the warm decode (rows in L2 or L3) 11-25 % slower (its masked
+//               score stores defeat store forwarding into the softmax); the softmax of a pass's
+//               heads issued side by side instead of head after head (bit-identical output; 2 %
+//               slower cold with fast memory, 34 rotated rounds).
+//   Where the score pass's ~22 cycles per row go (fifth session; one thread, L1-resident rows,
+//   fixed row pointers, cycles at 4.0 GHz): its FMAs with their conversions and q loads alone
+//   16.8, i.e. FMA-bound (loads issue at 2 per cycle, 256- or 512-bit, and are not the limit);
+//   the first level of the transpose tree adds 1.6 and the whole tree 4.2, also when its levels
+//   are interleaved by hand with the next group's FMAs: its shuffles take FMA issue slots (in a
+//   throughput mix without dependencies they looked free). vcvtph2ps zmm issues ~1.25 per cycle
+//   and shares its pipes with vaddps, not with the FMAs. In L2 (one thread, slope between
+//   contexts of 64 and 192 tokens, knocking each part out): scores ~25, accumulate ~18, softmax
+//   ~3-5 and the prefetch instructions ~8 cycles per row.
 //   Where a step goes on the Zen 5 VM when memory is fast (~72-78 GB/s sequential read), ns per
-//   row and thread: the arithmetic alone ~14 in cache (~58 cycles at 4.2 GHz; out of the
+//   row and thread: the arithmetic alone ~14 in cache (~55-58 cycles at 4.0-4.2 GHz; out of the
 //   driver, on L2-resident rows, the score pass takes ~25 cycles per row and the accumulate
 //   ~18, against 16 each for their FMAs at 2 per cycle); the same memory walk with no
 //   arithmetic (one load per line, the same prefetches; now ReadOnlyTile below) ~17-18, i.e.

@@ -102,10 +102,11 @@
 //   16.8, i.e. FMA-bound (loads issue at 2 per cycle, 256- or 512-bit, and are not the limit);
 //   the first level of the transpose tree adds 1.6 and the whole tree 4.2, also when its levels
 //   are interleaved by hand with the next group's FMAs: its shuffles take FMA issue slots (in a
-//   throughput mix without dependencies they looked free). vcvtph2ps zmm issues ~1.25 per cycle
-//   and shares its pipes with vaddps, not with the FMAs. In L2 (one thread, slope between
-//   contexts of 64 and 192 tokens, knocking each part out): scores ~25, accumulate ~18, softmax
-//   ~3-5 and the prefetch instructions ~8 cycles per row.
+//   throughput mix without dependencies they looked free; levels 1 and 2 built from two blends
+//   and one in-lane permute per output instead of two shuffles: no better). vcvtph2ps zmm
+//   issues ~1.25 per cycle and shares its pipes with vaddps, not with the FMAs. In L2 (one
+//   thread, slope between contexts of 64 and 192 tokens, knocking each part out): scores ~25,
+//   accumulate ~18, softmax ~3-5 and the prefetch instructions ~8 cycles per row.
 //   Where a step goes on the Zen 5 VM when memory is fast (~72-78 GB/s sequential read), ns per
 //   row and thread: the arithmetic alone ~14 in cache (~55-58 cycles at 4.0-4.2 GHz; out of the
 //   driver, on L2-resident rows, the score pass takes ~25 cycles per row and the accumulate

@@ -96,7 +96,11 @@
 //               this one, and made the warm decode (rows in L2 or L3) 11-25 % slower (its masked
 //               score stores defeat store forwarding into the softmax); the softmax of a pass's
 //               heads issued side by side instead of head after head (bit-identical output; 2 %
-//               slower cold with fast memory, 34 rotated rounds).
+//               slower cold with fast memory, 34 rotated rounds); two heads per vector (q of
+//               heads h and h+1 in the two halves, each 8 K elements converted into both, a
+//               3-level tree for 32 scores: half the shuffles per score, twice the vcvtph2ps):
+//               25 cycles per row on L1-resident rows against 20-21 for the same microbench of
+//               this kernel's scheme.
 //   Where the score pass's ~22 cycles per row go (fifth session; one thread, L1-resident rows,
 //   fixed row pointers, cycles at 4.0 GHz): its FMAs with their conversions and q loads alone
 //   16.8, i.e. FMA-bound (loads issue at 2 per cycle, 256- or 512-bit, and are not the limit);

@@ -100,17 +100,22 @@
 //               heads h and h+1 in the two halves, each 8 K elements converted into both, a
 //               3-level tree for 32 scores: half the shuffles per score, twice the vcvtph2ps):
 //               25 cycles per row on L1-resident rows against 20-21 for the same microbench of
-//               this kernel's scheme.
+//               this kernel's scheme; the next tile's blocks requested into L2 (prefetcht1) in
+//               block order, K and V lines alternating (the whole_blocks order), 8 lines per row
+//               a tile ahead: instead of the per-unit prefetches 1.56x the step time with fast
+//               memory and 1.22x with slow, on top of them 1.23x and 1.05x (40 rotated rounds).
 //   Where the score pass's ~22 cycles per row go (fifth session; one thread, L1-resident rows,
 //   fixed row pointers, cycles at 4.0 GHz): its FMAs with their conversions and q loads alone
-//   16.8, i.e. FMA-bound (loads issue at 2 per cycle, 256- or 512-bit, and are not the limit);
-//   the first level of the transpose tree adds 1.6 and the whole tree 4.2, also when its levels
-//   are interleaved by hand with the next group's FMAs: its shuffles take FMA issue slots (in a
-//   throughput mix without dependencies they looked free; levels 1 and 2 built from two blends
-//   and one in-lane permute per output instead of two shuffles: no better). vcvtph2ps zmm
-//   issues ~1.25 per cycle and shares its pipes with vaddps, not with the FMAs. In L2 (one
-//   thread, slope between contexts of 64 and 192 tokens, knocking each part out): scores ~25,
-//   accumulate ~18, softmax ~3-5 and the prefetch instructions ~8 cycles per row.
+//   16.2-17, i.e. FMA-bound (loads issue at 2 per cycle, 256- or 512-bit, and are not the limit);
+//   the first level of the transpose tree adds 1.6 and the whole tree ~4, also when its levels
+//   are interleaved by hand with the next group's FMAs, or when levels 1 and 2 are built from
+//   two blends and one in-lane permute per output instead of two shuffles. With K already in
+//   fp32 (plain loads, no conversion) the same tree adds only 0.2-0.8: the tree competes with
+//   the fp16 -> fp32 conversions, not with the FMAs. vcvtph2ps zmm issues ~1.25 per cycle and
+//   shares its pipes with vaddps; converting by sign-extend, shift and mask instead is no
+//   better (17.3-18 without the tree, 21.7-22.3 with it). In L2 (one thread, slope between
+//   contexts of 64 and 192 tokens, knocking each part out): scores ~25, accumulate ~18, softmax
+//   ~3-5 and the prefetch instructions ~8 cycles per row.
 //   Where a step goes on the Zen 5 VM when memory is fast (~72-78 GB/s sequential read), ns per
 //   row and thread: the arithmetic alone ~14 in cache (~55-58 cycles at 4.0-4.2 GHz; out of the
 //   driver, on L2-resident rows, the score pass takes ~25 cycles per row and the accumulate

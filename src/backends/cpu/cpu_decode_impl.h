@@ -103,7 +103,17 @@
 //               this kernel's scheme; the next tile's blocks requested into L2 (prefetcht1) in
 //               block order, K and V lines alternating (the whole_blocks order), 8 lines per row
 //               a tile ahead: instead of the per-unit prefetches 1.56x the step time with fast
-//               memory and 1.22x with slow, on top of them 1.23x and 1.05x (40 rotated rounds).
+//               memory and 1.22x with slow, on top of them 1.23x and 1.05x (40 rotated rounds);
+//               pieces software-pipelined as softmax(w), scores(w + 1), accumulate(w), so that
+//               the softmax's dependent chain overlaps the next piece's score FMAs (bit-identical
+//               output): in a scratch copy 0-2.3 % faster than its baseline compiled in the same
+//               translation unit (9 fast-memory batches of 4-38 rounds), written into this file
+//               and compiled in its own translation unit as the library is 1.3-3.2 % slower than
+//               this kernel compiled the same way (4 batches of 12-21 rounds). The same code
+//               compiled in another translation unit moves the step by 1-3 %, so neither is a
+//               gain: not taken. Bounds from knocking parts out (wrong output, cold, fast memory,
+//               38-60 rounds): without the softmax the step takes 4-7 % less, without the score
+//               tree 0-2.5 % less, without both 4-5 % less.
 //   Where the score pass's ~22 cycles per row go (fifth session; one thread, L1-resident rows,
 //   fixed row pointers, cycles at 4.0 GHz): its FMAs with their conversions and q loads alone
 //   16.2-17, i.e. FMA-bound (loads issue at 2 per cycle, 256- or 512-bit, and are not the limit);

@@ -92,8 +92,9 @@ TEST(ReadmeKernelTable, PlantedDifferencesAreCaught) {
   lost_row.erase(last_row + 1, lost_row.find('\n', last_row + 1) - last_row);
   EXPECT_FALSE(readme_matches(lost_row, printed));
 
-  std::string trailing_space = good;
-  trailing_space.insert(trailing_space.find(kEnd) - 1, " ");
+  const std::size_t end = good.find(kEnd);
+  ASSERT_NE(end, std::string::npos);
+  const std::string trailing_space = good.substr(0, end - 1) + " " + good.substr(end - 1);
   EXPECT_FALSE(readme_matches(trailing_space, printed));
 
   EXPECT_FALSE(readme_matches("# x\nno markers here\n", printed));

@@ -184,7 +184,7 @@ std::string kernels_markdown(const std::vector<kernels::KernelInfo>& ladder) {
   int rung = 0;
   for (const kernels::KernelInfo& k : ladder) {
     const std::string group = k.max_group > 0 ? "1 to " + std::to_string(k.max_group) : "any";
-    s += fmt::format("| v{} `{}` | {} | {} | powers of two >= {} | {} | {} |\n", rung++, k.name,
+    s += fmt::format("| v{} `{}` | {} | {} | powers of two ≥ {} | {} | {} |\n", rung++, k.name,
                      md_cell(k.idea), dtype_list(k.q_dtypes), k.min_block_size, group,
                      k.uses_workspace ? "split partials, planned per point" : "none");
   }

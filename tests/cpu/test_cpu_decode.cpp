@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_decode_scalar.h"  // fast_exp2
 #include "common/dtype.h"
 #include "common/float_formats.h"
+#include "common/paged_kv.h"
 #include "reference/reference.h"
 #include "workload/workload.h"
 

@@ -24,8 +24,9 @@ inline constexpr int kMaxPassHeads = 8;  // query heads served together by one t
 //   portable: 4096 / d tokens, so the tile's K and V rows converted to fp32 (2 x 16 KiB) stay
 //             in L1;
 //   avx512:   8192 / d tokens, rounded up to a multiple of 16 (score groups): 64 at d = 128, a
-//             unit's fp16 K and V 32 KiB. 64-token tiles at d = 128: 1.7-4 % faster than 48 with
-//             fast memory and the prefetches into L1; see results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md.
+//             unit's fp16 K and V 32 KiB.
+// 64-token tiles at d = 128: 1.7-4 % faster than 48 on Zen 5 with fast memory, prefetcht0;
+// the sizes measured: results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md, "Tile size".
 template <int kHeadDim>
 inline constexpr int kPortableTileTokens = 4096 / kHeadDim;
 template <int kHeadDim>

@@ -30,8 +30,9 @@ struct TileUnit {
 
 // The cache level the software prefetches fill: 3 = prefetcht0, into L1. AMD documents that
 // from Zen 4 on prefetcht1/t2 fill L2 only, and a published Zen 4 measurement (Wang et al.,
-// arXiv 2411.02814) finds them sometimes dropped. prefetcht0: 5-7 % less step time than
-// prefetcht1 on the Zen 5 VM with fast memory, 1-2 % with slow; see results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md.
+// arXiv 2411.02814) finds them sometimes dropped.
+// prefetcht0: 5-7 % less step time than prefetcht1 on Zen 5 with fast memory, 1-2 % with slow;
+// the levels measured: results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md, "Cache level".
 inline constexpr int kPrefetchLocality = 3;
 
 // Physical blocks are scattered (a shuffled pool): every block is a fresh stretch on which the
@@ -41,8 +42,8 @@ inline constexpr int kPrefetchLocality = 3;
 // first accumulate pass its share of the V rows' lines, so the requests trickle out instead of
 // queueing up in a burst (bursts fill the core's miss buffers and stall the arithmetic behind
 // them). Without software prefetch the target point takes ~40 % longer on Sapphire Rapids and
-// about twice as long on Zen 5; the orders and distances measured: see
-// results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md.
+// about twice as long on Zen 5; the orders and distances measured:
+// results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md, "Prefetch".
 //
 // Every prefetch here is prefetcht0 (locality 3: into L1 and below), see kPrefetchLocality.
 template <int kRowBytes>
@@ -55,8 +56,9 @@ inline void prefetch_row(const std::byte* row) {
 // the block up, one tile before its rows are computed (the per-unit prefetches above reach a
 // block only one unit ahead). Blocks are shuffled, so every block is a fresh region of memory;
 // asking for its first lines early makes the later per-row prefetches into it cheaper (why is
-// not measured: no hardware counters on the VM). 2 lines one tile ahead: without them the step
-// takes 1.8 % longer with fast memory and 2.3 % with slow (prefetcht0, 64-token tiles); see results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md.
+// not measured: no hardware counters on the VM).
+// 2 lines one tile ahead: without them the step takes 1.8 % longer on Zen 5 with fast memory,
+// 2.3 % with slow; the variants: results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md.
 inline constexpr int kBlockStartLines = 2;
 
 }  // namespace decodebench::cpu::detail

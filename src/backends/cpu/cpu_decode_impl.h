@@ -168,7 +168,7 @@ namespace decodebench::cpu::detail {
 
 using kernels::PagedDecodeParams;
 
-inline constexpr float kLog2e = 1.4426950408889634f;
+using ::decodebench::kLog2e;  // common/math.h, through common/softmax_state.h
 inline constexpr int kMaxPassHeads = 8;  // query heads served together by one tile pass
 
 // Tokens per tile. Per-tile costs (one scalar exp2 per head for the running-max rescale, a

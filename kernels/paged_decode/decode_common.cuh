@@ -32,8 +32,8 @@
 //
 // Online softmax per row: each row r keeps its own (max, sum, acc) per head over the tokens it
 // saw (base 2, k_scale and log2(e) folded into the score scale); the R rows are merged once at
-// the end of the block through shared memory (max over rows, rescale, sum), v_scale folded into
-// the final weights. Masked tokens (past the context or the split) score -inf and their V
+// the end of the block through shared memory (SoftmaxState::merge from the max over rows),
+// v_scale folded into the final weights. Masked tokens (past the context or the split) score -inf and their V
 // registers / shared rows are zero, so they contribute exactly 0.
 #pragma once
 

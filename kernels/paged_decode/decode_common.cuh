@@ -33,8 +33,8 @@
 // Online softmax per row: each row r keeps its own (max, sum, acc) per head over the tokens it
 // saw (base 2, k_scale and log2(e) folded into the score scale); the R rows are merged once at
 // the end of the block through shared memory (SoftmaxState::merge from the max over rows),
-// v_scale folded into the final weights. Masked tokens (past the context or the split) score -inf and their V
-// registers / shared rows are zero, so they contribute exactly 0.
+// v_scale folded into the final weights. Masked tokens (past the context or the split) score
+// -inf and their V registers / shared rows are zero, so they contribute exactly 0.
 #pragma once
 
 #include <cmath>
@@ -52,7 +52,9 @@ namespace decodebench::kernels::DECODEBENCH_TARGET_NS::decode {
 
 inline constexpr int kThreads = 128;         // 4 warps: small enough for the emulator, and a
                                              // 128-thread block keeps 2-3 blocks per SM
-inline constexpr int kMaxGroup = 8;          // largest Hq / Hkv the rungs serve
+inline constexpr int kMaxGroup = 8;          // largest Hq / Hkv the rungs serve: the registry's
+                                             // max_group of gqa/pipelined/split_kv, which
+                                             // unsupported_reason enforces before any launch
 inline constexpr int kVec = 8;               // KV elements per lane chunk
 inline constexpr int kPasses = 4;            // passes (tokens per thread) per tile
 

@@ -314,9 +314,10 @@ struct BlockDecoder {
     __syncthreads();
     if (tid < group) {
       // The rows' states merged with SoftmaxState::merge, starting from a state that already
-      // holds the block max M (and no mass): every row then merges with a self factor of 1, so
-      // the sum is the two-pass Σ_r l_r 2^(m_r - M), one rounding per row, whatever the rows'
-      // order. Rows without tokens (m_r = -inf) add 0.
+      // holds the block max M (and no mass), so no row raises the max: the block's factor is 1
+      // at every step and the sum is the two-pass Σ_r l_r 2^(m_r - M), whatever the rows' order.
+      // Rows without tokens (m_r = -inf) add 0. The block state is merged into the row's (then
+      // taken over) so the sum is l_r * 2^(m_r - M) + sum: what nvcc fuses into one FMA.
       float mx = -INFINITY;
       for (int r = 0; r < Tl::kRows; ++r) mx = fmaxf(mx, row_stats[(r * kGroupCap + tid) * 2]);
       SoftmaxState<float> block;
@@ -325,9 +326,10 @@ struct BlockDecoder {
         SoftmaxState<float> row_state;
         row_state.max = row_stats[(r * kGroupCap + tid) * 2];
         row_state.sum = row_stats[(r * kGroupCap + tid) * 2 + 1];
-        float block_factor = 0.f;
         float row_factor = 0.f;
-        block.merge(row_state, block_factor, row_factor, dev::FastExp2{});
+        float block_factor = 0.f;
+        row_state.merge(block, row_factor, block_factor, dev::FastExp2{});
+        block = row_state;
       }
       block_stats[tid * 2] = block.max;
       block_stats[tid * 2 + 1] = block.sum;

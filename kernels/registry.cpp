@@ -164,8 +164,9 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
       return refuse("num_splits " + std::to_string(p.num_splits), "1..65535");
     }
     if (p.partial_out == nullptr || p.partial_lse == nullptr) {
-      return refuse(std::string("a null ") + (p.partial_out == nullptr ? "partial_out" : "partial_lse"),
-                    "the workspace set, laid out by split_kv_workspace()");
+      return refuse(
+          std::string("a null ") + (p.partial_out == nullptr ? "partial_out" : "partial_lse"),
+          "the workspace set, laid out by split_kv_workspace()");
     }
   }
   return {};

@@ -91,8 +91,8 @@ TEST(CudaPlan, SplitWorkspaceIsCounted) {
   // The kernels' layout, whatever it is: the one owner of the workspace size.
   EXPECT_EQ(f.workspace, k::split_kv_workspace(p, f.num_splits).total_bytes);
   EXPECT_GE(f.workspace, 1u * 32 * f.num_splits * (128 + 1) * 4);  // [B][Hq][splits][d + 1] fp32
-  EXPECT_EQ(f.total(), f.q + f.out + f.k_cache + f.v_cache + f.block_tables + f.context_lens +
-                           f.workspace);
+  EXPECT_EQ(f.total(),
+            f.q + f.out + f.k_cache + f.v_cache + f.block_tables + f.context_lens + f.workspace);
 }
 
 TEST(CudaPlan, MemorySkipReasonNamesBothSizes) {

@@ -48,8 +48,8 @@ k::PagedDecodeParams shape(int batch, int hq, int hkv, int context, std::vector<
   return p;
 }
 
-std::string choose(int batch, int hq, int hkv, int context, const std::vector<k::KernelInfo>& ladder,
-                   int sm_count = 132) {
+std::string choose(int batch, int hq, int hkv, int context,
+                   const std::vector<k::KernelInfo>& ladder, int sm_count = 132) {
   std::vector<std::int32_t> lens;
   return k::choose_kernel(ladder, shape(batch, hq, hkv, context, lens), sm_count);
 }
@@ -113,7 +113,7 @@ TEST(SplitKvWorkspace, LayoutIsPartialOutThenLse) {
   EXPECT_EQ(w.partial_out_offset, 0u);
   EXPECT_EQ(w.partial_out_bytes, std::size_t{3} * 32 * 5 * 128 * 4);  // [B][Hq][splits][d] fp32
   EXPECT_EQ(w.partial_lse_offset, w.partial_out_bytes);               // already 16-byte aligned
-  EXPECT_EQ(w.partial_lse_bytes, std::size_t{3} * 32 * 5 * 4);         // [B][Hq][splits] fp32
+  EXPECT_EQ(w.partial_lse_bytes, std::size_t{3} * 32 * 5 * 4);        // [B][Hq][splits] fp32
   EXPECT_EQ(w.total_bytes, std::size_t{3} * 32 * 5 * (128 + 1) * 4);
   EXPECT_EQ(k::split_kv_workspace(p, 0).total_bytes, 0u);
 }

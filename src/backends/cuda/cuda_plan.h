@@ -38,7 +38,7 @@ struct PointFootprint {
   std::size_t v_cache = 0;       // [num_blocks][Hkv][P][d]              kv_dtype
   std::size_t block_tables = 0;  // [batch][max_blocks_per_seq]          int32
   std::size_t context_lens = 0;  // [batch]                              int32
-  std::size_t workspace = 0;     // split_kv partials, kernels::split_kv_workspace() (0 for the other rungs)
+  std::size_t workspace = 0;     // kernels::split_kv_workspace() (split_kv; else 0)
   int num_splits = 1;            // the planner's split count (1 unless the kernel splits)
   std::size_t total() const {
     return q + out + k_cache + v_cache + block_tables + context_lens + workspace;

@@ -57,7 +57,8 @@ struct PagedDecodeParams {
   float v_scale = 1.f;
   // split_kv only (others ignore them): the planner's split count and the workspace it needs.
   std::int32_t num_splits = 1;
-  float* partial_out = nullptr;         // [batch][Hq][num_splits][d]   fp32, unnormalized-free (normalized per split)
+  // Both point into one allocation laid out by split_kv_workspace().
+  float* partial_out = nullptr;         // [batch][Hq][num_splits][d]   fp32, normalized per split
   float* partial_lse = nullptr;         // [batch][Hq][num_splits]      fp32, log2-sum-exp2 of the split's scores
 };
 
@@ -71,6 +72,7 @@ struct KernelInfo {
   std::vector<DType> q_dtypes;          // f16, bf16
   int min_block_size = 8;               // any power of two >= this
   int max_group = 0;                    // largest Hq/Hkv supported, 0 = any
+  int max_batch = 65535;                // grid.y = batch on the GPU; 0 = any (the CPU decode)
   bool uses_workspace = false;          // needs partial_out/partial_lse (split_kv)
 };
 
@@ -79,13 +81,60 @@ const std::vector<KernelInfo>& kernel_ladder();
 // The rung called `name`, or nullptr; and the ladder's names as "naive, gqa, ..." for messages.
 const KernelInfo* find_kernel(std::string_view name);
 std::string ladder_names();
-// Empty when `kernel` can run `p`; otherwise why not (names the value and the valid choices).
-std::string unsupported_reason(const KernelInfo& kernel, const PagedDecodeParams& p);
+
+// The one check of a kernel's run-time preconditions; launchers trust it and keep only
+// static_asserts. Empty when `kernel` can run `p`; otherwise one sentence naming the kernel, the
+// value and the valid choices ("kernel 'gqa' does not take head_dim 96 in this build (valid:
+// 64, 128)").
+//   shape:  what a sweep point decides (head_dim, dtypes, block size, heads, GQA group, batch);
+//           pointers and the pool size are not looked at, so a layout-only view can be checked
+//           (skip reasons, `--kernel auto`).
+//   launch: shape, plus what a launch needs: non-null tensors, a non-empty block table and pool,
+//           16-byte aligned K/V, positive scales, and for a workspace rung num_splits and the
+//           workspace pointers.
+enum class CheckScope { shape, launch };
+std::string unsupported_reason(const KernelInfo& kernel, const PagedDecodeParams& p,
+                               CheckScope scope = CheckScope::shape);
+
+// `--kernel auto`, for every backend that runs the ladder (cuda with the device's SM count, emu
+// with its nominal one, so both pick the same rung for the same device shape). The rung that
+// splits the context (KernelInfo::uses_workspace) when the split planner cuts the context in
+// more than one piece for `sm_count` SMs (batch x Hkv thread blocks cannot fill the GPU) and
+// the longest context has at least kSplitKvMinContext tokens (shorter ones do not repay the
+// merge launch); otherwise the highest rung of `ladder` that runs `p` (pipelined > gqa > naive
+// in a full build); else any rung that runs it (a build narrowed to split_kv). Never names a
+// kernel itself: the ladder's order and flags decide. If no rung runs `p`, the first one
+// (unsupported_reason then says why); "" for an empty ladder. Reads p.context_lens when set
+// (host pointer), else plans for the table's capacity (max_blocks_per_seq x block_size).
+inline constexpr int kSplitKvMinContext = 1024;
+std::string choose_kernel(const std::vector<KernelInfo>& ladder, const PagedDecodeParams& p,
+                          int sm_count);
 
 // split_kv planner: how many splits of the context to launch so batch * Hkv * splits fills
-// `sm_count` SMs, and the workspace (bytes) that needs. Host-side, deterministic.
+// `sm_count` SMs. Host-side, deterministic.
 int plan_num_splits(const PagedDecodeParams& p, int sm_count);
-std::size_t split_kv_workspace_bytes(const PagedDecodeParams& p, int num_splits);
+
+// The split_kv workspace: one allocation of total_bytes holding, in this order,
+//   partial_out [batch][Hq][num_splits][d]  fp32  at partial_out_offset (0)
+//   partial_lse [batch][Hq][num_splits]     fp32  at partial_lse_offset (a multiple of 16)
+// Every user (the backends, the tests) sizes and splits the workspace with this.
+struct SplitKvWorkspace {
+  int num_splits = 1;
+  std::size_t partial_out_offset = 0;
+  std::size_t partial_out_bytes = 0;
+  std::size_t partial_lse_offset = 0;
+  std::size_t partial_lse_bytes = 0;
+  std::size_t total_bytes = 0;
+  // Sets p.num_splits and points p.partial_out / p.partial_lse into `base` (total_bytes,
+  // 16-byte aligned).
+  void bind(PagedDecodeParams& p, void* base) const {
+    auto* bytes = static_cast<unsigned char*>(base);
+    p.num_splits = num_splits;
+    p.partial_out = reinterpret_cast<float*>(bytes + partial_out_offset);
+    p.partial_lse = reinterpret_cast<float*>(bytes + partial_lse_offset);
+  }
+};
+SplitKvWorkspace split_kv_workspace(const PagedDecodeParams& p, int num_splits);
 
 // Result of a launch. For CUDA, `message` names the CUDA error; for the emulator it carries the
 // emulator's report (race-free barrier mismatch, timeout, ...).

@@ -1,7 +1,10 @@
 // The kernel ladder: names, ideas and what this build compiled. Plain C++ (no device code).
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <utility>
 
+#include "common/math.h"
 #include "kernel_config.h"
 #include "kernels.h"
 
@@ -48,8 +51,6 @@ std::string join(const std::vector<T>& items) {
   return s;
 }
 
-bool is_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
-
 }  // namespace
 
 const std::vector<KernelInfo>& kernel_ladder() {
@@ -88,31 +89,85 @@ std::string ladder_names() {
   return s.empty() ? "none compiled" : s;
 }
 
-std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p) {
-  if (std::find(k.head_dims.begin(), k.head_dims.end(), p.head_dim) == k.head_dims.end()) {
-    return "kernel '" + k.name + "' has no head_dim " + std::to_string(p.head_dim) +
-           " in this build (compiled: " + join(k.head_dims) + ")";
+std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, CheckScope scope) {
+  // One wording for every refusal: "kernel 'K' does not take <value> (valid: <choices>)".
+  const auto refuse = [&](const std::string& value, const std::string& valid) {
+    return "kernel '" + k.name + "' does not take " + value + " (valid: " + valid + ")";
+  };
+  const auto contains = [](const auto& items, const auto& x) {
+    return std::find(items.begin(), items.end(), x) != items.end();
+  };
+  if (!contains(k.head_dims, p.head_dim)) {
+    return refuse("head_dim " + std::to_string(p.head_dim), join(k.head_dims) + " in this build");
   }
-  if (std::find(k.kv_dtypes.begin(), k.kv_dtypes.end(), p.kv_dtype) == k.kv_dtypes.end()) {
-    return "kernel '" + k.name + "' has no KV dtype " + dtype_label(p.kv_dtype) +
-           " in this build (compiled: " + join(k.kv_dtypes) + ")";
+  if (!contains(k.kv_dtypes, p.kv_dtype)) {
+    return refuse("KV dtype " + std::string(dtype_label(p.kv_dtype)),
+                  join(k.kv_dtypes) + " in this build");
   }
-  if (std::find(k.q_dtypes.begin(), k.q_dtypes.end(), p.q_dtype) == k.q_dtypes.end()) {
-    return "kernel '" + k.name + "' takes q/out dtype " + join(k.q_dtypes) + ", not " +
-           dtype_label(p.q_dtype);
+  if (!contains(k.q_dtypes, p.q_dtype)) {
+    return refuse("q/out dtype " + std::string(dtype_label(p.q_dtype)), join(k.q_dtypes));
   }
   if (!is_power_of_two(p.block_size) || p.block_size < k.min_block_size) {
-    return "kernel '" + k.name + "' needs a power-of-two block size >= " +
-           std::to_string(k.min_block_size) + ", got " + std::to_string(p.block_size);
+    return refuse("block size " + std::to_string(p.block_size),
+                  "a power of two >= " + std::to_string(k.min_block_size));
   }
-  if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0) {
-    return "num_q_heads (" + std::to_string(p.num_q_heads) + ") must be a multiple of num_kv_heads (" +
-           std::to_string(p.num_kv_heads) + ")";
+  if (p.num_q_heads < 1 || p.num_kv_heads < 1 || p.num_q_heads % p.num_kv_heads != 0) {
+    return refuse("num_q_heads " + std::to_string(p.num_q_heads) + " with num_kv_heads " +
+                      std::to_string(p.num_kv_heads),
+                  "num_q_heads a positive multiple of num_kv_heads");
   }
   const int group = p.num_q_heads / p.num_kv_heads;
   if (k.max_group > 0 && group > k.max_group) {
-    return "kernel '" + k.name + "' serves GQA groups up to " + std::to_string(k.max_group) +
-           ", got " + std::to_string(group);
+    return refuse("GQA group " + std::to_string(group),
+                  "GQA groups up to " + std::to_string(k.max_group));
+  }
+  if (p.batch < 1 || (k.max_batch > 0 && p.batch > k.max_batch)) {
+    return refuse("batch " + std::to_string(p.batch),
+                  k.max_batch > 0 ? "1.." + std::to_string(k.max_batch) : ">= 1");
+  }
+  if (scope == CheckScope::shape) return {};
+
+  std::string null;  // "k_cache, out"
+  for (const auto& [name, ptr] : {std::pair<const char*, const void*>{"q", p.q},
+                                  {"out", p.out},
+                                  {"k_cache", p.k_cache},
+                                  {"v_cache", p.v_cache},
+                                  {"block_tables", p.block_tables},
+                                  {"context_lens", p.context_lens}}) {
+    if (ptr == nullptr) null += (null.empty() ? "" : ", ") + std::string(name);
+  }
+  if (!null.empty()) {
+    return refuse("a null " + null,
+                  "q, out, k_cache, v_cache, block_tables and context_lens all set");
+  }
+  if (p.max_blocks_per_seq < 1) {
+    return refuse("max_blocks_per_seq " + std::to_string(p.max_blocks_per_seq), ">= 1");
+  }
+  if (p.num_blocks < 1) return refuse("num_blocks " + std::to_string(p.num_blocks), ">= 1");
+  const auto aligned16 = [](const void* ptr) {
+    return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0;
+  };
+  if (!aligned16(p.k_cache) || !aligned16(p.v_cache)) {
+    return refuse(std::string(aligned16(p.k_cache) ? "a v_cache" : "a k_cache") +
+                      " that is not 16-byte aligned",
+                  "16-byte aligned k_cache and v_cache, for the kernels' 16-byte loads");
+  }
+  for (const auto& [name, value] : {std::pair<const char*, float>{"softmax_scale", p.softmax_scale},
+                                    {"k_scale", p.k_scale},
+                                    {"v_scale", p.v_scale}}) {
+    if (!(value > 0.f)) {  // also rejects NaN
+      return refuse(std::string(name) + " " + std::to_string(value), "> 0");
+    }
+  }
+  if (k.uses_workspace) {
+    if (p.num_splits < 1 || p.num_splits > 65535) {  // grid.z
+      return refuse("num_splits " + std::to_string(p.num_splits), "1..65535");
+    }
+    if (p.partial_out == nullptr || p.partial_lse == nullptr) {
+      return refuse(
+          std::string("a null ") + (p.partial_out == nullptr ? "partial_out" : "partial_lse"),
+          "the workspace set, laid out by split_kv_workspace()");
+    }
   }
   return {};
 }

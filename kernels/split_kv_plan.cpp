@@ -41,12 +41,20 @@ int plan_num_splits(const PagedDecodeParams& p, int sm_count) {
   return static_cast<int>(std::max(1LL, splits));
 }
 
-std::size_t split_kv_workspace_bytes(const PagedDecodeParams& p, int num_splits) {
+SplitKvWorkspace split_kv_workspace(const PagedDecodeParams& p, int num_splits) {
+  constexpr std::size_t kAlign = 16;  // every buffer a kernel gets starts 16-byte aligned
   const std::size_t rows = static_cast<std::size_t>(std::max(p.batch, 0)) *
                            static_cast<std::size_t>(std::max(p.num_q_heads, 0)) *
                            static_cast<std::size_t>(std::max(num_splits, 0));
-  // partial_out [batch][Hq][num_splits][d] then partial_lse [batch][Hq][num_splits], fp32.
-  return rows * (static_cast<std::size_t>(std::max(p.head_dim, 0)) + 1) * sizeof(float);
+  SplitKvWorkspace w;
+  w.num_splits = num_splits;
+  // [batch][Hq][num_splits][d] fp32, then [batch][Hq][num_splits] fp32.
+  w.partial_out_offset = 0;
+  w.partial_out_bytes = rows * static_cast<std::size_t>(std::max(p.head_dim, 0)) * sizeof(float);
+  w.partial_lse_offset = (w.partial_out_bytes + kAlign - 1) / kAlign * kAlign;
+  w.partial_lse_bytes = rows * sizeof(float);
+  w.total_bytes = w.partial_lse_offset + w.partial_lse_bytes;
+  return w;
 }
 
 }  // namespace decodebench::kernels

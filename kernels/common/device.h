@@ -30,6 +30,7 @@
 //       (a cudaStream_t on CUDA). Dynamic shared memory above 48 KiB is opted into
 //       automatically (cudaFuncAttributeMaxDynamicSharedMemorySize).
 //   dev::fast_exp2(float) dev::fast_rsqrt(float)        ex2.approx.ftz / rsqrt.approx.ftz
+//   dev::FastExp2{}                                    fast_exp2 as a function object
 //   dev::ld_global_nc_v4(const void* p) -> uint4        16-byte read-only load (ld.global.nc)
 //   dev::ld_v4(const void* p) -> uint4 / dev::st_v4(void* p, uint4)   16-byte generic load/store
 //   dev::cp_async<N>(void* smem, const void* gmem, int src_bytes)  N = 4, 8 or 16 bytes;
@@ -75,6 +76,17 @@ namespace decodebench::dev {
 
 __device__ __forceinline__ float fast_exp2(float x) { return ptx::ex2_approx_ftz(x); }
 __device__ __forceinline__ float fast_rsqrt(float x) { return ptx::rsqrt_approx_ftz(x); }
+// fast_exp2 as a function object, for SoftmaxState::merge. __host__ __device__ so that the
+// host-device merge may call it; only its device side ever runs.
+struct FastExp2 {
+  __host__ __device__ __forceinline__ float operator()(float x) const {
+#if defined(__CUDA_ARCH__)
+    return ptx::ex2_approx_ftz(x);
+#else
+    return exp2f(x);
+#endif
+  }
+};
 
 __device__ __forceinline__ uint4 ld_global_nc_v4(const void* p) { return ptx::ld_global_nc_v4(p); }
 __device__ __forceinline__ uint4 ld_v4(const void* p) { return *static_cast<const uint4*>(p); }
@@ -216,6 +228,9 @@ namespace decodebench::dev {
 
 inline float fast_exp2(float x) { return std::exp2(x); }
 inline float fast_rsqrt(float x) { return 1.f / std::sqrt(x); }
+struct FastExp2 {  // fast_exp2 as a function object, for SoftmaxState::merge
+  float operator()(float x) const { return fast_exp2(x); }
+};
 
 inline uint4 ld_global_nc_v4(const void* p) {
   emu::check_aligned(p, 16, "ld_global_nc_v4");

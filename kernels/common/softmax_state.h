@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "common/float_formats.h"  // DECODEBENCH_HD
+#include "common/math.h"           // kLog2e: the base-2 convention
 
 namespace decodebench {
 
@@ -17,6 +18,11 @@ template <typename T>
 struct SoftmaxState {
   T max = -INFINITY;  // running max of the scores seen (log2 domain)
   T sum = 0;          // Σ exp2(score - max)
+
+  // std::exp2 as a function object: merge()'s default exp2.
+  struct StdExp2 {
+    DECODEBENCH_HD T operator()(T x) const { return exp2_(x); }
+  };
 
   // Raises the running max to `new_max` (>= max) and returns the factor by which an
   // accumulator built against the old max must be multiplied.
@@ -28,15 +34,19 @@ struct SoftmaxState {
   }
 
   // Merges `other` into this state. On return, an accumulator of this state must be multiplied
-  // by `self_factor` and other's accumulator by `other_factor`, then added.
-  DECODEBENCH_HD void merge(const SoftmaxState& other, T& self_factor, T& other_factor) {
+  // by `self_factor` and other's accumulator by `other_factor`, then added. `exp2` is the
+  // exp2 to use: std::exp2 by default, a kernel's hardware approximation (dev::FastExp2) where
+  // the merge must match the kernel's own arithmetic.
+  template <typename Exp2 = StdExp2>
+  DECODEBENCH_HD void merge(const SoftmaxState& other, T& self_factor, T& other_factor,
+                            Exp2 exp2 = {}) {
     const T new_max = max > other.max ? max : other.max;
     if (new_max == -INFINITY) {  // both empty
       self_factor = other_factor = T(0);
       return;
     }
-    self_factor = (max == -INFINITY) ? T(0) : exp2_(max - new_max);
-    other_factor = (other.max == -INFINITY) ? T(0) : exp2_(other.max - new_max);
+    self_factor = (max == -INFINITY) ? T(0) : exp2(max - new_max);
+    other_factor = (other.max == -INFINITY) ? T(0) : exp2(other.max - new_max);
     sum = sum * self_factor + other.sum * other_factor;
     max = new_max;
   }

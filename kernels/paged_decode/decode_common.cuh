@@ -32,18 +32,19 @@
 //
 // Online softmax per row: each row r keeps its own (max, sum, acc) per head over the tokens it
 // saw (base 2, k_scale and log2(e) folded into the score scale); the R rows are merged once at
-// the end of the block through shared memory (max over rows, rescale, sum), v_scale folded into
-// the final weights. Masked tokens (past the context or the split) score -inf and their V
-// registers / shared rows are zero, so they contribute exactly 0.
+// the end of the block through shared memory (SoftmaxState::merge from the max over rows),
+// v_scale folded into the final weights. Masked tokens (past the context or the split) score
+// -inf and their V registers / shared rows are zero, so they contribute exactly 0.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
-#include <string>
 #include <type_traits>
 
 #include "common/device.h"
+#include "common/math.h"
 #include "common/paged_kv.h"
+#include "common/softmax_state.h"
 #include "kernels.h"
 #include "paged_decode/launchers.h"
 
@@ -51,10 +52,11 @@ namespace decodebench::kernels::DECODEBENCH_TARGET_NS::decode {
 
 inline constexpr int kThreads = 128;         // 4 warps: small enough for the emulator, and a
                                              // 128-thread block keeps 2-3 blocks per SM
-inline constexpr int kMaxGroup = 8;          // largest Hq / Hkv the rungs serve
+inline constexpr int kMaxGroup = 8;          // largest Hq / Hkv the rungs serve: the registry's
+                                             // max_group of gqa/pipelined/split_kv, which
+                                             // unsupported_reason enforces before any launch
 inline constexpr int kVec = 8;               // KV elements per lane chunk
 inline constexpr int kPasses = 4;            // passes (tokens per thread) per tile
-inline constexpr float kLog2e = 1.4426950408889634f;
 
 // Compile-time tile geometry of one (KV dtype, head_dim).
 template <DType kKv, int kHeadDim>
@@ -311,17 +313,26 @@ struct BlockDecoder {
     }
     __syncthreads();
     if (tid < group) {
+      // The rows' states merged with SoftmaxState::merge, starting from a state that already
+      // holds the block max M (and no mass), so no row raises the max: the block's factor is 1
+      // at every step and the sum is the two-pass Σ_r l_r 2^(m_r - M), whatever the rows' order.
+      // Rows without tokens (m_r = -inf) add 0. The block state is merged into the row's (then
+      // taken over) so the sum is l_r * 2^(m_r - M) + sum: what nvcc fuses into one FMA.
       float mx = -INFINITY;
       for (int r = 0; r < Tl::kRows; ++r) mx = fmaxf(mx, row_stats[(r * kGroupCap + tid) * 2]);
-      float sum = 0.f;
-      if (mx != -INFINITY) {
-        for (int r = 0; r < Tl::kRows; ++r) {
-          const float mr = row_stats[(r * kGroupCap + tid) * 2];
-          if (mr != -INFINITY) sum += row_stats[(r * kGroupCap + tid) * 2 + 1] * dev::fast_exp2(mr - mx);
-        }
+      SoftmaxState<float> block;
+      block.max = mx;
+      for (int r = 0; r < Tl::kRows; ++r) {
+        SoftmaxState<float> row_state;
+        row_state.max = row_stats[(r * kGroupCap + tid) * 2];
+        row_state.sum = row_stats[(r * kGroupCap + tid) * 2 + 1];
+        float row_factor = 0.f;
+        float block_factor = 0.f;
+        row_state.merge(block, row_factor, block_factor, dev::FastExp2{});
+        block = row_state;
       }
-      block_stats[tid * 2] = mx;
-      block_stats[tid * 2 + 1] = sum;
+      block_stats[tid * 2] = block.max;
+      block_stats[tid * 2 + 1] = block.sum;
     }
     __syncthreads();
     // Row weights: exp2(m_r - M) * v_scale / L, 0 for rows (or whole splits) without tokens.
@@ -356,11 +367,12 @@ struct BlockDecoder {
       }
     }
     if (target.to_workspace && tid < group) {
-      const float mx = block_stats[tid * 2];
-      const float sum = block_stats[tid * 2 + 1];
+      SoftmaxState<float> block;
+      block.max = block_stats[tid * 2];
+      block.sum = block_stats[tid * 2 + 1];
       // [batch][Hq][num_splits]
       p.partial_lse[(head0 + tid) * p.num_splits + target.split] =
-          sum > 0.f ? mx + log2f(sum) : -INFINITY;
+          block.sum > 0.f ? block.log2_sum_exp2() : -INFINITY;
     }
   }
 };
@@ -369,32 +381,6 @@ struct BlockDecoder {
 // never applied per element).
 __device__ __forceinline__ float score_scale_log2(const PagedDecodeParams& p) {
   return p.softmax_scale * p.k_scale * kLog2e;
-}
-
-// Checks shared by every rung's launcher; empty when the instance can run `p`.
-template <DType kKv, int kHeadDim>
-inline std::string check_decode_params(const char* kernel, const PagedDecodeParams& p) {
-  const std::string k = std::string("kernel '") + kernel + "': ";
-  if (p.kv_dtype != kKv) return k + "instance compiled for another KV dtype";
-  if (p.head_dim != kHeadDim) {
-    return k + "instance compiled for head_dim " + std::to_string(kHeadDim) + ", got " +
-           std::to_string(p.head_dim);
-  }
-  if (p.q_dtype != DType::f16 && p.q_dtype != DType::bf16) return k + "q/out dtype must be f16 or bf16";
-  if (p.batch < 1) return k + "batch must be >= 1, got " + std::to_string(p.batch);
-  if (p.num_kv_heads < 1 || p.num_q_heads < 1 || p.num_q_heads % p.num_kv_heads != 0) {
-    return k + "num_q_heads (" + std::to_string(p.num_q_heads) +
-           ") must be a positive multiple of num_kv_heads (" + std::to_string(p.num_kv_heads) + ")";
-  }
-  const int group = p.num_q_heads / p.num_kv_heads;
-  if (group > kMaxGroup) {
-    return k + "serves GQA groups 1.." + std::to_string(kMaxGroup) + ", got " + std::to_string(group);
-  }
-  if (p.block_size < 8 || (p.block_size & (p.block_size - 1)) != 0) {
-    return k + "needs a power-of-two block size >= 8, got " + std::to_string(p.block_size);
-  }
-  if (p.batch > 65535) return k + "batch must be <= 65535 (grid y), got " + std::to_string(p.batch);
-  return {};
 }
 
 // The group caps the rungs are compiled for: a block's q and accumulator registers are sized by

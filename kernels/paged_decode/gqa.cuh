@@ -115,11 +115,10 @@ __global__ void __launch_bounds__(decode::kThreads)
 
 // q/out [batch][Hq][d] (q_dtype), K/V caches [num_blocks][Hkv][P][d] (kKvDtype), block tables
 // [batch][max_blocks_per_seq], context_lens [batch]. Group 1..8; any power-of-two P >= 8.
+// Preconditions: unsupported_reason(kernel, p, CheckScope::launch) is empty (launch_paged_decode
+// checks it once; the instance matches p's KV dtype and head_dim by dispatch).
 template <DType kKvDtype, int kHeadDim>
 LaunchResult launch_gqa(const PagedDecodeParams& p, void* stream) {
-  if (std::string why = decode::check_decode_params<kKvDtype, kHeadDim>("gqa", p); !why.empty()) {
-    return {LaunchStatus::unsupported, why};
-  }
   const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.batch));
   return decode::dispatch_group_cap(p.num_q_heads / p.num_kv_heads, [&](auto cap) {
     constexpr int kCap = decltype(cap)::value;

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "common/device.h"
+#include "common/math.h"
 #include "common/paged_kv.h"
 #include "common/softmax_state.h"
 #include "kernels.h"
@@ -32,7 +33,6 @@ namespace naive_detail {
 
 inline constexpr int kThreads = 128;
 inline constexpr int kChunk = 256;  // tokens whose scores sit in shared memory at once
-inline constexpr float kLog2e = 1.4426950408889634f;
 
 template <DType kKv, int kHeadDim>
 struct Layout {
@@ -145,34 +145,10 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(const __grid_constant__
 }  // namespace naive_detail
 
 // Launches `naive` for one compiled (KV dtype, head_dim). Shapes: see PagedDecodeParams.
+// Preconditions: unsupported_reason(kernel, p, CheckScope::launch) is empty (launch_paged_decode
+// checks it once; the instance matches p's KV dtype and head_dim by dispatch).
 template <DType kKvDtype, int kHeadDim>
 LaunchResult launch_naive(const PagedDecodeParams& p, void* stream) {
-  auto unsupported = [](const std::string& why) {
-    return LaunchResult{LaunchStatus::unsupported, "naive: " + why};
-  };
-  if (p.kv_dtype != kKvDtype || p.head_dim != kHeadDim) {
-    return unsupported("instance for another (kv_dtype, head_dim) was called");
-  }
-  if (p.q_dtype != DType::f16 && p.q_dtype != DType::bf16) {
-    return unsupported("q/out dtype must be f16 or bf16");
-  }
-  if (p.batch < 1 || p.batch > 65535) {
-    return unsupported("batch must be in [1, 65535] (grid.y), got " + std::to_string(p.batch));
-  }
-  if (p.num_kv_heads < 1 || p.num_q_heads < 1 || p.num_q_heads % p.num_kv_heads != 0) {
-    return unsupported("num_q_heads (" + std::to_string(p.num_q_heads) +
-                       ") must be a positive multiple of num_kv_heads (" +
-                       std::to_string(p.num_kv_heads) + ")");
-  }
-  if (p.block_size < 1 || (p.block_size & (p.block_size - 1)) != 0) {
-    return unsupported("block_size must be a power of two, got " + std::to_string(p.block_size));
-  }
-  const auto misaligned = [](const void* ptr) {
-    return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) != 0;
-  };
-  if (misaligned(p.k_cache) || misaligned(p.v_cache)) {
-    return unsupported("k_cache and v_cache must be 16-byte aligned");
-  }
   const dim3 grid(static_cast<unsigned>(p.num_q_heads), static_cast<unsigned>(p.batch));
   return DECODEBENCH_LAUNCH((naive_detail::naive_kernel<kKvDtype, kHeadDim>), grid,
                             dim3(naive_detail::kThreads), 0, stream, p);

@@ -177,10 +177,6 @@ __global__ void __launch_bounds__(decode::kThreads)
 // Same tensors and limits as launch_gqa.
 template <DType kKvDtype, int kHeadDim>
 LaunchResult launch_pipelined(const PagedDecodeParams& p, void* stream) {
-  if (std::string why = decode::check_decode_params<kKvDtype, kHeadDim>("pipelined", p);
-      !why.empty()) {
-    return {LaunchStatus::unsupported, why};
-  }
   const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.batch));
   return decode::dispatch_group_cap(p.num_q_heads / p.num_kv_heads, [&](auto cap) {
     constexpr int kCap = decltype(cap)::value;

@@ -10,7 +10,8 @@
 //   partial_lse [batch][Hq][num_splits]     fp32, -inf for an empty split
 // A second kernel merges the splits of each (sequence, query head) by log-sum-exp
 // (SoftmaxState::merge) and writes the output. num_splits comes from plan_num_splits()
-// (kernels/split_kv_plan.cpp); any value >= 1 is correct, including 1.
+// (kernels/split_kv_plan.cpp); any value >= 1 is correct, including 1. The workspace layout is
+// split_kv_workspace() (same file).
 //
 // Napkin math (llama-3.1-8b, batch 1, 32k context, H200): 134 MB of f16 KV = 28 us at 4.8 TB/s.
 // Unsplit that is 8 blocks on 132 SMs; the planner's 33 splits give 264 blocks, 2 resident per
@@ -96,23 +97,11 @@ __global__ void __launch_bounds__(kMergeThreads)
 
 }  // namespace split_kv_detail
 
-// Same tensors and limits as launch_gqa, plus p.num_splits >= 1 and the workspace
-// (partial_out / partial_lse, split_kv_workspace_bytes(p, num_splits) bytes in all).
+// Same tensors and limits as launch_gqa, plus p.num_splits in 1..65535 and the workspace
+// (partial_out / partial_lse, laid out by split_kv_workspace(p, num_splits)); all checked once by
+// unsupported_reason(kernel, p, CheckScope::launch).
 template <DType kKvDtype, int kHeadDim>
 LaunchResult launch_split_kv(const PagedDecodeParams& p, void* stream) {
-  if (std::string why = decode::check_decode_params<kKvDtype, kHeadDim>("split_kv", p);
-      !why.empty()) {
-    return {LaunchStatus::unsupported, why};
-  }
-  if (p.num_splits < 1 || p.num_splits > 65535) {
-    return {LaunchStatus::unsupported, "kernel 'split_kv': num_splits must be in 1..65535, got " +
-                                           std::to_string(p.num_splits)};
-  }
-  if (p.partial_out == nullptr || p.partial_lse == nullptr) {
-    return {LaunchStatus::unsupported,
-            "kernel 'split_kv': needs the workspace (partial_out and partial_lse, "
-            "split_kv_workspace_bytes() bytes)"};
-  }
   const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.batch),
                   static_cast<unsigned>(p.num_splits));
   LaunchResult split = decode::dispatch_group_cap(p.num_q_heads / p.num_kv_heads, [&](auto cap) {

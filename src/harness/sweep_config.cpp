@@ -10,6 +10,7 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "common/math.h"
 #include "report/json_util.h"
 
 namespace decodebench {
@@ -30,8 +31,6 @@ bool same_contexts(const std::vector<ContextSpec>& a, const std::vector<ContextS
   }
   return true;
 }
-
-bool is_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
 // "123" or "8k" (x1024) -> int; nullopt-like -1 on anything else.
 bool parse_length(std::string_view s, int& out) {

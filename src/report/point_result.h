@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend.h"    // DeviceInfo (one devices[] entry)
+#include "report/device_info.h"  // DeviceInfo (one devices[] entry)
 #include "workload/workload.h"   // ContextSpec, DType
 
 namespace decodebench {

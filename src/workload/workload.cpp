@@ -17,6 +17,7 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "common/float_formats.h"
+#include "common/math.h"
 
 #ifndef DECODEBENCH_SOURCE_CONFIGS_DIR
 #error "DECODEBENCH_SOURCE_CONFIGS_DIR must be defined by src/workload/CMakeLists.txt"
@@ -52,8 +53,6 @@ constexpr std::uint64_t kStreamContext = 0x636f6e7465787431ull;  // "context1"
 constexpr std::uint64_t kStreamShuffle = 0x73687566666c6531ull;  // "shuffle1"
 
 int blocks_for(int tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
-
-bool is_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
 // Fills the read statistics of a layout from its block tables: the distinct (block, slot)
 // pairs read and the blocks read by more than one row. Each row reads slots [0, n) of its j-th

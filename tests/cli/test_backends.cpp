@@ -105,13 +105,16 @@ TEST(EmuBackend, ChoosesSplitKvOnlyWhenThePlannerSplits) {
   auto emu = make_emu_backend();
   const auto names = emu->kernel_names();
   const bool has_split = std::find(names.begin(), names.end(), "split_kv") != names.end();
-  // One sequence, one KV head, 1000 tokens: 4 SMs want splits.
-  const std::string few = emu->choose_kernel(tiny_spec(1, 1000, 4, 1));
+  // One sequence, one KV head, 2048 tokens: the 4 emulated SMs want splits (the GPU's rule:
+  // kernels::choose_kernel with kEmuSmCount SMs).
+  const std::string few = emu->choose_kernel(tiny_spec(1, 2048, 4, 1));
   if (has_split) {
     EXPECT_EQ(few, "split_kv");
   }
+  // Too short to repay the merge launch (< kSplitKvMinContext tokens): no split.
+  EXPECT_NE(emu->choose_kernel(tiny_spec(1, 1000, 4, 1)), "split_kv");
   // 8 sequences x 2 KV heads fill the 4 emulated SMs: no split, the highest other rung.
-  const std::string many = emu->choose_kernel(tiny_spec(8, 1000, 8, 2));
+  const std::string many = emu->choose_kernel(tiny_spec(8, 2048, 8, 2));
   EXPECT_NE(many, "split_kv");
   EXPECT_EQ(many, names.back() == "split_kv" ? names[names.size() - 2] : names.back());
 }

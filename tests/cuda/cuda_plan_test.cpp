@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <string>
-#include <vector>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
@@ -89,10 +88,11 @@ TEST(CudaPlan, SplitWorkspaceIsCounted) {
   splitting.uses_workspace = true;
   const PointFootprint f = point_footprint(p, splitting, /*sm_count=*/132);
   EXPECT_EQ(f.num_splits, std::max(1, k::plan_num_splits(p, 132)));
-  EXPECT_GE(f.workspace,
-            split_partial_out_bytes(p, f.num_splits) + split_partial_lse_bytes(p, f.num_splits));
-  EXPECT_EQ(split_partial_out_bytes(p, 3), 1u * 32 * 3 * 128 * 4);  // [B][Hq][splits][d] fp32
-  EXPECT_EQ(split_partial_lse_bytes(p, 3), 1u * 32 * 3 * 4);        // [B][Hq][splits] fp32
+  // The kernels' layout, whatever it is: the one owner of the workspace size.
+  EXPECT_EQ(f.workspace, k::split_kv_workspace(p, f.num_splits).total_bytes);
+  EXPECT_GE(f.workspace, 1u * 32 * f.num_splits * (128 + 1) * 4);  // [B][Hq][splits][d + 1] fp32
+  EXPECT_EQ(f.total(),
+            f.q + f.out + f.k_cache + f.v_cache + f.block_tables + f.context_lens + f.workspace);
 }
 
 TEST(CudaPlan, MemorySkipReasonNamesBothSizes) {
@@ -108,57 +108,8 @@ TEST(CudaPlan, MemorySkipReasonNamesBothSizes) {
   EXPECT_EQ(format_gb(1.5e9), "1.50 GB");
 }
 
-// ---- the `auto` kernel -----------------------------------------------------------------------
-
-// A synthetic ladder shaped like the full build's, so the rule is tested whatever this build
-// compiled.
-std::vector<k::KernelInfo> full_ladder() {
-  std::vector<k::KernelInfo> ladder;
-  for (const char* name : {"naive", "gqa", "pipelined", "split_kv"}) {
-    k::KernelInfo info;
-    info.name = name;
-    info.head_dims = {64, 128, 256};
-    info.kv_dtypes = {DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2};
-    info.q_dtypes = {DType::f16, DType::bf16};
-    info.max_group = std::string(name) == "naive" ? 0 : 8;
-    info.uses_workspace = std::string(name) == "split_kv";
-    ladder.push_back(info);
-  }
-  return ladder;
-}
-
-std::string choose(const WorkloadSpec& spec, const std::vector<k::KernelInfo>& ladder,
-                   int sm_count = 132) {
-  const PagedLayout layout = build_layout(spec);
-  return choose_kernel_for(shape_params(spec, layout), ladder, sm_count);
-}
-
-TEST(CudaPlan, AutoSplitsLongContextsThatCannotFillTheGpu) {
-  const auto ladder = full_ladder();
-  EXPECT_EQ(choose(spec_of(llama_8b(), 1, 32768), ladder), "split_kv");   // 8 blocks, 132 SMs
-  EXPECT_EQ(choose(spec_of(llama_8b(), 16, 8192), ladder), "split_kv");   // 128 < 132
-  EXPECT_EQ(choose(spec_of(llama_8b(), 64, 8192), ladder), "pipelined");  // 512 blocks fill it
-  EXPECT_EQ(choose(spec_of(llama_8b(), 1, 512), ladder), "pipelined");    // too short to split
-  EXPECT_EQ(choose(spec_of(llama_8b(), 16, 8192), ladder, /*sm_count=*/100), "pipelined");
-}
-
-TEST(CudaPlan, AutoFallsBackToWhatSupportsThePoint) {
-  auto ladder = full_ladder();
-  // GQA group 16 is beyond every rung but naive.
-  const ModelShape wide{"wide-group", 128, 8, 128, 1, ""};
-  EXPECT_EQ(choose(spec_of(wide, 1, 32768), ladder), "naive");
-  // A build without split_kv: the best plain rung even when splitting would help.
-  ladder.pop_back();
-  EXPECT_EQ(choose(spec_of(llama_8b(), 1, 32768), ladder), "pipelined");
-  // A build with split_kv only: it, whatever the shape.
-  const std::vector<k::KernelInfo> only_split = {full_ladder().back()};
-  EXPECT_EQ(choose(spec_of(llama_8b(), 256, 1024), only_split), "split_kv");
-  // Nothing supports head_dim 64 here: the first rung (skip_reason then says why).
-  for (auto& info : ladder) info.head_dims = {128};
-  const ModelShape small_heads{"d64", 32, 8, 64, 1, ""};
-  EXPECT_EQ(choose(spec_of(small_heads, 1, 1024), ladder), "naive");
-  EXPECT_EQ(choose_kernel_for(k::PagedDecodeParams{}, {}, 132), "");
-}
+// The `auto` kernel is kernels::choose_kernel (tests/kernels/kernel_registry_test.cpp); the
+// backend passes the device's SM count.
 
 TEST(CudaPlan, BadDeviceMessageListsTheDevices) {
   const std::string msg = bad_device_message(3, {"NVIDIA H200", "NVIDIA H100 80GB HBM3"});

@@ -129,12 +129,10 @@ CaseRun run_case(const Case& c, const Target& t) {
     if (k.name == t.kernel) info = &k;
   }
   if (info != nullptr && info->uses_workspace) {
-    p.num_splits = kernels::plan_num_splits(p, /*sm_count=*/4);
-    const std::size_t bytes = kernels::split_kv_workspace_bytes(p, p.num_splits);
-    workspace.assign((bytes + sizeof(float) - 1) / sizeof(float), 0.f);
-    p.partial_out = workspace.data();
-    p.partial_lse = workspace.data() +
-                    static_cast<std::size_t>(p.batch) * p.num_q_heads * p.num_splits * p.head_dim;
+    const kernels::SplitKvWorkspace layout =
+        kernels::split_kv_workspace(p, kernels::plan_num_splits(p, /*sm_count=*/4));
+    workspace.assign((layout.total_bytes + sizeof(float) - 1) / sizeof(float), 0.f);
+    layout.bind(p, workspace.data());
   }
   CaseRun r;
   r.launch = kernels::emu::launch_paged_decode(t.kernel, p, /*stream=*/nullptr);

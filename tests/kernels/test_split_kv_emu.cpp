@@ -96,14 +96,14 @@ SplitRun run_split_kv(const Workload& w, int num_splits) {
   p.num_splits = num_splits;
   const std::size_t out_elems = static_cast<std::size_t>(w.rows()) * p.num_q_heads * p.head_dim;
   std::vector<std::uint16_t> out(out_elems, 0xffff);  // NaN in both f16 and bf16: must be overwritten
-  // One allocation of split_kv_workspace_bytes(), split as the planner documents.
-  const std::size_t ws_bytes = kernels::split_kv_workspace_bytes(p, num_splits);
+  // One allocation laid out by split_kv_workspace().
+  const kernels::SplitKvWorkspace layout = kernels::split_kv_workspace(p, num_splits);
   const std::size_t lse_elems = static_cast<std::size_t>(w.rows()) * p.num_q_heads * num_splits;
-  std::vector<float> ws(ws_bytes / sizeof(float), std::nanf(""));
+  std::vector<float> ws(layout.total_bytes / sizeof(float), std::nanf(""));
   EXPECT_EQ(ws.size(), lse_elems * (p.head_dim + 1));
   p.out = out.data();
-  p.partial_out = ws.data();
-  p.partial_lse = ws.data() + lse_elems * p.head_dim;
+  layout.bind(p, ws.data());
+  EXPECT_EQ(p.partial_lse, ws.data() + lse_elems * p.head_dim);
 
   SplitRun run;
   run.launch = kernels::emu::launch_paged_decode("split_kv", p, /*stream=*/nullptr);
@@ -247,9 +247,9 @@ TEST(SplitKvEmu, RefusesMissingWorkspaceAndBadSplitCounts) {
   const auto no_ws = kernels::emu::launch_paged_decode("split_kv", p, nullptr);
   EXPECT_EQ(no_ws.status, LaunchStatus::unsupported);
   EXPECT_NE(no_ws.message.find("workspace"), std::string::npos) << no_ws.message;
-  std::vector<float> ws(kernels::split_kv_workspace_bytes(p, 2) / sizeof(float));
-  p.partial_out = ws.data();
-  p.partial_lse = ws.data() + ws.size() - static_cast<std::size_t>(w.rows()) * p.num_q_heads * 2;
+  const kernels::SplitKvWorkspace layout = kernels::split_kv_workspace(p, 2);
+  std::vector<float> ws(layout.total_bytes / sizeof(float));
+  layout.bind(p, ws.data());
   p.num_splits = 0;
   const auto zero = kernels::emu::launch_paged_decode("split_kv", p, nullptr);
   EXPECT_EQ(zero.status, LaunchStatus::unsupported);
@@ -293,8 +293,8 @@ TEST(SplitKvPlan, SplitsAreNeverShorterThanTheMinimum) {
 
 TEST(SplitKvPlan, WorkspaceBytesCoverPartialsAndLse) {
   const PagedDecodeParams p = plan_params(3, 8, 1024);  // Hq 32, d 128
-  EXPECT_EQ(kernels::split_kv_workspace_bytes(p, 5), std::size_t{3} * 32 * 5 * (128 + 1) * 4);
-  EXPECT_EQ(kernels::split_kv_workspace_bytes(p, 1), std::size_t{3} * 32 * 1 * 129 * 4);
+  EXPECT_EQ(kernels::split_kv_workspace(p, 5).total_bytes, std::size_t{3} * 32 * 5 * (128 + 1) * 4);
+  EXPECT_EQ(kernels::split_kv_workspace(p, 1).total_bytes, std::size_t{3} * 32 * 1 * 129 * 4);
 }
 
 }  // namespace

@@ -36,8 +36,6 @@ namespace {
 // A split shorter than this many tokens costs more in merging and scheduling than it gains.
 constexpr int kMinSplitTokens = 256;
 
-bool is_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
-
 }  // namespace
 
 bool avx512_compiled() { return DECODEBENCH_CPU_AVX512 != 0; }
@@ -51,18 +49,24 @@ const char* resolved_path_name(DecodePath path) {
   return avx512_compiled() ? "avx512" : "portable";
 }
 
+const kernels::KernelInfo& decode_info() {
+  static const kernels::KernelInfo info = [] {
+    kernels::KernelInfo k;
+    k.name = "cpu";
+    k.idea = "the optimized host decode (OpenMP, AVX-512 or portable tile kernels)";
+    k.head_dims = {64, 128, 256};  // every head_dim instantiated in cpu_decode_<dtype>.cpp
+    k.kv_dtypes = {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2};
+    k.q_dtypes = {DType::f16, DType::bf16};
+    k.min_block_size = 1;
+    k.max_group = 0;  // any
+    k.max_batch = 0;  // any: no grid limits on the host
+    return k;
+  }();
+  return info;
+}
+
 std::string unsupported_reason(const kernels::PagedDecodeParams& p) {
-  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
-    return "head_dim " + std::to_string(p.head_dim) + " is not supported by the cpu kernel; valid: 64, 128, 256";
-  if (p.q_dtype != DType::f16 && p.q_dtype != DType::bf16)
-    return "q/out dtype must be f16 or bf16 for the cpu kernel";
-  if (p.num_kv_heads <= 0 || p.num_q_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0)
-    return "num_q_heads (" + std::to_string(p.num_q_heads) + ") must be a positive multiple of num_kv_heads (" +
-           std::to_string(p.num_kv_heads) + ")";
-  if (!is_power_of_two(p.block_size))
-    return "block_size " + std::to_string(p.block_size) + " is not a power of two";
-  if (p.batch <= 0) return "batch must be >= 1";
-  return {};
+  return kernels::unsupported_reason(decode_info(), p, kernels::CheckScope::shape);
 }
 
 int plan_cpu_splits(const kernels::PagedDecodeParams& p, int num_threads) {

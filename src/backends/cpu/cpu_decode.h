@@ -39,8 +39,12 @@ bool avx512_compiled();
 // The path `automatic` resolves to ("avx512" or "portable").
 const char* resolved_path_name(DecodePath path);
 
-// Empty if the CPU decode can run `p` (head_dim 64/128/256, q/out f16 or bf16, any KV dtype,
-// any power-of-two block size, Hq % Hkv == 0); otherwise why not, with the valid choices.
+// What the CPU decode takes, in the kernel registry's terms (head_dim 64/128/256, q/out f16 or
+// bf16, any KV dtype, any power-of-two block size, any GQA group and batch), so it is checked
+// by the same function and with the same wording as the GPU rungs.
+const kernels::KernelInfo& decode_info();
+// Empty if the CPU decode can run `p`; otherwise why not, with the valid choices
+// (kernels::unsupported_reason of decode_info(), shape scope).
 std::string unsupported_reason(const kernels::PagedDecodeParams& p);
 
 // How many context splits the planner uses for `p` on `num_threads` threads: the fewest that

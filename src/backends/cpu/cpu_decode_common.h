@@ -2,7 +2,8 @@
 // width of a pass and the tile sizes.
 #pragma once
 
-#include "kernels.h"  // PagedDecodeParams, DType
+#include "common/math.h"  // kLog2e
+#include "kernels.h"      // PagedDecodeParams, DType
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
@@ -15,7 +16,7 @@ namespace decodebench::cpu::detail {
 
 using kernels::PagedDecodeParams;
 
-inline constexpr float kLog2e = 1.4426950408889634f;
+using ::decodebench::kLog2e;
 inline constexpr int kMaxPassHeads = 8;  // query heads served together by one tile pass
 
 // Tokens per tile. Per-tile costs (one scalar exp2 per head for the running-max rescale, a

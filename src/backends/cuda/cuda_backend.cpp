@@ -96,11 +96,9 @@ class CudaPoint final : public PreparedPoint {
       host_view.block_tables = w.layout.block_tables.data();
       host_view.context_lens = w.layout.context_lens.data();
       const cuda::PointFootprint f = cuda::point_footprint(host_view, kernel, sm_count);
-      params_.num_splits = f.num_splits;
-      partial_out_ = DeviceBuffer(cuda::split_partial_out_bytes(params_, f.num_splits));
-      partial_lse_ = DeviceBuffer(cuda::split_partial_lse_bytes(params_, f.num_splits));
-      params_.partial_out = partial_out_.as<float>();
-      params_.partial_lse = partial_lse_.as<float>();
+      const k::SplitKvWorkspace layout = k::split_kv_workspace(params_, f.num_splits);
+      workspace_ = DeviceBuffer(layout.total_bytes);  // == f.workspace
+      layout.bind(params_, workspace_.get());
     }
     // Surfaces any fault of the fill kernels here, with the point still attributable.
     DECODEBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -219,7 +217,8 @@ class CudaPoint final : public PreparedPoint {
   L2Flusher& flusher_;   // the backend's
   bool warm_l2_;
   k::PagedDecodeParams params_;  // device pointers
-  DeviceBuffer q_, out_, k_cache_, v_cache_, tables_, lens_, partial_out_, partial_lse_;
+  DeviceBuffer q_, out_, k_cache_, v_cache_, tables_, lens_;
+  DeviceBuffer workspace_;  // split_kv: partial_out and partial_lse (kernels::split_kv_workspace)
   CudaEvent start_, stop_;
 };
 
@@ -253,8 +252,7 @@ class CudaBackend final : public Backend {
       throw RuntimeFailure("cuda backend: no paged-decode kernel is compiled");
     }
     const PagedLayout layout = build_layout(spec);
-    return cuda::choose_kernel_for(shape_params(spec, layout), k::kernel_ladder(),
-                                   info_.sm_count);
+    return k::choose_kernel(k::kernel_ladder(), shape_params(spec, layout), info_.sm_count);
   }
 
   std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {

@@ -23,15 +23,6 @@ std::size_t ceiling_buffer_bytes_that_fit(std::size_t free_bytes) {
   return (free_bytes - kMemoryHeadroomBytes) / 3 / kMiB * kMiB;
 }
 
-std::size_t split_partial_out_bytes(const kernels::PagedDecodeParams& p, int num_splits) {
-  return static_cast<std::size_t>(p.batch) * p.num_q_heads * num_splits * p.head_dim *
-         sizeof(float);
-}
-
-std::size_t split_partial_lse_bytes(const kernels::PagedDecodeParams& p, int num_splits) {
-  return static_cast<std::size_t>(p.batch) * p.num_q_heads * num_splits * sizeof(float);
-}
-
 PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
                                const kernels::KernelInfo& kernel, int sm_count) {
   PointFootprint f;
@@ -46,10 +37,7 @@ PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
   f.context_lens = static_cast<std::size_t>(p.batch) * sizeof(std::int32_t);
   if (kernel.uses_workspace) {
     f.num_splits = std::max(1, kernels::plan_num_splits(p, sm_count));
-    // Our two allocations, or what the planner says the kernel needs if that is more.
-    f.workspace = std::max(
-        split_partial_out_bytes(p, f.num_splits) + split_partial_lse_bytes(p, f.num_splits),
-        kernels::split_kv_workspace_bytes(p, f.num_splits));
+    f.workspace = kernels::split_kv_workspace(p, f.num_splits).total_bytes;
   }
   return f;
 }
@@ -73,31 +61,6 @@ std::string memory_skip_reason(const PointFootprint& need, std::size_t free_byte
   reason += ", plus " + format_gb(static_cast<double>(kMemoryHeadroomBytes)) +
             " headroom), device has " + format_gb(static_cast<double>(free_bytes)) + " free";
   return reason;
-}
-
-std::string choose_kernel_for(const kernels::PagedDecodeParams& p,
-                              const std::vector<kernels::KernelInfo>& ladder, int sm_count) {
-  if (ladder.empty()) return {};
-  int longest = 0;
-  for (int b = 0; b < p.batch && p.context_lens != nullptr; ++b) {
-    longest = std::max(longest, p.context_lens[b]);
-  }
-  // One thread block per (sequence, KV head) leaves SMs idle when there are fewer of them than
-  // SMs; splitting the context fills the GPU. Short contexts do not repay the merge launch.
-  const bool underfilled = static_cast<long long>(p.batch) * p.num_kv_heads < sm_count;
-  if (underfilled && longest >= kSplitKvMinContext) {
-    for (const kernels::KernelInfo& info : ladder) {
-      if (info.uses_workspace && kernels::unsupported_reason(info, p).empty()) return info.name;
-    }
-  }
-  for (auto it = ladder.rbegin(); it != ladder.rend(); ++it) {
-    if (!it->uses_workspace && kernels::unsupported_reason(*it, p).empty()) return it->name;
-  }
-  // Only a splitting rung can run it (a build narrowed to split_kv, say).
-  for (auto it = ladder.rbegin(); it != ladder.rend(); ++it) {
-    if (kernels::unsupported_reason(*it, p).empty()) return it->name;
-  }
-  return ladder.front().name;
 }
 
 std::string bad_device_message(int requested, const std::vector<std::string>& device_names) {

@@ -38,16 +38,12 @@ struct PointFootprint {
   std::size_t v_cache = 0;       // [num_blocks][Hkv][P][d]              kv_dtype
   std::size_t block_tables = 0;  // [batch][max_blocks_per_seq]          int32
   std::size_t context_lens = 0;  // [batch]                              int32
-  std::size_t workspace = 0;     // split_kv partials (0 for the other rungs)
+  std::size_t workspace = 0;     // kernels::split_kv_workspace() (split_kv; else 0)
   int num_splits = 1;            // the planner's split count (1 unless the kernel splits)
   std::size_t total() const {
     return q + out + k_cache + v_cache + block_tables + context_lens + workspace;
   }
 };
-// split_kv workspace layout: partial_out [batch][Hq][splits][d] fp32, then partial_lse
-// [batch][Hq][splits] fp32, each in its own allocation.
-std::size_t split_partial_out_bytes(const kernels::PagedDecodeParams& p, int num_splits);
-std::size_t split_partial_lse_bytes(const kernels::PagedDecodeParams& p, int num_splits);
 PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
                                const kernels::KernelInfo& kernel, int sm_count);
 
@@ -57,16 +53,6 @@ std::string memory_skip_reason(const PointFootprint& need, std::size_t free_byte
 
 // "12.35 GB" (SI, GB = 1e9, as everywhere in decodebench).
 std::string format_gb(double bytes);
-
-// `--kernel auto` on a GPU. When batch x Hkv thread blocks cannot fill the SMs and the context
-// is long enough for splitting to pay for the merge launch, the rung that splits the context
-// (KernelInfo::uses_workspace); otherwise the highest rung of the ladder that supports the
-// point (pipelined > gqa > naive in a full build). Never names a kernel itself: the ladder
-// order and its flags decide. If nothing supports the point, the first rung (skip_reason then
-// says why).
-inline constexpr int kSplitKvMinContext = 1024;  // tokens in the longest sequence
-std::string choose_kernel_for(const kernels::PagedDecodeParams& p,
-                              const std::vector<kernels::KernelInfo>& ladder, int sm_count);
 
 // InputError text for a --device index outside [0, names.size()), listing the devices.
 std::string bad_device_message(int requested, const std::vector<std::string>& device_names);

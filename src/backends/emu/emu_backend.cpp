@@ -15,8 +15,6 @@ namespace {
 
 namespace k = kernels;
 
-// Kernel parameters carrying everything but data pointers: enough for the registry's
-// unsupported_reason() and the split planner.
 using k::find_kernel;
 using k::ladder_names;
 
@@ -35,8 +33,14 @@ class EmuPoint final : public PreparedPoint {
     }
     w_ = w;
     params_ = w_.params();
-    if (params_.q_dtype != DType::f16 && params_.q_dtype != DType::bf16) {
-      throw InputError("emu backend: q/out dtype must be f16 or bf16");
+    const k::KernelInfo* info = find_kernel(kernel_);
+    if (info == nullptr) {
+      throw InputError("emu backend: unknown kernel '" + kernel_ + "' (valid: " + ladder_names() + ")");
+    }
+    // Shapes now, so the output is never sized for a dtype the kernel does not write; the
+    // launch checks the rest.
+    if (std::string why = k::unsupported_reason(*info, params_); !why.empty()) {
+      throw InputError("emu backend: " + why);
     }
     // [rows][Hq][d] q_dtype. Filled with 0xFF (NaN in f16 and bf16) so an element the kernel
     // never writes fails validation instead of passing on leftover zeros.
@@ -44,22 +48,12 @@ class EmuPoint final : public PreparedPoint {
                     dtype_size(params_.q_dtype),
                 std::byte{0xFF});
     params_.out = out_.data();
-    const k::KernelInfo* info = find_kernel(kernel_);
-    if (info == nullptr) {
-      throw InputError("emu backend: unknown kernel '" + kernel_ + "' (valid: " + ladder_names() + ")");
-    }
     if (info->uses_workspace) {
-      params_.num_splits = std::max(1, k::plan_num_splits(params_, kEmuSmCount));
-      // partial_out [batch][Hq][num_splits][d] fp32, then partial_lse [batch][Hq][num_splits].
-      const std::size_t partial_out = static_cast<std::size_t>(params_.batch) *
-                                      params_.num_q_heads * params_.num_splits * params_.head_dim;
-      const std::size_t partial_lse =
-          static_cast<std::size_t>(params_.batch) * params_.num_q_heads * params_.num_splits;
-      const std::size_t floats = std::max(partial_out + partial_lse,
-          (k::split_kv_workspace_bytes(params_, params_.num_splits) + sizeof(float) - 1) / sizeof(float));
-      workspace_.assign(floats, 0.f);
-      params_.partial_out = workspace_.data();
-      params_.partial_lse = workspace_.data() + partial_out;
+      const k::SplitKvWorkspace layout =
+          k::split_kv_workspace(params_, std::max(1, k::plan_num_splits(params_, kEmuSmCount)));
+      // Whole floats, so the buffer is float-aligned (16-byte by the allocator).
+      workspace_.assign((layout.total_bytes + sizeof(float) - 1) / sizeof(float), 0.f);
+      layout.bind(params_, workspace_.data());
     }
   }
 
@@ -117,24 +111,14 @@ class EmuBackend final : public Backend {
     return names;
   }
 
-  // The workspace rung (split_kv) when the planner wants more than one split (batch x Hkv too
-  // small to fill the nominal SMs); otherwise the highest rung of the ladder that supports the
-  // point. Never names a kernel: the ladder order and its flags decide.
+  // The GPU's rule (kernels::choose_kernel) for a GPU of kEmuSmCount SMs: the emulated sweep
+  // runs the rung a GPU of that shape would.
   std::string choose_kernel(const WorkloadSpec& spec) override {
-    const auto& ladder = k::kernel_ladder();
-    if (ladder.empty()) throw RuntimeFailure("emu backend: no paged-decode kernel is compiled");
+    if (k::kernel_ladder().empty()) {
+      throw RuntimeFailure("emu backend: no paged-decode kernel is compiled");
+    }
     const PagedLayout layout = build_layout(spec);
-    const k::PagedDecodeParams p = shape_params(spec, layout);
-    for (const k::KernelInfo& info : ladder) {
-      if (info.uses_workspace && k::unsupported_reason(info, p).empty() &&
-          k::plan_num_splits(p, kEmuSmCount) > 1) {
-        return info.name;
-      }
-    }
-    for (auto it = ladder.rbegin(); it != ladder.rend(); ++it) {
-      if (!it->uses_workspace && k::unsupported_reason(*it, p).empty()) return it->name;
-    }
-    return ladder.front().name;  // nothing supports it; skip_reason() will say why
+    return k::choose_kernel(k::kernel_ladder(), shape_params(spec, layout), kEmuSmCount);
   }
 
   std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {

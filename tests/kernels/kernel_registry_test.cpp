@@ -1,0 +1,284 @@
+// The registry's plain functions, on any machine: the `--kernel auto` choice, the split_kv
+// workspace layout and the one precondition check (its wording included). Synthetic ladders,
+// so the rules are tested whatever this build compiled.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/math.h"
+#include "kernels.h"
+
+namespace decodebench {
+namespace {
+
+namespace k = kernels;
+
+// A ladder shaped like the full build's.
+std::vector<k::KernelInfo> full_ladder() {
+  std::vector<k::KernelInfo> ladder;
+  for (const char* name : {"naive", "gqa", "pipelined", "split_kv"}) {
+    k::KernelInfo info;
+    info.name = name;
+    info.head_dims = {64, 128, 256};
+    info.kv_dtypes = {DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2};
+    info.q_dtypes = {DType::f16, DType::bf16};
+    info.max_group = std::string(name) == "naive" ? 0 : 8;
+    info.uses_workspace = std::string(name) == "split_kv";
+    ladder.push_back(info);
+  }
+  return ladder;
+}
+
+// A decode point's shape with every sequence `context` tokens long, block size 16, no sharing
+// (what build_layout gives for such a spec). `lens` must outlive the params.
+k::PagedDecodeParams shape(int batch, int hq, int hkv, int context, std::vector<std::int32_t>& lens,
+                           int head_dim = 128) {
+  lens.assign(static_cast<std::size_t>(batch), context);
+  k::PagedDecodeParams p;
+  p.batch = batch;
+  p.num_q_heads = hq;
+  p.num_kv_heads = hkv;
+  p.head_dim = head_dim;
+  p.block_size = 16;
+  p.max_blocks_per_seq = (context + 15) / 16;
+  p.num_blocks = batch * p.max_blocks_per_seq;
+  p.context_lens = lens.data();
+  return p;
+}
+
+std::string choose(int batch, int hq, int hkv, int context,
+                   const std::vector<k::KernelInfo>& ladder, int sm_count = 132) {
+  std::vector<std::int32_t> lens;
+  return k::choose_kernel(ladder, shape(batch, hq, hkv, context, lens), sm_count);
+}
+
+// ---- `--kernel auto` ------------------------------------------------------------------------
+
+TEST(KernelChoice, SplitsLongContextsThatCannotFillTheGpu) {
+  const auto ladder = full_ladder();
+  // llama-3.1-8b (Hq 32, Hkv 8) on 132 SMs.
+  EXPECT_EQ(choose(1, 32, 8, 32768, ladder), "split_kv");   // 8 blocks
+  EXPECT_EQ(choose(16, 32, 8, 8192, ladder), "split_kv");   // 128 blocks: the planner gives 2
+  EXPECT_EQ(choose(64, 32, 8, 8192, ladder), "pipelined");  // 512 blocks fill it
+  EXPECT_EQ(choose(1, 32, 8, 512, ladder), "pipelined");    // too short to repay the merge
+  EXPECT_EQ(choose(1, 32, 8, k::kSplitKvMinContext, ladder), "split_kv");
+  EXPECT_EQ(choose(1, 32, 8, k::kSplitKvMinContext - 1, ladder), "pipelined");
+  EXPECT_EQ(choose(16, 32, 8, 8192, ladder, /*sm_count=*/100), "pipelined");  // one split
+}
+
+TEST(KernelChoice, SameRuleForANominalDevice) {
+  // The emulator's nominal 4 SMs: one sequence with one KV head splits, 8 x 2 blocks do not.
+  const auto ladder = full_ladder();
+  EXPECT_EQ(choose(1, 4, 1, 2048, ladder, /*sm_count=*/4), "split_kv");
+  EXPECT_EQ(choose(8, 8, 2, 2048, ladder, /*sm_count=*/4), "pipelined");
+  EXPECT_EQ(choose(1, 4, 1, 1000, ladder, /*sm_count=*/4), "pipelined");
+}
+
+TEST(KernelChoice, WithoutContextLengthsPlansForTheTableCapacity) {
+  const auto ladder = full_ladder();
+  std::vector<std::int32_t> lens;
+  k::PagedDecodeParams p = shape(1, 32, 8, 32768, lens);
+  p.context_lens = nullptr;
+  EXPECT_EQ(k::choose_kernel(ladder, p, 132), "split_kv");
+  p.max_blocks_per_seq = 512 / 16;
+  EXPECT_EQ(k::choose_kernel(ladder, p, 132), "pipelined");
+}
+
+TEST(KernelChoice, FallsBackToWhatSupportsThePoint) {
+  auto ladder = full_ladder();
+  // GQA group 16 is beyond every rung but naive.
+  EXPECT_EQ(choose(1, 128, 8, 32768, ladder), "naive");
+  // A build without split_kv: the best plain rung even when splitting would help.
+  ladder.pop_back();
+  EXPECT_EQ(choose(1, 32, 8, 32768, ladder), "pipelined");
+  // A build with split_kv only: it, whatever the shape.
+  const std::vector<k::KernelInfo> only_split = {full_ladder().back()};
+  EXPECT_EQ(choose(256, 32, 8, 1024, only_split), "split_kv");
+  // Nothing takes head_dim 64 here: the first rung (unsupported_reason then says why).
+  for (auto& info : ladder) info.head_dims = {128};
+  std::vector<std::int32_t> lens;
+  EXPECT_EQ(k::choose_kernel(ladder, shape(1, 32, 8, 1024, lens, /*head_dim=*/64), 132), "naive");
+  EXPECT_EQ(k::choose_kernel({}, k::PagedDecodeParams{}, 132), "");
+}
+
+// ---- the split_kv workspace -----------------------------------------------------------------
+
+TEST(SplitKvWorkspace, LayoutIsPartialOutThenLse) {
+  std::vector<std::int32_t> lens;
+  const k::PagedDecodeParams p = shape(3, 32, 8, 1024, lens);  // Hq 32, d 128
+  const k::SplitKvWorkspace w = k::split_kv_workspace(p, 5);
+  EXPECT_EQ(w.num_splits, 5);
+  EXPECT_EQ(w.partial_out_offset, 0u);
+  EXPECT_EQ(w.partial_out_bytes, std::size_t{3} * 32 * 5 * 128 * 4);  // [B][Hq][splits][d] fp32
+  EXPECT_EQ(w.partial_lse_offset, w.partial_out_bytes);               // already 16-byte aligned
+  EXPECT_EQ(w.partial_lse_bytes, std::size_t{3} * 32 * 5 * 4);        // [B][Hq][splits] fp32
+  EXPECT_EQ(w.total_bytes, std::size_t{3} * 32 * 5 * (128 + 1) * 4);
+  EXPECT_EQ(k::split_kv_workspace(p, 0).total_bytes, 0u);
+}
+
+TEST(SplitKvWorkspace, LseStartsAlignedAndBindSetsThePointers) {
+  k::PagedDecodeParams p;
+  p.batch = 1;
+  p.num_q_heads = 1;
+  p.head_dim = 3;  // no kernel takes it; the layout must still keep partial_lse aligned
+  const k::SplitKvWorkspace w = k::split_kv_workspace(p, 3);
+  EXPECT_EQ(w.partial_out_bytes, 36u);
+  EXPECT_EQ(w.partial_lse_offset, 48u);
+  EXPECT_EQ(w.total_bytes, 48u + 12u);
+  alignas(16) unsigned char buffer[64] = {};
+  w.bind(p, buffer);
+  EXPECT_EQ(p.num_splits, 3);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(p.partial_out), buffer);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(p.partial_lse), buffer + 48);
+}
+
+// ---- the precondition check -----------------------------------------------------------------
+
+struct Buffers {
+  alignas(16) unsigned char q[64] = {}, out[64] = {}, k[64] = {}, v[64] = {};
+  std::int32_t tables[4] = {}, lens[1] = {1};
+  float ws[8] = {};
+};
+
+// A point every rung of full_ladder() takes, launch scope included.
+k::PagedDecodeParams launchable(Buffers& b) {
+  k::PagedDecodeParams p;
+  p.q = b.q;
+  p.out = b.out;
+  p.k_cache = b.k;
+  p.v_cache = b.v;
+  p.block_tables = b.tables;
+  p.context_lens = b.lens;
+  p.batch = 1;
+  p.num_q_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 128;
+  p.block_size = 16;
+  p.max_blocks_per_seq = 4;
+  p.num_blocks = 4;
+  p.softmax_scale = 0.088f;
+  p.num_splits = 2;
+  p.partial_out = b.ws;
+  p.partial_lse = b.ws + 4;
+  return p;
+}
+
+// The message for `p` at `scope`, which must name the kernel and contain every piece of `want`.
+void expect_refusal(const k::KernelInfo& info, const k::PagedDecodeParams& p,
+                    const std::vector<std::string>& want, k::CheckScope scope) {
+  const std::string why = k::unsupported_reason(info, p, scope);
+  ASSERT_FALSE(why.empty()) << "accepted; expected: " << want.front();
+  EXPECT_EQ(why.rfind("kernel '" + info.name + "' does not take ", 0), 0u) << why;
+  for (const std::string& piece : want) EXPECT_NE(why.find(piece), std::string::npos) << why;
+}
+
+TEST(UnsupportedReason, AcceptsWhatTheRungTakes) {
+  Buffers b;
+  for (const k::KernelInfo& info : full_ladder()) {
+    EXPECT_EQ(k::unsupported_reason(info, launchable(b), k::CheckScope::launch), "") << info.name;
+  }
+}
+
+TEST(UnsupportedReason, ShapeMessagesNameTheValueAndTheValidChoices) {
+  Buffers b;
+  const k::KernelInfo gqa = full_ladder()[1];
+  const k::KernelInfo naive = full_ladder()[0];
+  const auto shape_scope = k::CheckScope::shape;
+  k::PagedDecodeParams p = launchable(b);
+  p.head_dim = 96;
+  expect_refusal(gqa, p, {"head_dim 96", "valid: 64, 128, 256 in this build"}, shape_scope);
+  p = launchable(b);
+  p.kv_dtype = DType::f32;
+  expect_refusal(gqa, p, {"KV dtype f32", "f16, bf16, fp8_e4m3, fp8_e5m2"}, shape_scope);
+  p = launchable(b);
+  p.q_dtype = DType::fp8_e4m3;
+  expect_refusal(gqa, p, {"q/out dtype fp8_e4m3", "valid: f16, bf16"}, shape_scope);
+  p = launchable(b);
+  p.block_size = 24;
+  expect_refusal(gqa, p, {"block size 24", "power of two >= 8"}, shape_scope);
+  p.block_size = 4;
+  expect_refusal(gqa, p, {"block size 4"}, shape_scope);
+  p = launchable(b);
+  p.num_q_heads = 6;
+  p.num_kv_heads = 4;
+  expect_refusal(gqa, p, {"num_q_heads 6 with num_kv_heads 4", "multiple"}, shape_scope);
+  p.num_kv_heads = 0;
+  expect_refusal(gqa, p, {"num_kv_heads 0"}, shape_scope);
+  p = launchable(b);
+  p.num_q_heads = 32;
+  p.num_kv_heads = 2;
+  expect_refusal(gqa, p, {"GQA group 16", "GQA groups up to 8"}, shape_scope);
+  EXPECT_EQ(k::unsupported_reason(naive, p), "");  // naive takes any group
+  p = launchable(b);
+  p.batch = 65536;
+  expect_refusal(gqa, p, {"batch 65536", "1..65535"}, shape_scope);
+  p.batch = 0;
+  expect_refusal(gqa, p, {"batch 0"}, shape_scope);
+}
+
+TEST(UnsupportedReason, ShapeScopeIgnoresPointersLaunchScopeDoesNot) {
+  const k::KernelInfo gqa = full_ladder()[1];
+  Buffers b;
+  k::PagedDecodeParams p = launchable(b);
+  p.k_cache = nullptr;
+  p.out = nullptr;
+  EXPECT_EQ(k::unsupported_reason(gqa, p), "");  // shape is the default scope
+  expect_refusal(gqa, p, {"a null out, k_cache", "all set"}, k::CheckScope::launch);
+}
+
+TEST(UnsupportedReason, LaunchMessages) {
+  const k::KernelInfo gqa = full_ladder()[1];
+  const k::KernelInfo split = full_ladder()[3];
+  const auto launch = k::CheckScope::launch;
+  Buffers b;
+  k::PagedDecodeParams p = launchable(b);
+  p.v_cache = b.v + 4;
+  expect_refusal(gqa, p, {"v_cache that is not 16-byte aligned", "16-byte loads"}, launch);
+  p = launchable(b);
+  p.max_blocks_per_seq = 0;
+  expect_refusal(gqa, p, {"max_blocks_per_seq 0", ">= 1"}, launch);
+  p = launchable(b);
+  p.num_blocks = 0;
+  expect_refusal(gqa, p, {"num_blocks 0"}, launch);
+  p = launchable(b);
+  p.v_scale = 0.f;
+  expect_refusal(gqa, p, {"v_scale 0", "> 0"}, launch);
+  // The workspace is only a split rung's business.
+  p = launchable(b);
+  p.partial_lse = nullptr;
+  p.num_splits = 0;
+  EXPECT_EQ(k::unsupported_reason(gqa, p, launch), "");
+  expect_refusal(split, p, {"num_splits 0", "1..65535"}, launch);
+  p.num_splits = 2;
+  expect_refusal(split, p, {"a null partial_lse", "split_kv_workspace()"}, launch);
+}
+
+TEST(UnsupportedReason, ARungWithoutLimitsTakesAnyGroupAndBatch) {
+  // The CPU decode's terms: any group, any batch, any power-of-two block size.
+  k::KernelInfo cpu = full_ladder()[0];
+  cpu.name = "cpu";
+  cpu.min_block_size = 1;
+  cpu.max_batch = 0;
+  Buffers b;
+  k::PagedDecodeParams p = launchable(b);
+  p.batch = 100000;
+  p.block_size = 1;
+  p.num_q_heads = 64;
+  p.num_kv_heads = 1;
+  EXPECT_EQ(k::unsupported_reason(cpu, p), "");
+  p.block_size = 3;
+  expect_refusal(cpu, p, {"block size 3", "power of two >= 1"}, k::CheckScope::shape);
+}
+
+// ---- shared numeric facts -------------------------------------------------------------------
+
+TEST(CommonMath, PowerOfTwoAndLog2e) {
+  static_assert(is_power_of_two(1) && is_power_of_two(16) && is_power_of_two(1 << 30));
+  static_assert(!is_power_of_two(0) && !is_power_of_two(-8) && !is_power_of_two(24));
+  EXPECT_FLOAT_EQ(kLog2e, 1.4426950408889634f);
+}
+
+}  // namespace
+}  // namespace decodebench

@@ -22,6 +22,10 @@
 //   }
 // to_json(SweepConfig) writes exactly this shape (every key present), so a report's "config" is
 // itself a valid config file that reruns the sweep.
+//
+// The axes and settings are described once, in harness/sweep_axes.h: each has its key, flag,
+// parser, check, JSON form and the member below it reads. A member without an entry there does
+// not compile.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +49,7 @@ struct MeasureOptions {
   double max_noise = 0.005;
   double timeout_s = 10;
   bool warm_l2 = false;   // --warm: no cache flush before each sample (GPU L2, CPU LLC)
+  friend bool operator==(const MeasureOptions&, const MeasureOptions&) = default;
 };
 
 struct SweepConfig {
@@ -65,9 +70,8 @@ struct SweepConfig {
   int shard_count = 1;
   int validate_max_rows = 64;  // validate every sequence up to this batch, else a
                                // deterministic subset of this many sequences
+  friend bool operator==(const SweepConfig&, const SweepConfig&) = default;
 };
-bool operator==(const MeasureOptions&, const MeasureOptions&);
-bool operator==(const SweepConfig&, const SweepConfig&);
 
 // Reads a config file. Throws InputError whose message starts with the file name and names the
 // key ("configs/sweeps/x.json: key 'batch[2]': must be a positive integer, got -1"). Unknown

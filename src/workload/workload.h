@@ -38,6 +38,7 @@ struct ContextSpec {
   int hi = 0;
   static ContextSpec fixed(int n) { return {Kind::fixed, n, n}; }
   static ContextSpec ragged(int lo, int hi) { return {Kind::ragged, lo, hi}; }
+  friend bool operator==(const ContextSpec&, const ContextSpec&) = default;
 };
 
 struct WorkloadSpec {

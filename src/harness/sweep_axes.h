@@ -489,6 +489,17 @@ constexpr std::size_t setting_members(std::string_view group) {
   for_each_setting([&](const auto& s) { n += s.group == group ? s.members : 0; });
   return n;
 }
+// An axis whose point field is not its config value (the model: name -> shape) has resolve.
+constexpr bool every_converting_axis_resolves() {
+  bool ok = true;
+  for_each_axis([&](const auto& a) {
+    using A = std::remove_cvref_t<decltype(a)>;
+    if constexpr (!std::is_same_v<typename A::Value, typename A::Field>) {
+      ok = ok && a.resolve != nullptr;
+    }
+  });
+  return ok;
+}
 }  // namespace detail
 
 static_assert(detail::field_count<SweepConfig>() ==
@@ -502,5 +513,7 @@ static_assert(detail::field_count<WorkloadSpec>() ==
 static_assert(detail::field_count<SweepPoint>() ==
                   detail::axes_setting<SweepPoint>() + /*spec, index=*/2,
               "a SweepPoint field is set by no axis in kAxes (sweep_axes.h)");
+static_assert(detail::every_converting_axis_resolves(),
+              "an axis whose point field differs from its config value needs resolve");
 
 }  // namespace decodebench

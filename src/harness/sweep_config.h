@@ -52,6 +52,8 @@ struct MeasureOptions {
   friend bool operator==(const MeasureOptions&, const MeasureOptions&) = default;
 };
 
+// Each member is read and written through its entry in kAxes or kSettings (sweep_axes.h); a
+// member without one fails to compile.
 struct SweepConfig {
   std::vector<std::string> models{"llama-3.1-8b"};
   std::vector<int> batches{1};
@@ -84,7 +86,8 @@ SweepConfig sweep_config_from_json(const nlohmann::json& j, std::string_view sou
                                    const SweepConfig& base = {});
 nlohmann::json to_json(const SweepConfig& c);
 
-// Throws InputError listing every problem found, each with the valid choices: an empty axis,
+// Throws InputError listing every problem found (the checks of sweep_axes.h), each with the
+// valid choices: an empty axis,
 // batch <= 0, context <= 0 or lo > hi, h outside [0, 1], prefix_groups < 1, a block size not a
 // power of two in [1, 1024], a q dtype other than f16/bf16, measure values out of range, a
 // shard index outside [0, n). Model names and kernel names are checked by expand()/the runner
@@ -102,9 +105,9 @@ struct SweepPoint {
   int index = 0;          // position in the full expansion (stable across shards)
 };
 
-// The cartesian product, in this order (outermost first, batch innermost so a batch series is
-// contiguous): model, kernel, kv_dtype, q_dtype, block_size, prefix_groups, hit_rate, context,
-// batch; each axis in the order the config lists it. Then only the shard's points
+// The cartesian product, in the order of kAxes (sweep_axes.h; outermost first, batch innermost
+// so a batch series is contiguous): model, kernel, kv_dtype, q_dtype, block_size, prefix_groups,
+// hit_rate, context, batch; each axis in the order the config lists it. Then only the shard's points
 // (index % shard_count == shard_index). "all" in kernels expands to `all_kernels` (the backend's
 // kernel_names(); empty = leave "all" as InputError). Loads each model once (load_model).
 std::vector<SweepPoint> expand(const SweepConfig& c,

@@ -41,6 +41,8 @@ struct ContextSpec {
   friend bool operator==(const ContextSpec&, const ContextSpec&) = default;
 };
 
+// Every field but the seed is set by an axis of the sweep (harness/sweep_axes.h, checked there at
+// compile time), so it is part of the workload key.
 struct WorkloadSpec {
   ModelShape model;
   int batch = 1;

@@ -1,7 +1,6 @@
 #include "cli/cli_common.h"
 
 #include <algorithm>
-#include <charconv>
 #include <csignal>
 #include <fstream>
 #include <iostream>
@@ -19,9 +18,11 @@ namespace decodebench::cli {
 void add_sweep_flags(CLI::App& cmd, SweepFlags& f, bool measure) {
   cmd.add_option("--config", f.config,
                  "Sweep config JSON (configs/sweeps/*.json); axis flags given here override it");
+  // Each flag's value is held by its closure (CLI11 writes it, apply() reads it); `axis` and `s`
+  // are entries of the static tables.
   for_each_axis([&](const auto& axis) {
     auto text = std::make_shared<std::string>();
-    f.bound.push_back({std::string(axis.flag), /*axis=*/true, kShapesWorkload<decltype(axis)>,
+    f.bound.push_back({std::string(axis.flag), kShapesWorkload<decltype(axis)>,
                        cmd.add_option(std::string(axis.flag), *text, std::string(axis.help)),
                        [text, &axis](SweepConfig& c) {
                          c.*axis.values = axis.parse_flag(*text, axis.flag);
@@ -38,9 +39,10 @@ void add_sweep_flags(CLI::App& cmd, SweepFlags& f, bool measure) {
     } else {
       option = cmd.add_option(std::string(s.flag), *value, std::string(s.help));
     }
-    f.bound.push_back({std::string(s.flag), /*axis=*/false, /*workload=*/false, option,
+    using Value = typename std::remove_cvref_t<decltype(s)>::Value;
+    f.bound.push_back({std::string(s.flag), /*workload=*/false, option,
                        [value, &s](SweepConfig& c) {
-                         if constexpr (std::is_same_v<typename std::remove_cvref_t<decltype(s)>::Value, Cli>) {
+                         if constexpr (std::is_same_v<Value, Cli>) {
                            s.set(c, s.from_cli ? s.from_cli(*value) : *value);
                          } else {
                            s.set(c, s.from_cli(*value));

@@ -30,9 +30,8 @@ struct SweepFlags {
   std::string config;  // --config FILE
   int device = 0;      // --device (not part of the sweep config)
   struct Bound {
-    std::string flag;     // "--batch"
-    bool axis = false;    // an axis (else a setting)
-    bool workload = false;  // an axis that shapes the workload (not --kernel)
+    std::string flag;       // "--batch"
+    bool workload = false;  // an axis that shapes the workload (not --kernel, not a setting)
     CLI::Option* option = nullptr;
     std::function<void(SweepConfig&)> apply;  // writes the flag's value into a config
   };

@@ -146,7 +146,8 @@ inline constexpr auto kAxes = std::tuple{
     AxisDef<std::string, SweepPoint>{
         .json_key = "kernel",
         .flag = "--kernel",
-        .help = "Kernels: auto (backend's choice per point), all, or names (see `decodebench kernels`)",
+        .help = "Kernels: auto (backend's choice per point), all, or names "
+                "(see `decodebench kernels`)",
         .values = &SweepConfig::kernels,
         .field = &SweepPoint::kernel,
         .read_json = axis_values::read_string,
@@ -245,7 +246,8 @@ inline constexpr auto kAxes = std::tuple{
     AxisDef<ContextSpec, WorkloadSpec>{
         .json_key = "context",
         .flag = "--context",
-        .help = "Context lengths: n, nk (n*1024), or ragged lo:hi / lo-hi (uniform per sequence), e.g. 1024,8k,512-4096",
+        .help = "Context lengths: n, nk (n*1024), or ragged lo:hi / lo-hi (uniform per "
+                "sequence), e.g. 1024,8k,512-4096",
         .values = &SweepConfig::contexts,
         .field = &WorkloadSpec::context,
         .read_json = axis_values::read_context,
@@ -407,7 +409,8 @@ inline constexpr auto kSettings = std::tuple{
         .json_key = "validate_max_rows",
         .group = "",
         .flag = "--validate-rows",
-        .help = "Validate all sequences up to this batch, else this many evenly spaced ones (default 64)",
+        .help = "Validate all sequences up to this batch, else this many evenly spaced ones "
+                "(default 64)",
         .members = 1,
         .get = [](const SweepConfig& c) { return c.validate_max_rows; },
         .set = [](SweepConfig& c, const int& v) { c.validate_max_rows = v; },

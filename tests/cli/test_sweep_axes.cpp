@@ -71,7 +71,8 @@ TEST(SweepAxes, EveryAxisGoesThroughFlagsJsonValidationExpansionAndTheKey) {
     EXPECT_EQ(with_value_of(j, base_json, "", axis.json_key), base_json);
     // The config file reads it back, whole or as the one key.
     EXPECT_EQ(sweep_config_from_json(j, "x"), c);
-    EXPECT_EQ(sweep_config_from_json({{std::string(axis.json_key), j.at(std::string(axis.json_key))}}, "x"), c);
+    const std::string key(axis.json_key);
+    EXPECT_EQ(sweep_config_from_json({{key, j.at(key)}}, "x"), c);
     // An empty axis is reported by its key.
     SweepConfig empty = base;
     (empty.*axis.values).clear();

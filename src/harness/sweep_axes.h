@@ -9,6 +9,12 @@
 // static_asserts at the end of this file fail to compile when a member or field has no entry,
 // and tests/cli/test_sweep_axes.cpp runs every entry through the flags, JSON, validation,
 // expansion and the workload key.
+//
+// E.g. an axis of attention sinks: `std::vector<int> sinks{0};` in SweepConfig, `int sinks = 0;`
+// in WorkloadSpec, and an AxisDef<int, WorkloadSpec> with json_key "sinks", flag "--sinks",
+// `.values = &SweepConfig::sinks, .field = &WorkloadSpec::sinks`, the int reader and parser and
+// a check. What the tables do not reach: the kernels and backends that use the field, and a
+// report's per-point record (report/point_result.h, filled by the runner's describe()).
 #pragma once
 
 #include <cstddef>

@@ -76,8 +76,9 @@ struct SweepConfig {
 };
 
 // Reads a config file. Throws InputError whose message starts with the file name and names the
-// key ("configs/sweeps/x.json: key 'batch[2]': must be a positive integer, got -1"). Unknown
-// keys are rejected with the list of valid keys. The result is validate()d.
+// key and the value's check ("configs/sweeps/x.json: key 'batch[2]': batch must be >= 1 (a
+// positive integer), got -1"). Unknown keys are rejected with the list of valid keys. The
+// result is validate()d.
 SweepConfig load_sweep_config(const std::filesystem::path& file);
 // The same from parsed JSON; `source` is what error messages start with (a file name or
 // "--config"). Keys absent from `j` keep the values of `base`, so a CLI can layer flags on a

@@ -123,7 +123,7 @@ void bm_decode(benchmark::State& state, DecodePoint pt, cpu::DecodePath path) {
       static_cast<double>(p.bytes.kv_unique) * static_cast<double>(state.iterations()) / 1e9,
       benchmark::Counter::kIsRate);
   state.counters["arith_intensity"] = p.bytes.arithmetic_intensity;
-  // bytes_min / t over the read ceiling: the figure of merit (>= 0.7 at the target).
+  // bytes_min / t over the read ceiling: the CPU figure of merit (>= 0.7 at the CPU target point).
   state.counters["frac_of_read"] = benchmark::Counter(
       static_cast<double>(p.bytes.min) * static_cast<double>(state.iterations()) / read_ceiling(),
       benchmark::Counter::kIsRate);
@@ -248,7 +248,7 @@ void bm_layout_read(benchmark::State& state, DecodePoint pt, LayoutOrder order) 
 
 void register_decode() {
   const DecodePoint points[] = {
-      {"llama-3.1-8b", 8, 8192, DType::f16},       // the target point
+      {"llama-3.1-8b", 8, 8192, DType::f16},       // the CPU target point
       {"llama-3.1-8b", 1, 8192, DType::f16},
       {"llama-3.1-8b", 8, 8192, DType::bf16},
       {"llama-3.1-8b", 8, 8192, DType::fp8_e4m3},

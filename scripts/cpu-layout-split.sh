@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Where the CPU decode's step goes at the issue #2 target point (llama-3.1-8b, fp16 KV, batch 8,
-# context 8192): the layout, the decode's order, or its arithmetic. Runs decodebench_bench RUNS
-# times, one process each (on a shared machine memory can change speed between moments, so
+# Where the CPU decode's step goes at the CPU target point (llama-3.1-8b, fp16 KV, batch 8,
+# context 8192, h = 0): the layout, the decode's order, or its arithmetic. Runs decodebench_bench
+# RUNS times, one process each (on a shared machine memory can change speed between moments, so
 # every line compares benchmarks of one moment), timing in each, cold:
 #   decode                     the decode
 #   paged_read                 its memory walk without the arithmetic (same order, same prefetches)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU figure of issue #2, repeated: runs `decodebench sweep --config
+# The CPU figure at the CPU target point, repeated: runs `decodebench sweep --config
 # configs/sweeps/cpu-target.json` (llama-3.1-8b, fp16 KV, batch 8, context 8192, h = 0, cold
 # caches) RUNS times, one process each, keeps every report as OUTDIR/cpu-target-runNN.json and
 # prints one Markdown table row per run: the read ceiling measured at the sweep's start, the step

@@ -165,6 +165,32 @@ std::string int_list(const std::vector<int>& v) {
   return join(names);
 }
 
+// The ladder as a Markdown table, the one README.md carries between its kernel-table markers
+// (a test compares the two byte for byte). Only what a rung is, never what a build compiled:
+// head dims and KV dtypes are left out because DECODEBENCH_HEAD_DIMS / _KV_DTYPES narrow them,
+// and the README must read the same whichever build printed it.
+std::string md_cell(std::string s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string kernels_markdown(const std::vector<kernels::KernelInfo>& ladder) {
+  std::string s = "| rung | idea | q/out dtypes | block sizes | GQA group | workspace |\n";
+  s += "|---|---|---|---|---|---|\n";
+  int rung = 0;
+  for (const kernels::KernelInfo& k : ladder) {
+    const std::string group = k.max_group > 0 ? "1 to " + std::to_string(k.max_group) : "any";
+    s += fmt::format("| v{} `{}` | {} | {} | powers of two ≥ {} | {} | {} |\n", rung++, k.name,
+                     md_cell(k.idea), dtype_list(k.q_dtypes), k.min_block_size, group,
+                     k.uses_workspace ? "split partials, planned per point" : "none");
+  }
+  return s;
+}
+
 int run_kernels(const KernelsOptions& o) {
   const OutputFormat format = parse_format(o.format);
   const auto& ladder = kernels::kernel_ladder();
@@ -210,8 +236,10 @@ int run_kernels(const KernelsOptions& o) {
     emit(j.dump(2), "");
   } else if (format == OutputFormat::table) {
     emit(table, "");
+  } else if (format == OutputFormat::md) {
+    emit(kernels_markdown(ladder), "");
   } else {
-    throw InputError("--format: `kernels` prints table or json (got " + o.format + ")");
+    throw InputError("--format: `kernels` prints table, json or md (got " + o.format + ")");
   }
   return kExitOk;
 }
@@ -245,7 +273,9 @@ void add_kernels_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "kernels", "List the kernel ladder of this build: idea, head dims, dtypes, block sizes, GQA "
                  "groups, and which backend runs which kernels.");
-  cmd->add_option("--format", o->format, "table or json")->capture_default_str();
+  cmd->add_option("--format", o->format,
+                  "table or json (this build), or md (the ladder as README.md's Markdown table)")
+      ->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_kernels(*o); });
 }
 

@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "backends/cpu/cpu_decode.h"
-#include "backends/cpu/cpu_decode_impl.h"  // fast_exp2
+#include "backends/cpu/cpu_decode_scalar.h"  // fast_exp2
 #include "common/dtype.h"
 #include "common/float_formats.h"
+#include "common/paged_kv.h"
 #include "reference/reference.h"
 #include "workload/workload.h"
 

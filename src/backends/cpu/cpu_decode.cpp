@@ -1,4 +1,4 @@
-// Validation, split planning and dispatch of the CPU decode; the kernels are in cpu_decode_impl.h.
+// Validation, split planning and dispatch of the CPU decode; the driver is in cpu_decode_driver.h.
 #include "backends/cpu/cpu_decode.h"
 
 #include <omp.h>
@@ -10,7 +10,10 @@
 #include <cstdint>
 #include <string>
 
-#include "backends/cpu/cpu_decode_impl.h"
+#include "backends/cpu/cpu_decode_avx512_loads.h"
+#include "backends/cpu/cpu_decode_common.h"
+#include "backends/cpu/cpu_decode_driver.h"
+#include "backends/cpu/cpu_decode_scalar.h"
 #include "common/errors.h"
 
 namespace decodebench::cpu {

@@ -56,11 +56,11 @@ void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& opti
 // The decode's memory walk without its arithmetic, for the microbenchmarks: the same work items,
 // tiles, order and prefetches as paged_decode on `options.path`, but of every K and V row only
 // one 32-bit word per 64-byte line is loaded, and summed. Its time is what the decode's memory
-// order and prefetches cost with no arithmetic between them (bench: `paged_read/...`). Since the
-// prefetches go to L1 that is not a bound on the decode: with fast memory on the Zen 5 VM the
-// walk, its prefetches a unit ahead with nothing to wait on, is mostly slower than the decode. The
-// returned sum (mod 2^64) covers every line of every context token's K and V rows once, for
-// every KV head, so a test can check the walk reads the cache exactly. p.q and p.out are unused.
+// order and prefetches cost with no arithmetic between them (bench: `paged_read/...`); with the
+// prefetches into L1 it is no bound on the decode (see "The memory walk alone" in
+// results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md). The returned sum (mod 2^64) covers
+// every line of every context token's K and V rows once, for every KV head, so a test can check
+// the walk reads the cache exactly. p.q and p.out are unused.
 std::uint64_t paged_kv_read(const kernels::PagedDecodeParams& p, const DecodeOptions& options = {});
 
 // Decodes `count` stored KV elements of `kv_dtype` at `src` to float with the loaders the tile

@@ -1,10 +1,11 @@
 #include "cli/cli_common.h"
 
 #include <algorithm>
-#include <charconv>
 #include <csignal>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -13,115 +14,53 @@
 #include "report/report.h"
 
 namespace decodebench::cli {
-namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-template <typename T>
-T parse_number(std::string_view item, std::string_view flag, const char* what) {
-  T value{};
-  const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-  if (ec != std::errc() || end != item.data() + item.size()) {
-    throw InputError(fmt::format("{}: '{}' is not {}", flag, item, what));
-  }
-  return value;
-}
-
-}  // namespace
-
-std::vector<std::string> split_list(std::string_view text, std::string_view flag) {
-  std::vector<std::string> items;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', start);
-    const std::string_view item =
-        trim(text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
-    if (item.empty()) {
-      throw InputError(fmt::format("{}: empty item in '{}' (give a comma-separated list, e.g. 1,8,64)",
-                                   flag, text));
-    }
-    items.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return items;
-}
-
-std::vector<int> parse_int_list(std::string_view text, std::string_view flag) {
-  std::vector<int> out;
-  for (const std::string& item : split_list(text, flag)) {
-    out.push_back(parse_number<int>(item, flag, "an integer"));
-  }
-  return out;
-}
-
-std::vector<double> parse_double_list(std::string_view text, std::string_view flag) {
-  std::vector<double> out;
-  for (const std::string& item : split_list(text, flag)) {
-    out.push_back(parse_number<double>(item, flag, "a number"));
-  }
-  return out;
-}
-
-std::vector<ContextSpec> parse_context_list(std::string_view text, std::string_view flag) {
-  std::vector<ContextSpec> out;
-  for (std::string item : split_list(text, flag)) {
-    // "512-4096" reads as the ragged range 512:4096; a leading '-' stays a (bad) negative value.
-    const std::size_t dash = item.find('-', 1);
-    if (dash != std::string::npos && item.find(':') == std::string::npos) item[dash] = ':';
-    try {
-      out.push_back(parse_context(item));
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: {}", flag, e.what()));
-    }
-  }
-  return out;
-}
-
-std::vector<DType> parse_dtype_list(std::string_view text, std::string_view flag) {
-  std::vector<DType> out;
-  for (const std::string& item : split_list(text, flag)) out.push_back(parse_dtype(item, flag));
-  return out;
-}
 
 void add_sweep_flags(CLI::App& cmd, SweepFlags& f, bool measure) {
-  auto axis = [&](const char* name, std::string& target, const char* help) {
-    f.given.emplace_back(name, cmd.add_option(name, target, help));
-  };
   cmd.add_option("--config", f.config,
                  "Sweep config JSON (configs/sweeps/*.json); axis flags given here override it");
-  axis("--model", f.model, "Model presets (configs/models) or model JSON paths, e.g. llama-3.1-8b,mistral-7b");
-  axis("--batch", f.batch, "Batch sizes, e.g. 1,8,64");
-  axis("--context", f.context,
-       "Context lengths: n, nk (n*1024), or ragged lo:hi / lo-hi (uniform per sequence), e.g. 1024,8k,512-4096");
-  axis("--hit-rate", f.hit_rate, "Prefix-hit rates h in [0,1], e.g. 0,0.5,0.9");
-  axis("--prefix-groups", f.prefix_groups, "Prefix groups G >= 1 (sequences join groups round-robin)");
-  axis("--kv-dtype", f.kv_dtype, "KV dtypes: f32 (cpu only), f16, bf16, fp8_e4m3, fp8_e5m2");
-  axis("--q-dtype", f.q_dtype, "Q/output dtypes: f16, bf16");
-  axis("--block-size", f.block_size, "KV block sizes (tokens per block, powers of two), e.g. 16");
-  axis("--kernel", f.kernel, "Kernels: auto (backend's choice per point), all, or names (see `decodebench kernels`)");
-  axis("--backend", f.backend, "Backend: auto (cuda when a GPU is present, else cpu), cpu, emu, cuda");
-  axis("--shard", f.shard, "Run shard i of n of the points (index % n == i), e.g. 0/4");
+  // Each flag's value is held by its closure (CLI11 writes it, apply() reads it); `axis` and `s`
+  // are entries of the static tables.
+  for_each_axis([&](const auto& axis) {
+    auto text = std::make_shared<std::string>();
+    f.bound.push_back({std::string(axis.flag), kShapesWorkload<decltype(axis)>,
+                       cmd.add_option(std::string(axis.flag), *text, std::string(axis.help)),
+                       [text, &axis](SweepConfig& c) {
+                         c.*axis.values = axis.parse_flag(*text, axis.flag);
+                       }});
+  });
   cmd.add_option("--device", f.device, "CUDA device index (cuda backend)");
-  f.seed_opt = cmd.add_option("--seed", f.seed, "Seed of the workload generator");
-  if (measure) {
-    f.min_time_opt = cmd.add_option("--min-time", f.min_time, "Stop rule: at least this many seconds of samples (default 0.5)");
-    f.max_noise_opt = cmd.add_option("--max-noise", f.max_noise, "Stop rule: relative noise of the median at most this fraction (default 0.005)");
-    f.min_samples_opt = cmd.add_option("--min-samples", f.min_samples, "Stop rule: at least this many samples (default 10)");
-    f.timeout_opt = cmd.add_option("--timeout", f.timeout, "Per-point time limit in seconds; stops sampling (default 10)");
-    f.warm_opt = cmd.add_flag("--warm", f.warm, "Do not flush the caches before each sample (GPU: L2, CPU: last-level cache)");
-  }
-  f.validate_rows_opt = cmd.add_option("--validate-rows", f.validate_rows,
-                                       "Validate all sequences up to this batch, else this many evenly spaced ones (default 64)");
+  for_each_setting([&](const auto& s) {
+    if (!s.group.empty() && !measure) return;
+    using Cli = typename std::remove_cvref_t<decltype(s)>::Cli;
+    auto value = std::make_shared<Cli>();
+    CLI::Option* option = nullptr;
+    if constexpr (std::is_same_v<Cli, bool>) {
+      option = cmd.add_flag(std::string(s.flag), *value, std::string(s.help));
+    } else {
+      option = cmd.add_option(std::string(s.flag), *value, std::string(s.help));
+    }
+    using Value = typename std::remove_cvref_t<decltype(s)>::Value;
+    f.bound.push_back({std::string(s.flag), /*workload=*/false, option,
+                       [value, &s](SweepConfig& c) {
+                         if constexpr (std::is_same_v<Value, Cli>) {
+                           s.set(c, s.from_cli ? s.from_cli(*value) : *value);
+                         } else {
+                           s.set(c, s.from_cli(*value));
+                         }
+                       }});
+  });
 }
 
 bool flag_given(const SweepFlags& f, std::string_view name) {
-  for (const auto& [n, opt] : f.given) {
-    if (n == name) return opt->count() > 0;
+  for (const auto& b : f.bound) {
+    if (b.flag == name) return b.option->count() > 0;
+  }
+  return false;
+}
+
+bool workload_axis_given(const SweepFlags& f) {
+  for (const auto& b : f.bound) {
+    if (b.workload && b.option->count() > 0) return true;
   }
   return false;
 }
@@ -139,24 +78,9 @@ SweepConfig resolve_sweep_config(const SweepFlags& f) {
     }
     cfg = sweep_config_from_json(j, f.config, cfg);
   }
-  if (flag_given(f, "--model")) cfg.models = split_list(f.model, "--model");
-  if (flag_given(f, "--batch")) cfg.batches = parse_int_list(f.batch, "--batch");
-  if (flag_given(f, "--context")) cfg.contexts = parse_context_list(f.context, "--context");
-  if (flag_given(f, "--hit-rate")) cfg.hit_rates = parse_double_list(f.hit_rate, "--hit-rate");
-  if (flag_given(f, "--prefix-groups")) cfg.prefix_groups = parse_int_list(f.prefix_groups, "--prefix-groups");
-  if (flag_given(f, "--kv-dtype")) cfg.kv_dtypes = parse_dtype_list(f.kv_dtype, "--kv-dtype");
-  if (flag_given(f, "--q-dtype")) cfg.q_dtypes = parse_dtype_list(f.q_dtype, "--q-dtype");
-  if (flag_given(f, "--block-size")) cfg.block_sizes = parse_int_list(f.block_size, "--block-size");
-  if (flag_given(f, "--kernel")) cfg.kernels = split_list(f.kernel, "--kernel");
-  if (flag_given(f, "--backend")) cfg.backend = f.backend;
-  if (flag_given(f, "--shard")) parse_shard(f.shard, cfg.shard_index, cfg.shard_count);
-  if (f.seed_opt->count()) cfg.seed = f.seed;
-  if (f.min_time_opt && f.min_time_opt->count()) cfg.measure.min_time_s = f.min_time;
-  if (f.max_noise_opt && f.max_noise_opt->count()) cfg.measure.max_noise = f.max_noise;
-  if (f.min_samples_opt && f.min_samples_opt->count()) cfg.measure.min_samples = f.min_samples;
-  if (f.timeout_opt && f.timeout_opt->count()) cfg.measure.timeout_s = f.timeout;
-  if (f.warm_opt && f.warm_opt->count()) cfg.measure.warm_l2 = f.warm;
-  if (f.validate_rows_opt->count()) cfg.validate_max_rows = f.validate_rows;
+  for (const auto& b : f.bound) {
+    if (b.option->count() > 0) b.apply(cfg);
+  }
   return cfg;
 }
 

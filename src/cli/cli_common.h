@@ -3,52 +3,48 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "harness/sweep_axes.h"
 #include "harness/sweep_config.h"
 #include "report/format.h"
 
 namespace decodebench::cli {
 
-// "1,8,64" -> {1, 8, 64}. Each parser throws InputError naming the flag and the bad item.
-std::vector<std::string> split_list(std::string_view text, std::string_view flag);
-std::vector<int> parse_int_list(std::string_view text, std::string_view flag);
-std::vector<double> parse_double_list(std::string_view text, std::string_view flag);
-// Items as parse_context() takes them ("1024", "8k", "512:4096"); "512-4096" is accepted as a
-// spelling of the ragged range "512:4096".
-std::vector<ContextSpec> parse_context_list(std::string_view text, std::string_view flag);
-std::vector<DType> parse_dtype_list(std::string_view text, std::string_view flag);
+// The list parsers the axis flags use (harness/sweep_axes.h), also for other subcommands' flags.
+using decodebench::parse_context_list;
+using decodebench::parse_double_list;
+using decodebench::parse_dtype_list;
+using decodebench::parse_int_list;
+using decodebench::split_list;
 
-// The sweep's axes and measurement settings as flags. Every flag is optional; a flag given on
-// the command line replaces that axis of --config (or of the built-in defaults).
+// The sweep's axes and settings as flags, one per entry of kAxes and kSettings
+// (harness/sweep_axes.h). Every flag is optional; a flag given on the command line replaces that
+// axis or setting of --config (or of the built-in defaults).
 struct SweepFlags {
   std::string config;  // --config FILE
-  std::string model, batch, context, hit_rate, prefix_groups, kv_dtype, q_dtype, block_size,
-      kernel, backend, shard;
-  std::uint64_t seed = 0;
-  int device = 0;
-  double min_time = 0, max_noise = 0, timeout = 0;
-  int min_samples = 0, validate_rows = 0;
-  bool warm = false;
-  // Which were given (CLI11 options, to ask count()).
-  std::vector<std::pair<std::string, CLI::Option*>> given;
-  CLI::Option* seed_opt = nullptr;
-  CLI::Option* min_time_opt = nullptr;
-  CLI::Option* max_noise_opt = nullptr;
-  CLI::Option* timeout_opt = nullptr;
-  CLI::Option* min_samples_opt = nullptr;
-  CLI::Option* validate_rows_opt = nullptr;
-  CLI::Option* warm_opt = nullptr;
+  int device = 0;      // --device (not part of the sweep config)
+  struct Bound {
+    std::string flag;       // "--batch"
+    bool workload = false;  // an axis that shapes the workload (not --kernel, not a setting)
+    CLI::Option* option = nullptr;
+    std::function<void(SweepConfig&)> apply;  // writes the flag's value into a config
+  };
+  std::vector<Bound> bound;  // in the order the tables list them
 };
-// `measure`: also add the measurement flags (sweep yes, check no).
+// `measure`: also add the measurement flags (settings of the "measure" group; sweep yes, check
+// no).
 void add_sweep_flags(CLI::App& cmd, SweepFlags& f, bool measure);
 // Defaults, then --config, then the flags given. Not yet validate()d.
 SweepConfig resolve_sweep_config(const SweepFlags& f);
 bool flag_given(const SweepFlags& f, std::string_view name);
+// Whether a flag of an axis that shapes the workload (any axis but --kernel) was given.
+bool workload_axis_given(const SweepFlags& f);
 
 // Every name in config.kernels is "auto", "all" or one of `available` (InputError listing them).
 void check_kernel_names(const SweepConfig& config, const std::vector<std::string>& available,

@@ -82,12 +82,7 @@ std::vector<SweepPoint> default_points(const std::vector<std::string>& kernels, 
 }
 
 bool any_axis_given(const SweepFlags& f) {
-  if (!f.config.empty()) return true;
-  for (const char* name : {"--model", "--batch", "--context", "--hit-rate", "--prefix-groups",
-                           "--kv-dtype", "--q-dtype", "--block-size"}) {
-    if (flag_given(f, name)) return true;
-  }
-  return false;
+  return !f.config.empty() || workload_axis_given(f);
 }
 
 std::string shape_label(const SweepPoint& p) {

@@ -14,6 +14,7 @@
 #include "common/errors.h"
 #include "harness/measure.h"
 #include "harness/roofline.h"
+#include "harness/sweep_axes.h"
 #include "harness/stats.h"
 #include "reference/reference.h"
 #include "report/knees.h"
@@ -96,11 +97,7 @@ struct ReferenceCache {
 };
 
 std::string reference_key(const WorkloadSpec& s, std::size_t rows) {
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}:{}|{}|{}|{}|{}|{}|{}|{}", s.model.name,
-                     s.model.num_q_heads, s.model.num_kv_heads, s.model.head_dim, s.batch,
-                     static_cast<int>(s.context.kind), s.context.lo, s.context.hi, s.hit_rate,
-                     s.prefix_groups, dtype_name(s.kv_dtype), dtype_name(s.q_dtype),
-                     s.block_size, s.seed, rows);
+  return fmt::format("{}|rows={}", workload_key(s), rows);
 }
 
 // Runs the point once and compares rows `rows` of its output with the reference on `checked`

@@ -1,38 +1,27 @@
 // Sweep configs: reading, validating, writing back, and expanding into points.
 #include "harness/sweep_config.h"
 
+#include <algorithm>
+#include <array>
 #include <charconv>
 #include <fstream>
-#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "common/math.h"
+#include "harness/sweep_axes.h"
 #include "report/json_util.h"
 
 namespace decodebench {
 
 using nlohmann::json;
 
-bool operator==(const MeasureOptions& a, const MeasureOptions& b) {
-  return a.min_samples == b.min_samples && a.min_time_s == b.min_time_s &&
-         a.max_noise == b.max_noise && a.timeout_s == b.timeout_s && a.warm_l2 == b.warm_l2;
-}
-
 namespace {
 
-bool same_contexts(const std::vector<ContextSpec>& a, const std::vector<ContextSpec>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i].kind != b[i].kind || a[i].lo != b[i].lo || a[i].hi != b[i].hi) return false;
-  }
-  return true;
-}
-
-// "123" or "8k" (x1024) -> int; nullopt-like -1 on anything else.
+// "123" or "8k" (x1024) -> int; false on anything else.
 bool parse_length(std::string_view s, int& out) {
   std::int64_t scale = 1;
   if (!s.empty() && (s.back() == 'k' || s.back() == 'K')) {
@@ -48,19 +37,7 @@ bool parse_length(std::string_view s, int& out) {
   return true;
 }
 
-constexpr const char* kContextSyntax = "a length (1024), a length in units of 1024 (8k), or a "
-                                       "ragged range lo:hi (512:4096, 1k:8k)";
-
 }  // namespace
-
-bool operator==(const SweepConfig& a, const SweepConfig& b) {
-  return a.models == b.models && a.batches == b.batches && same_contexts(a.contexts, b.contexts) &&
-         a.hit_rates == b.hit_rates && a.prefix_groups == b.prefix_groups &&
-         a.kv_dtypes == b.kv_dtypes && a.q_dtypes == b.q_dtypes &&
-         a.block_sizes == b.block_sizes && a.kernels == b.kernels && a.backend == b.backend &&
-         a.seed == b.seed && a.measure == b.measure && a.shard_index == b.shard_index &&
-         a.shard_count == b.shard_count && a.validate_max_rows == b.validate_max_rows;
-}
 
 ContextSpec parse_context(std::string_view s) {
   const auto colon = s.find(':');
@@ -105,11 +82,28 @@ void parse_shard(std::string_view s, int& index, int& count) {
 
 namespace {
 
-// An axis: one value or a non-empty list of values.
-template <class F>
-auto read_axis(const JsonIn& in, F&& read_one) {
-  using T = decltype(read_one(in));
-  std::vector<T> out;
+// JsonIn::reject_unknown_keys with a list built at run time (from the tables).
+void reject_unknown_keys(const JsonIn& in, const std::vector<std::string_view>& allowed) {
+  if (!in.json().is_object()) {
+    in.fail(fmt::format("expected an object, got {}", in.json().type_name()));
+  }
+  for (const auto& [key, value] : in.json().items()) {
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    in.at(key).fail(fmt::format("unknown key; valid keys: {}", fmt::join(allowed, ", ")));
+  }
+}
+
+// An axis: one value or a non-empty list of values, each checked where it stands.
+template <class Axis>
+auto read_axis(const JsonIn& in, const Axis& axis) {
+  const auto read_one = [&](const JsonIn& v) {
+    auto value = axis.read_json(v);
+    if (axis.check) {
+      if (const std::string problem = axis.check(value); !problem.empty()) v.fail(problem);
+    }
+    return value;
+  };
+  std::vector<typename Axis::Value> out;
   if (!in.json().is_array()) {
     out.push_back(read_one(in));
     return out;
@@ -119,133 +113,49 @@ auto read_axis(const JsonIn& in, F&& read_one) {
   return out;
 }
 
-template <class F>
-auto rethrow_at(const JsonIn& in, F&& f) {
-  try {
-    return f();
-  } catch (const InputError& e) {
-    in.fail(e.what());
-  }
-}
-
 }  // namespace
 
 SweepConfig sweep_config_from_json(const json& j, std::string_view source,
                                    const SweepConfig& base) {
   const JsonIn in(j, std::string(source));
-  in.reject_unknown_keys({"model", "batch", "context", "hit_rate", "prefix_groups", "kv_dtype",
-                          "q_dtype", "block_size", "kernel", "backend", "seed",
-                          "validate_max_rows", "shard", "measure", "name", "description"});
+  // Top-level keys: the axes, the top-level settings, the settings' groups, the doc keys.
+  std::vector<std::string_view> keys;
+  std::vector<std::string_view> groups;
+  for_each_axis([&](const auto& axis) { keys.push_back(axis.json_key); });
+  for_each_setting([&](const auto& s) {
+    if (s.group.empty()) {
+      keys.push_back(s.json_key);
+    } else if (std::find(groups.begin(), groups.end(), s.group) == groups.end()) {
+      groups.push_back(s.group);
+    }
+  });
+  keys.insert(keys.end(), groups.begin(), groups.end());
+  keys.insert(keys.end(), std::begin(kConfigDocKeys), std::end(kConfigDocKeys));
+  reject_unknown_keys(in, keys);
+  for (std::string_view g : groups) {
+    if (!in.has(g)) continue;
+    std::vector<std::string_view> group_keys;
+    for_each_setting([&](const auto& s) {
+      if (s.group == g) group_keys.push_back(s.json_key);
+    });
+    reject_unknown_keys(in.at(g), group_keys);
+  }
+
   SweepConfig c = base;
-  if (in.has("model")) c.models = read_axis(in.at("model"), [](const JsonIn& v) {
-    const std::string s = v.string();
-    if (s.empty()) v.fail("a model name or path must not be empty");
-    return s;
+  for_each_axis([&](const auto& axis) {
+    if (in.has(axis.json_key)) c.*axis.values = read_axis(in.at(axis.json_key), axis);
   });
-  if (in.has("batch")) {
-    c.batches = read_axis(in.at("batch"), [](const JsonIn& v) {
-      const int b = v.int32();
-      if (b <= 0) v.fail(fmt::format("batch must be a positive integer, got {}", b));
-      return b;
-    });
-  }
-  if (in.has("context")) {
-    c.contexts = read_axis(in.at("context"), [](const JsonIn& v) {
-      ContextSpec cs;
-      if (v.json().is_number()) {
-        cs = ContextSpec::fixed(v.int32());
-      } else if (v.json().is_string()) {
-        cs = rethrow_at(v, [&] { return parse_context(v.string()); });
-      } else {
-        v.fail(fmt::format("expected {}", kContextSyntax));
-      }
-      if (cs.lo <= 0 || cs.hi < cs.lo) {
-        v.fail(fmt::format("context lengths must be >= 1 and lo <= hi, got {}",
-                           context_label(cs)));
-      }
-      return cs;
-    });
-  }
-  if (in.has("hit_rate")) {
-    c.hit_rates = read_axis(in.at("hit_rate"), [](const JsonIn& v) {
-      const double h = v.number();
-      if (!(h >= 0 && h <= 1)) v.fail(fmt::format("hit rate must be in [0, 1], got {}", h));
-      return h;
-    });
-  }
-  if (in.has("prefix_groups")) {
-    c.prefix_groups = read_axis(in.at("prefix_groups"), [](const JsonIn& v) {
-      const int g = v.int32();
-      if (g < 1) v.fail(fmt::format("prefix_groups must be >= 1, got {}", g));
-      return g;
-    });
-  }
-  const auto read_dtype = [](const JsonIn& v) {
-    return rethrow_at(v, [&] { return parse_dtype(v.string(), "dtype"); });
-  };
-  if (in.has("kv_dtype")) c.kv_dtypes = read_axis(in.at("kv_dtype"), read_dtype);
-  if (in.has("q_dtype")) {
-    c.q_dtypes = read_axis(in.at("q_dtype"), [&](const JsonIn& v) {
-      const DType t = read_dtype(v);
-      if (t != DType::f16 && t != DType::bf16) {
-        v.fail(fmt::format("q dtype must be f16 or bf16, got {}", dtype_name(t)));
-      }
-      return t;
-    });
-  }
-  if (in.has("block_size")) {
-    c.block_sizes = read_axis(in.at("block_size"), [](const JsonIn& v) {
-      const int p = v.int32();
-      if (!is_power_of_two(p) || p > 1024) {
-        v.fail(fmt::format("block size must be a power of two in [1, 1024] (e.g. 8, 16, 32), "
-                           "got {}", p));
-      }
-      return p;
-    });
-  }
-  if (in.has("kernel")) c.kernels = read_axis(in.at("kernel"), [](const JsonIn& v) {
-    const std::string s = v.string();
-    if (s.empty()) v.fail("a kernel name must not be empty");
-    return s;
+  for_each_setting([&](const auto& s) {
+    const bool top = s.group.empty();
+    if (!(top ? in.has(s.json_key) : in.has(s.group) && in.at(s.group).has(s.json_key))) return;
+    const JsonIn v = top ? in.at(s.json_key) : in.at(s.group).at(s.json_key);
+    const auto value = s.read_json(v);
+    if (s.check) {
+      if (const std::string problem = s.check(value); !problem.empty()) v.fail(problem);
+    }
+    s.set(c, value);
   });
-  if (in.has("backend")) c.backend = in.at("backend").string();
-  if (in.has("seed")) c.seed = in.at("seed").uint64();
-  if (in.has("validate_max_rows")) {
-    const JsonIn v = in.at("validate_max_rows");
-    c.validate_max_rows = v.int32();
-    if (c.validate_max_rows < 1) {
-      v.fail(fmt::format("validate_max_rows must be >= 1, got {}", c.validate_max_rows));
-    }
-  }
-  if (in.has("shard")) {
-    const JsonIn v = in.at("shard");
-    rethrow_at(v, [&] {
-      parse_shard(v.string(), c.shard_index, c.shard_count);
-      return 0;
-    });
-  }
-  if (in.has("measure")) {
-    const JsonIn m = in.at("measure");
-    m.reject_unknown_keys({"min_samples", "min_time_s", "max_noise", "timeout_s", "warm_l2"});
-    if (m.has("min_samples")) {
-      const JsonIn v = m.at("min_samples");
-      c.measure.min_samples = v.int32();
-      if (c.measure.min_samples < 1) v.fail("min_samples must be >= 1");
-    }
-    const auto non_negative = [&](std::string_view key, double& dst, bool strictly) {
-      if (!m.has(key)) return;
-      const JsonIn v = m.at(key);
-      dst = v.number();
-      if (strictly ? !(dst > 0) : !(dst >= 0)) {
-        v.fail(fmt::format("must be {} 0, got {}", strictly ? ">" : ">=", dst));
-      }
-    };
-    non_negative("min_time_s", c.measure.min_time_s, false);
-    non_negative("max_noise", c.measure.max_noise, false);
-    non_negative("timeout_s", c.measure.timeout_s, true);
-    if (m.has("warm_l2")) c.measure.warm_l2 = m.at("warm_l2").boolean();
-  }
-  // Cross-key checks (e.g. shard) and anything a layered base got wrong.
+  // Cross-key checks and anything a layered base got wrong.
   try {
     validate(c);
   } catch (const InputError& e) {
@@ -272,91 +182,43 @@ SweepConfig load_sweep_config(const std::filesystem::path& file) {
 // --- writing ----------------------------------------------------------------------------------
 
 json to_json(const SweepConfig& c) {
-  json contexts = json::array();
-  for (const auto& cs : c.contexts) {
-    if (cs.kind == ContextSpec::Kind::fixed) {
-      contexts.push_back(cs.lo);
-    } else {
-      contexts.push_back(context_label(cs));
-    }
-  }
-  json kv = json::array(), q = json::array();
-  for (DType t : c.kv_dtypes) kv.push_back(dtype_name(t));
-  for (DType t : c.q_dtypes) q.push_back(dtype_name(t));
-  return {
-      {"model", c.models},
-      {"batch", c.batches},
-      {"context", contexts},
-      {"hit_rate", c.hit_rates},
-      {"prefix_groups", c.prefix_groups},
-      {"kv_dtype", kv},
-      {"q_dtype", q},
-      {"block_size", c.block_sizes},
-      {"kernel", c.kernels},
-      {"backend", c.backend},
-      {"seed", c.seed},
-      {"validate_max_rows", c.validate_max_rows},
-      {"shard", fmt::format("{}/{}", c.shard_index, c.shard_count)},
-      {"measure",
-       {{"min_samples", c.measure.min_samples},
-        {"min_time_s", c.measure.min_time_s},
-        {"max_noise", c.measure.max_noise},
-        {"timeout_s", c.measure.timeout_s},
-        {"warm_l2", c.measure.warm_l2}}},
-  };
+  json j = json::object();
+  for_each_axis([&](const auto& axis) {
+    json values = json::array();
+    for (const auto& v : c.*axis.values) values.push_back(axis.write_json(v));
+    j[std::string(axis.json_key)] = std::move(values);
+  });
+  for_each_setting([&](const auto& s) {
+    json& dst = s.group.empty() ? j : j[std::string(s.group)];
+    dst[std::string(s.json_key)] = s.write_json(s.get(c));
+  });
+  return j;
 }
 
 // --- validation -------------------------------------------------------------------------------
 
 void validate(const SweepConfig& c) {
   std::vector<std::string> problems;
-  const auto need = [&](bool ok, std::string what) {
-    if (!ok) problems.push_back(std::move(what));
-  };
-  const auto non_empty = [&](std::size_t n, std::string_view axis) {
-    need(n > 0, fmt::format("axis '{}' is empty; give at least one value", axis));
-  };
-  non_empty(c.models.size(), "model");
-  non_empty(c.batches.size(), "batch");
-  non_empty(c.contexts.size(), "context");
-  non_empty(c.hit_rates.size(), "hit_rate");
-  non_empty(c.prefix_groups.size(), "prefix_groups");
-  non_empty(c.kv_dtypes.size(), "kv_dtype");
-  non_empty(c.q_dtypes.size(), "q_dtype");
-  non_empty(c.block_sizes.size(), "block_size");
-  non_empty(c.kernels.size(), "kernel");
-  for (int b : c.batches) need(b > 0, fmt::format("batch must be >= 1, got {}", b));
-  for (const auto& cs : c.contexts) {
-    need(cs.lo > 0 && cs.hi >= cs.lo && (cs.kind == ContextSpec::Kind::ragged || cs.lo == cs.hi),
-         fmt::format("context must be >= 1 (ragged: 1 <= lo <= hi), got {}", context_label(cs)));
-  }
-  for (double h : c.hit_rates) {
-    need(h >= 0 && h <= 1, fmt::format("hit rate must be in [0, 1], got {}", h));
-  }
-  for (int g : c.prefix_groups) need(g >= 1, fmt::format("prefix_groups must be >= 1, got {}", g));
-  for (int p : c.block_sizes) {
-    need(is_power_of_two(p) && p <= 1024,
-         fmt::format("block size must be a power of two in [1, 1024] (e.g. 8, 16, 32), got {}", p));
-  }
-  for (DType t : c.q_dtypes) {
-    need(t == DType::f16 || t == DType::bf16,
-         fmt::format("q dtype must be f16 or bf16, got {}", dtype_name(t)));
-  }
-  for (const auto& m : c.models) need(!m.empty(), "a model name must not be empty");
-  for (const auto& k : c.kernels) need(!k.empty(), "a kernel name must not be empty");
-  need(c.measure.min_samples >= 1,
-       fmt::format("measure.min_samples must be >= 1, got {}", c.measure.min_samples));
-  need(c.measure.min_time_s >= 0,
-       fmt::format("measure.min_time_s must be >= 0, got {}", c.measure.min_time_s));
-  need(c.measure.max_noise >= 0,
-       fmt::format("measure.max_noise must be >= 0 (0.005 = 0.5 %), got {}", c.measure.max_noise));
-  need(c.measure.timeout_s > 0,
-       fmt::format("measure.timeout_s must be > 0, got {}", c.measure.timeout_s));
-  need(c.validate_max_rows >= 1,
-       fmt::format("validate_max_rows must be >= 1, got {}", c.validate_max_rows));
-  need(c.shard_count >= 1 && c.shard_index >= 0 && c.shard_index < c.shard_count,
-       fmt::format("shard {}/{} is not valid: need n >= 1 and 0 <= i < n", c.shard_index,
-                   c.shard_count));
+  for_each_axis([&](const auto& axis) {
+    if ((c.*axis.values).empty()) {
+      problems.push_back(
+          fmt::format("axis '{}' is empty; give at least one value", axis.json_key));
+    }
+  });
+  for_each_axis([&](const auto& axis) {
+    if (!axis.check) return;
+    for (const auto& v : c.*axis.values) {
+      if (std::string problem = axis.check(v); !problem.empty()) {
+        problems.push_back(std::move(problem));
+      }
+    }
+  });
+  for_each_setting([&](const auto& s) {
+    if (!s.check) return;
+    if (std::string problem = s.check(s.get(c)); !problem.empty()) {
+      problems.push_back(std::move(problem));
+    }
+  });
   if (problems.empty()) return;
   std::string msg = problems.size() == 1 ? problems[0]
                                          : fmt::format("{} problems in the sweep:", problems.size());
@@ -369,57 +231,63 @@ void validate(const SweepConfig& c) {
 // --- expansion --------------------------------------------------------------------------------
 
 std::size_t expansion_size(const SweepConfig& c, std::size_t num_kernels_for_all) {
-  std::size_t kernels = 0;
-  for (const auto& k : c.kernels) kernels += k == "all" ? num_kernels_for_all : 1;
-  return c.models.size() * kernels * c.kv_dtypes.size() * c.q_dtypes.size() *
-         c.block_sizes.size() * c.prefix_groups.size() * c.hit_rates.size() *
-         c.contexts.size() * c.batches.size();
+  std::size_t size = 1;
+  for_each_axis([&](const auto& axis) {
+    std::size_t n = 0;
+    for (const auto& v : c.*axis.values) n += axis.count ? axis.count(v, num_kernels_for_all) : 1;
+    size *= n;
+  });
+  return size;
 }
+
+namespace {
+
+// The values the points take on one axis (models loaded, "all" kernels listed).
+template <class Axis>
+auto resolve_axis(const Axis& axis, const SweepConfig& c,
+                  const std::vector<std::string>& all_kernels) {
+  std::vector<typename Axis::Field> out;
+  for (const auto& v : c.*axis.values) {
+    if constexpr (std::is_same_v<typename Axis::Value, typename Axis::Field>) {
+      if (!axis.resolve) {
+        out.push_back(v);
+        continue;
+      }
+    }
+    axis.resolve(v, all_kernels, out);  // never null here (static_assert in sweep_axes.h)
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<SweepPoint> expand(const SweepConfig& c, const std::vector<std::string>& all_kernels) {
   validate(c);
-  std::vector<std::string> kernels;
-  for (const auto& k : c.kernels) {
-    if (k != "all") {
-      kernels.push_back(k);
-      continue;
-    }
-    if (all_kernels.empty()) {
-      throw InputError("kernel 'all' needs the backend's kernel list; name the kernels instead");
-    }
-    kernels.insert(kernels.end(), all_kernels.begin(), all_kernels.end());
+  constexpr std::size_t kNumAxes = std::tuple_size_v<decltype(kAxes)>;
+  const auto values = std::apply(
+      [&](const auto&... axis) { return std::tuple{resolve_axis(axis, c, all_kernels)...}; },
+      kAxes);
+  // Point i has digit (i / stride[k]) % size[k] on axis k: a mixed-radix count with the first
+  // axis outermost and the last (batch) innermost, i.e. nested loops in table order.
+  std::array<std::size_t, kNumAxes> size{}, stride{};
+  std::apply([&](const auto&... v) { size = {v.size()...}; }, values);
+  std::size_t total = 1;
+  for (std::size_t k = kNumAxes; k-- > 0;) {
+    stride[k] = total;
+    total *= size[k];
   }
-  std::vector<ModelShape> models;
-  for (const auto& m : c.models) models.push_back(load_model(m));
 
   std::vector<SweepPoint> points;
-  int index = 0;
-  // Outermost first; batch innermost so each batch series is contiguous (knees, plots).
-  for (const auto& model : models)
-    for (const auto& kernel : kernels)
-      for (DType kv : c.kv_dtypes)
-        for (DType q : c.q_dtypes)
-          for (int block : c.block_sizes)
-            for (int groups : c.prefix_groups)
-              for (double h : c.hit_rates)
-                for (const auto& ctx : c.contexts)
-                  for (int batch : c.batches) {
-                    const int i = index++;
-                    if (i % c.shard_count != c.shard_index) continue;
-                    SweepPoint p;
-                    p.spec.model = model;
-                    p.spec.batch = batch;
-                    p.spec.context = ctx;
-                    p.spec.hit_rate = h;
-                    p.spec.prefix_groups = groups;
-                    p.spec.kv_dtype = kv;
-                    p.spec.q_dtype = q;
-                    p.spec.block_size = block;
-                    p.spec.seed = c.seed;
-                    p.kernel = kernel;
-                    p.index = i;
-                    points.push_back(std::move(p));
-                  }
+  for (std::size_t i = 0; i < total; ++i) {
+    if (static_cast<int>(i % static_cast<std::size_t>(c.shard_count)) != c.shard_index) continue;
+    SweepPoint p;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      ((axis_field(p, std::get<K>(kAxes)) = std::get<K>(values)[i / stride[K] % size[K]]), ...);
+    }(std::make_index_sequence<kNumAxes>{});
+    p.spec.seed = c.seed;
+    p.index = static_cast<int>(i);
+    points.push_back(std::move(p));
+  }
   return points;
 }
 

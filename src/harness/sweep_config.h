@@ -22,6 +22,10 @@
 //   }
 // to_json(SweepConfig) writes exactly this shape (every key present), so a report's "config" is
 // itself a valid config file that reruns the sweep.
+//
+// The axes and settings are described once, in harness/sweep_axes.h: each has its key, flag,
+// parser, check, JSON form and the member below it reads. A member without an entry there does
+// not compile.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +49,11 @@ struct MeasureOptions {
   double max_noise = 0.005;
   double timeout_s = 10;
   bool warm_l2 = false;   // --warm: no cache flush before each sample (GPU L2, CPU LLC)
+  friend bool operator==(const MeasureOptions&, const MeasureOptions&) = default;
 };
 
+// Each member is read and written through its entry in kAxes or kSettings (sweep_axes.h); a
+// member without one fails to compile.
 struct SweepConfig {
   std::vector<std::string> models{"llama-3.1-8b"};
   std::vector<int> batches{1};
@@ -65,13 +72,13 @@ struct SweepConfig {
   int shard_count = 1;
   int validate_max_rows = 64;  // validate every sequence up to this batch, else a
                                // deterministic subset of this many sequences
+  friend bool operator==(const SweepConfig&, const SweepConfig&) = default;
 };
-bool operator==(const MeasureOptions&, const MeasureOptions&);
-bool operator==(const SweepConfig&, const SweepConfig&);
 
 // Reads a config file. Throws InputError whose message starts with the file name and names the
-// key ("configs/sweeps/x.json: key 'batch[2]': must be a positive integer, got -1"). Unknown
-// keys are rejected with the list of valid keys. The result is validate()d.
+// key and the value's check ("configs/sweeps/x.json: key 'batch[2]': batch must be >= 1 (a
+// positive integer), got -1"). Unknown keys are rejected with the list of valid keys. The
+// result is validate()d.
 SweepConfig load_sweep_config(const std::filesystem::path& file);
 // The same from parsed JSON; `source` is what error messages start with (a file name or
 // "--config"). Keys absent from `j` keep the values of `base`, so a CLI can layer flags on a
@@ -80,7 +87,8 @@ SweepConfig sweep_config_from_json(const nlohmann::json& j, std::string_view sou
                                    const SweepConfig& base = {});
 nlohmann::json to_json(const SweepConfig& c);
 
-// Throws InputError listing every problem found, each with the valid choices: an empty axis,
+// Throws InputError listing every problem found (the checks of sweep_axes.h), each with the
+// valid choices: an empty axis,
 // batch <= 0, context <= 0 or lo > hi, h outside [0, 1], prefix_groups < 1, a block size not a
 // power of two in [1, 1024], a q dtype other than f16/bf16, measure values out of range, a
 // shard index outside [0, n). Model names and kernel names are checked by expand()/the runner
@@ -98,9 +106,9 @@ struct SweepPoint {
   int index = 0;          // position in the full expansion (stable across shards)
 };
 
-// The cartesian product, in this order (outermost first, batch innermost so a batch series is
-// contiguous): model, kernel, kv_dtype, q_dtype, block_size, prefix_groups, hit_rate, context,
-// batch; each axis in the order the config lists it. Then only the shard's points
+// The cartesian product, in the order of kAxes (sweep_axes.h; outermost first, batch innermost
+// so a batch series is contiguous): model, kernel, kv_dtype, q_dtype, block_size, prefix_groups,
+// hit_rate, context, batch; each axis in the order the config lists it. Then only the shard's points
 // (index % shard_count == shard_index). "all" in kernels expands to `all_kernels` (the backend's
 // kernel_names(); empty = leave "all" as InputError). Loads each model once (load_model).
 std::vector<SweepPoint> expand(const SweepConfig& c,

@@ -38,8 +38,11 @@ struct ContextSpec {
   int hi = 0;
   static ContextSpec fixed(int n) { return {Kind::fixed, n, n}; }
   static ContextSpec ragged(int lo, int hi) { return {Kind::ragged, lo, hi}; }
+  friend bool operator==(const ContextSpec&, const ContextSpec&) = default;
 };
 
+// Every field but the seed is set by an axis of the sweep (harness/sweep_axes.h, checked there at
+// compile time), so it is part of the workload key.
 struct WorkloadSpec {
   ModelShape model;
   int batch = 1;

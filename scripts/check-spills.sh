@@ -144,7 +144,8 @@ check_library() {
   parse_resource_usage <"$tmp/res" | sort -u >"$tmp/rows"
   parse_entries <"$tmp/sym" >"$tmp/entries"
 
-  # One row per (kernel, arch), the worst numbers when an instance sits in several objects:
+  # One row per (kernel, arch), keyed by the full name (two kernels may share a short one), the
+  # worst numbers when an instance sits in several objects:
   # "short<TAB>arch<TAB>regs<TAB>stack<TAB>local<TAB>shared<TAB>class<TAB>demangled".
   local mangled arch regs stack shared lmem
   : >"$tmp/table_rows"
@@ -160,7 +161,7 @@ check_library() {
       "$shared" "$kind" "$name" >>"$tmp/table_rows"
   done <"$tmp/rows"
   awk -F'\t' -v OFS='\t' '
-    { key = $1 SUBSEP $2
+    { key = $8 SUBSEP $2
       if (!(key in seen)) { seen[key] = 1; order[++n] = key; row[key] = $0; next }
       split(row[key], old, "\t")
       for (i = 3; i <= 6; ++i) if ($i + 0 < old[i] + 0) $i = old[i]

@@ -39,6 +39,7 @@ expect() {
     echo "ok   $lib: exit $rc, /$pattern/"
   fi
 }
+# shellcheck disable=SC2016  # the backquotes are markdown, not a command
 expect libclean.a 0 '\| `planted_rung::clean_kernel` \| sm_[0-9]+a? \| [0-9]+ \| 0 \| 0 \| [0-9]+ \| decode \|'
 expect libspill.a 1 'FAIL planted_rung::spill_kernel .*[1-9][0-9]* B stack frame'
 expect libstray.a 1 'FAIL unclassified kernel decodebench::kernels::cuda::planted_rung::stray_kernel'

@@ -18,12 +18,10 @@ struct Rung {
   bool uses_workspace;
 };
 
-// In ladder order. Each rung adds one idea over the one before it.
+// In ladder order. Each rung adds one idea over the one before it. The list is
+// kernels/paged_decode/ladder.json, generated into this table by kernels/CMakeLists.txt.
 constexpr Rung kRungs[] = {
-    {"naive", "one thread block per (sequence, query head); re-reads each KV head once per query head", 0, false},
-    {"gqa", "one thread block per (sequence, KV head) serving the whole query group; 16-byte loads (8-byte for fp8), online softmax, block-table prefetch", 8, false},
-    {"pipelined", "K/V tiles staged in shared memory by multi-stage cp.async, several loads in flight", 8, false},
-    {"split_kv", "context split across thread blocks when batch x KV heads cannot fill the GPU; log-sum-exp merge kernel", 8, true},
+#include "ladder_rungs.inc"
 };
 
 const char* dtype_label(DType t) {

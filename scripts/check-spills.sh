@@ -1,183 +1,237 @@
 #!/usr/bin/env bash
-# check-spills.sh: the "no spills" gate for the decode kernels.
+# check-spills.sh: the "no spills" gate for the decode kernels, read from the built library.
 #
-# Reads the log of a CUDA build of decodebench_kernels_cuda (compiled with -Xptxas=-v, as
-# kernels/CMakeLists.txt does), and
-#   - prints a table per kernel entry: registers, stack frame, spill stores/loads, static smem;
-#   - fails (exit 1) if any decode kernel spills, has a stack frame, or uses local memory
-#     (ptxas -warn-spills / -warn-lmem-usage warnings), or if the log holds no decode kernel at
-#     all (an incremental build that compiled nothing must not pass silently).
-# Dynamic shared memory is chosen at launch and is not in ptxas output; the kernel headers
-# (kernels/paged_decode/*.cuh) document it.
+# Reads the resource usage of every kernel in a built CUDA kernel library (cuobjdump
+# --dump-resource-usage: registers, stack frame, local and shared memory per function and GPU
+# architecture, from the cubins in the library itself, so it needs no build log and works on an
+# up-to-date build that compiled nothing), and
+#   - prints a markdown table, one row per (kernel, arch): demangled short name, registers,
+#     stack frame, local memory, static shared memory, class;
+#   - classifies every kernel (entry function) of the library by namespace:
+#       decodebench::kernels::<target>::paged_decode::...      decode: the ladder, any rung
+#       decodebench::kernels::<target>::bandwidth_detail::...  ceiling: bandwidth ceilings
+#       decodebench::kernels::<target>::fill_detail::...       fill: device workload fill
+#     and fails on any kernel in none of them, so a new kernel cannot escape the gate;
+#   - fails if a decode kernel has a stack frame or local memory (ptxas puts register spills
+#     and local arrays there: STACK > 0 or LOCAL > 0; an entry's STACK includes its callees');
+#   - fails if the library holds no decode kernel.
+# Shared memory is what cuobjdump reports: static shared memory plus, on sm_80 and later, the
+# 1 KiB per block the system reserves; dynamic shared memory is chosen at launch and is not in
+# the cubin (the kernel headers, kernels/paged_decode/*.cuh, document it).
 #
 # Usage:
-#   cmake --build BUILD --target decodebench_kernels_cuda --clean-first 2>&1 | tee build.log
-#   scripts/check-spills.sh build.log [--markdown table.md] [--pattern REGEX]
-#   scripts/check-spills.sh --self-test      # plants a spill in a synthetic log, checks it fails
-# --pattern: which demangled kernel names count as decode kernels (default: the paged-decode
-# ladder, i.e. names under paged-decode namespaces). Exit codes: 0 clean, 1 spill/lmem found or
-# no decode kernel in the log, 2 bad usage.
+#   scripts/check-spills.sh [LIBRARY] [--markdown FILE]
+#       LIBRARY: a static library, object or cubin with device code (default
+#       build/kernels/libdecodebench_kernels_cuda.a); FILE gets the table too.
+#   scripts/check-spills.sh --find-cuobjdump    prints the cuobjdump it uses; exit 1 if none
+# cuobjdump comes from $CUOBJDUMP, else PATH, else next to nvcc ($CUDA_HOME/bin,
+# /usr/local/cuda/bin), else the PyPI wheel nvidia-cuda-cuobjdump (scripts/bootstrap.sh installs
+# it when nvcc has no cuobjdump beside it), located through python3.
+# Exit codes: 0 clean; 1 a decode kernel spills or uses local memory, an unclassified kernel, or
+# no decode kernel; 2 bad usage, no cuobjdump, or a library cuobjdump cannot read.
 set -euo pipefail
 
-DEFAULT_PATTERN='naive|gqa_detail|pipelined_detail|split_kv_detail|paged_decode'
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+tmp=""
+NS='decodebench::kernels::[a-z_]+::'
+DECODE_NS='paged_decode'
+CEILING_NS='bandwidth_detail'
+FILL_NS='fill_detail'
 
 usage() {
   sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
-demangle() {
-  if command -v c++filt >/dev/null 2>&1; then c++filt; else cat; fi
+# Prints the path of a working cuobjdump, or returns 1.
+find_cuobjdump() {
+  local c
+  for c in "${CUOBJDUMP:-}" "$(command -v cuobjdump 2>/dev/null || true)" \
+           "${CUDA_HOME:+$CUDA_HOME/bin/cuobjdump}" \
+           "$(dirname "$(command -v nvcc 2>/dev/null || echo /nonexistent/nvcc)")/cuobjdump" \
+           /usr/local/cuda/bin/cuobjdump; do
+    if [[ -n "$c" && -x "$c" ]]; then echo "$c"; return 0; fi
+  done
+  # The wheel puts it under site-packages (nvidia/cu13/bin/cuobjdump for CUDA 13); ask the
+  # package's own file list rather than guessing the layout.
+  if command -v python3 >/dev/null 2>&1; then
+    c="$(python3 - <<'EOF' 2>/dev/null || true
+import importlib.metadata as md
+try:
+    dist = md.distribution("nvidia-cuda-cuobjdump")
+except md.PackageNotFoundError:
+    raise SystemExit(1)
+for f in dist.files or []:
+    if f.name == "cuobjdump":
+        print(dist.locate_file(f))
+        break
+EOF
+)"
+    if [[ -n "$c" && -x "$c" ]]; then echo "$c"; return 0; fi
+  fi
+  return 1
 }
 
-# Turns ptxas -v output into "name<TAB>regs<TAB>stack<TAB>spill_st<TAB>spill_ld<TAB>smem<TAB>lmem"
-# rows, one per (mangled) entry, keeping the worst numbers when an entry appears in several
-# translation units.
-parse_log() {
+# cuobjdump --dump-resource-usage -> "mangled<TAB>arch<TAB>regs<TAB>stack<TAB>shared<TAB>local",
+# one row per function and architecture (the SASS sections only, not the PTX).
+parse_resource_usage() {
   awk '
-    /ptxas info *: Compiling entry function/ {
-      match($0, /function .[^ ]+/); name = substr($0, RSTART + 10, RLENGTH - 10);
-      gsub(/[\047`]/, "", name); current = name; seen[name] = 1; next
-    }
-    /ptxas info *: Function properties for/ {
-      props = $NF; next
-    }
-    /bytes stack frame/ && current != "" && props == current {
-      split($0, f, ","); 
-      stack = f[1]; gsub(/[^0-9]/, "", stack);
-      st = f[2]; gsub(/[^0-9]/, "", st);
-      ld = f[3]; gsub(/[^0-9]/, "", ld);
-      if (stack + 0 > S[current] + 0) S[current] = stack;
-      if (st + 0 > ST[current] + 0) ST[current] = st;
-      if (ld + 0 > LD[current] + 0) LD[current] = ld;
-      next
-    }
-    /ptxas info *: Used [0-9]+ registers/ && current != "" {
-      r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r);
-      if (r + 0 > R[current] + 0) R[current] = r;
-      sm = 0; if (match($0, /[0-9]+ bytes smem/)) { sm = substr($0, RSTART, RLENGTH); sub(/ .*/, "", sm) }
-      if (sm + 0 > SM[current] + 0) SM[current] = sm;
-      next
-    }
-    /ptxas warning *:.*(spilled|Local memory)/ {
-      if (match($0, /function .[^ ,]+/)) {
-        n = substr($0, RSTART + 10, RLENGTH - 10); gsub(/[\047`]/, "", n); LM[n] = 1
+    /^Fatbin elf code/ { elf = 1; arch = ""; next }
+    /^Fatbin ptx code/ { elf = 0; next }
+    elf && /^arch = / { arch = $3; next }
+    elf && /^ Function / { name = $2; sub(/:$/, "", name); next }
+    elf && name != "" && /REG:/ {
+      regs = stack = shared = local = 0
+      for (i = 1; i <= NF; ++i) {
+        split($i, kv, ":")
+        if (kv[1] == "REG") regs = kv[2]
+        else if (kv[1] == "STACK") stack = kv[2]
+        else if (kv[1] == "SHARED") shared = kv[2]
+        else if (kv[1] == "LOCAL") local = kv[2]
       }
-    }
-    END {
-      for (n in seen) {
-        printf "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", n, R[n], S[n], ST[n], LD[n], SM[n], (n in LM) ? 1 : 0
-      }
+      printf "%s\t%s\t%d\t%d\t%d\t%d\n", name, arch, regs, stack, shared, local
+      name = ""
     }'
 }
 
-# void decodebench::kernels::cuda::gqa_detail::gqa_kernel<(decodebench::DType)1, 128, 8>(...)
-#   -> gqa_kernel<f16, 128, 8>
+# cuobjdump -symbols -> the mangled names of the entry functions (kernels).
+parse_entries() {
+  awk '$1 == "FUNC" && / ENTRY / { print $NF }' | sort -u
+}
+
+# void decodebench::kernels::cuda::paged_decode::gqa_detail::gqa_kernel<(decodebench::DType)1,
+# 128, 8>(decodebench::kernels::PagedDecodeParams) -> gqa_kernel<f16, 128, 8>
 shorten() {
-  sed -E 's/^void //; s/\(decodebench::kernels::[A-Za-z]+Params\)$//;
-          s/decodebench::kernels::(cuda|emu):://g; s/[a-z_]+_detail:://g;
+  sed -E 's/^void //; s/\([^()]*\)$//;
+          s/decodebench::kernels::[a-z_]+:://g; s/paged_decode:://g; s/[a-z_]+_detail:://g;
           s/\(anonymous namespace\):://g;
           s/\(decodebench::DType\)0/f32/g; s/\(decodebench::DType\)1/f16/g;
           s/\(decodebench::DType\)2/bf16/g; s/\(decodebench::DType\)3/fp8_e4m3/g;
           s/\(decodebench::DType\)4/fp8_e5m2/g'
 }
 
-check_log() {
-  local log="$1" markdown="$2" pattern="$3"
-  [[ -r "$log" ]] || { echo "check-spills: cannot read build log '$log'" >&2; exit 2; }
-  # One line per entry: short name, numbers, and whether it is a decode kernel; sorted by name.
-  local rows
-  rows="$(parse_log <"$log" | while IFS=$'\t' read -r mangled regs stack st ld smem lmem; do
-    [[ -z "$mangled" ]] && continue
-    local name short is_decode=0
-    name="$(printf '%s\n' "$mangled" | demangle)"
-    short="$(printf '%s\n' "$name" | shorten)"
-    [[ "$name" =~ $pattern ]] && is_decode=1
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$short" "$regs" "$stack" "$st" "$ld" "$smem" "$lmem" "$is_decode"
-  done | sort -t$'\t' -k1,1V)"
-  local table="" decode_count=0 bad=0
-  table+="| kernel | registers | stack frame (B) | spill stores (B) | spill loads (B) | static smem (B) |"$'\n'
-  table+="|---|---:|---:|---:|---:|---:|"$'\n'
-  while IFS=$'\t' read -r short regs stack st ld smem lmem is_decode; do
-    [[ -z "$short" ]] && continue
-    table+="| \`$short\` | $regs | $stack | $st | $ld | $smem |"$'\n'
-    if ((is_decode)); then
-      decode_count=$((decode_count + 1))
-      if ((st > 0 || ld > 0 || stack > 0 || lmem > 0)); then
-        echo "check-spills: FAIL $short: ${st} B spill stores, ${ld} B spill loads, ${stack} B stack frame$( ((lmem)) && echo ', local memory warning')" >&2
-        bad=$((bad + 1))
-      fi
-    fi
-  done <<<"$rows"
-  printf '%s' "$table"
-  if [[ -n "$markdown" ]]; then printf '%s' "$table" >"$markdown"; fi
-  if ((decode_count == 0)); then
-    echo "check-spills: FAIL no decode kernel (pattern '$pattern') in '$log'; was it a fresh build with -Xptxas=-v?" >&2
-    return 1
+# decode / ceiling / fill from the demangled name's own qualification (not its arguments), or
+# "unclassified".
+classify() {
+  local name="${1#void }"
+  name="${name%%<*}"
+  name="${name%%(*}"
+  if [[ "$name" =~ ^${NS}${DECODE_NS}:: ]]; then echo decode
+  elif [[ "$name" =~ ^${NS}${CEILING_NS}:: ]]; then echo ceiling
+  elif [[ "$name" =~ ^${NS}${FILL_NS}:: ]]; then echo fill
+  else echo unclassified
   fi
-  if ((bad > 0)); then
-    echo "check-spills: $bad of $decode_count decode kernels spill or use local memory" >&2
-    return 1
-  fi
-  echo "check-spills: $decode_count decode kernels, no spills, no local memory" >&2
 }
 
-self_test() {
-  local dir
-  dir="$(mktemp -d)"
-  trap 'rm -rf "$dir"' RETURN
-  local clean_entry="_ZN11decodebench7kernels4cuda10gqa_detail10gqa_kernelILNS_5DTypeE1ELi128ELi8EEEvNS0_17PagedDecodeParamsE"
-  local other_entry="_ZN11decodebench7kernels4cuda16bandwidth_detail11copy_kernelENS0_15BandwidthParamsE"
-  cat >"$dir/clean.log" <<EOF
-ptxas info    : 0 bytes gmem
-ptxas info    : Compiling entry function '$clean_entry' for 'sm_90a'
-ptxas info    : Function properties for $clean_entry
-    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-ptxas info    : Used 211 registers, used 1 barriers
-ptxas info    : Compiling entry function '$other_entry' for 'sm_90a'
-ptxas info    : Function properties for $other_entry
-    8 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads
-ptxas info    : Used 14 registers, used 0 barriers, 128 bytes smem
-EOF
-  sed -e 's/    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads/    16 bytes stack frame, 16 bytes spill stores, 12 bytes spill loads/' \
-      "$dir/clean.log" >"$dir/spill.log"
-  { cat "$dir/clean.log"
-    echo "ptxas warning : Local memory used for function '$clean_entry'"; } >"$dir/lmem.log"
-  : >"$dir/empty.log"
-  local failures=0
-  check_log "$dir/clean.log" "" "$DEFAULT_PATTERN" >/dev/null 2>&1 ||
-    { echo "self-test: a clean log (spill only in a non-decode kernel) was rejected" >&2; failures=1; }
-  ! check_log "$dir/spill.log" "" "$DEFAULT_PATTERN" >/dev/null 2>&1 ||
-    { echo "self-test: a planted spill was not caught" >&2; failures=1; }
-  ! check_log "$dir/lmem.log" "" "$DEFAULT_PATTERN" >/dev/null 2>&1 ||
-    { echo "self-test: a planted local-memory warning was not caught" >&2; failures=1; }
-  ! check_log "$dir/empty.log" "" "$DEFAULT_PATTERN" >/dev/null 2>&1 ||
-    { echo "self-test: an empty log passed" >&2; failures=1; }
-  local table
-  table="$(check_log "$dir/clean.log" "" "$DEFAULT_PATTERN" 2>/dev/null)"
-  if command -v c++filt >/dev/null 2>&1 && [[ "$table" != *'`gqa_kernel<f16, 128, 8>` | 211 |'* ]]; then
-    echo "self-test: table row for gqa_kernel<f16, 128, 8> missing or wrong:" >&2
-    echo "$table" >&2
-    failures=1
+check_library() {
+  local lib="$1" markdown="$2"
+  [[ -r "$lib" ]] || { echo "check-spills: cannot read '$lib' (build the CUDA kernel library first)" >&2; exit 2; }
+  command -v c++filt >/dev/null 2>&1 || { echo "check-spills: c++filt (binutils) is needed to demangle kernel names" >&2; exit 2; }
+  local cuobjdump
+  cuobjdump="$(find_cuobjdump)" || {
+    echo "check-spills: no cuobjdump (not in \$CUOBJDUMP, on PATH, beside nvcc, nor from the" \
+         "nvidia-cuda-cuobjdump wheel); run scripts/bootstrap.sh" >&2
+    exit 2
+  }
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  if ! "$cuobjdump" --dump-resource-usage "$lib" >"$tmp/res" 2>"$tmp/err" ||
+     ! "$cuobjdump" -symbols "$lib" >"$tmp/sym" 2>>"$tmp/err"; then
+    echo "check-spills: $cuobjdump cannot read '$lib':" >&2
+    sed 's/^/  /' "$tmp/err" >&2
+    exit 2
   fi
-  ((failures == 0)) && echo "check-spills self-test: ok" >&2
-  return "$failures"
+  parse_resource_usage <"$tmp/res" | sort -u >"$tmp/rows"
+  parse_entries <"$tmp/sym" >"$tmp/entries"
+
+  # One row per (kernel, arch), keyed by the full name (two kernels may share a short one), the
+  # worst numbers when an instance sits in several objects:
+  # "short<TAB>arch<TAB>regs<TAB>stack<TAB>local<TAB>shared<TAB>class<TAB>demangled".
+  local mangled arch regs stack shared lmem
+  : >"$tmp/table_rows"
+  cut -f1 "$tmp/rows" | sort -u | c++filt >"$tmp/demangled" || true
+  cut -f1 "$tmp/rows" | sort -u | paste - "$tmp/demangled" >"$tmp/names"
+  while IFS=$'\t' read -r mangled arch regs stack shared lmem; do
+    grep -qxF -- "$mangled" "$tmp/entries" || continue  # a device function, not a kernel
+    local name short kind
+    name="$(awk -F'\t' -v m="$mangled" '$1 == m { print $2; exit }' "$tmp/names")"
+    short="$(printf '%s\n' "$name" | shorten)"
+    kind="$(classify "$name")"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$short" "$arch" "$regs" "$stack" "$lmem" \
+      "$shared" "$kind" "$name" >>"$tmp/table_rows"
+  done <"$tmp/rows"
+  awk -F'\t' -v OFS='\t' '
+    { key = $8 SUBSEP $2
+      if (!(key in seen)) { seen[key] = 1; order[++n] = key; row[key] = $0; next }
+      split(row[key], old, "\t")
+      for (i = 3; i <= 6; ++i) if ($i + 0 < old[i] + 0) $i = old[i]
+      row[key] = $0 }
+    END { for (i = 1; i <= n; ++i) print row[order[i]] }' "$tmp/table_rows" |
+    awk -F'\t' -v OFS='\t' '{ r = $7 == "decode" ? 1 : $7 == "ceiling" ? 2 : $7 == "fill" ? 3 : 0
+                              print r, $0 }' |
+    sort -t$'\t' -k1,1n -k2,2V -k3,3 | cut -f2- >"$tmp/merged"
+
+  local table="" decode_count=0 bad=0 unclassified=0 kernels=0
+  table+="| kernel | arch | registers | stack frame (B) | local memory (B) | static smem (B) | class |"$'\n'
+  table+="|---|---|---:|---:|---:|---:|---|"$'\n'
+  local kind name
+  while IFS=$'\t' read -r short arch regs stack lmem shared kind name; do
+    [[ -z "$short" ]] && continue
+    kernels=$((kernels + 1))
+    table+="| \`$short\` | $arch | $regs | $stack | $lmem | $shared | $kind |"$'\n'
+    case "$kind" in
+      decode)
+        decode_count=$((decode_count + 1))
+        if ((stack > 0 || lmem > 0)); then
+          echo "check-spills: FAIL $short ($arch): ${stack} B stack frame, ${lmem} B local memory" \
+               "(register spills or a local array): $name" >&2
+          bad=$((bad + 1))
+        fi ;;
+      unclassified)
+        echo "check-spills: FAIL unclassified kernel $name: put decode kernels in namespace" \
+             "decodebench::kernels::<target>::${DECODE_NS} (a sub-namespace per rung is fine)," \
+             "bandwidth ceilings in ::${CEILING_NS}, the fill in ::${FILL_NS}" >&2
+        unclassified=$((unclassified + 1)) ;;
+    esac
+  done <"$tmp/merged"
+  table+=$'\n'"static smem: as cuobjdump reports it, with the 1 KiB per block that sm_80 and later"
+  table+=" reserve for the system; dynamic shared memory is set at launch."$'\n'
+  printf '%s' "$table"
+  if [[ -n "$markdown" ]]; then printf '%s' "$table" >"$markdown"; fi
+  local rc=0
+  if ((decode_count == 0)); then
+    echo "check-spills: FAIL no decode kernel (namespace ...::${DECODE_NS}) in '$lib'" \
+         "($kernels kernels in all)" >&2
+    rc=1
+  fi
+  if ((bad > 0)); then
+    echo "check-spills: $bad of $decode_count decode kernel instances spill or use local memory" >&2
+    rc=1
+  fi
+  if ((unclassified > 0)); then
+    echo "check-spills: $unclassified unclassified kernels" >&2
+    rc=1
+  fi
+  if ((rc == 0)); then
+    echo "check-spills: $decode_count decode kernel instances, no stack frame, no local memory" \
+         "($kernels kernels in '$lib', read by $cuobjdump)" >&2
+  fi
+  return "$rc"
 }
 
 main() {
-  local log="" markdown="" pattern="$DEFAULT_PATTERN"
+  local lib="" markdown=""
   while (($#)); do
     case "$1" in
-      --self-test) self_test; exit $? ;;
+      --find-cuobjdump) find_cuobjdump; exit $? ;;
       --markdown) markdown="${2:?--markdown needs a file}"; shift 2 ;;
-      --pattern) pattern="${2:?--pattern needs a regex}"; shift 2 ;;
       -h|--help) usage ;;
       -*) echo "check-spills: unknown option '$1'" >&2; usage ;;
-      *) [[ -z "$log" ]] || { echo "check-spills: one build log only" >&2; usage; }; log="$1"; shift ;;
+      *) [[ -z "$lib" ]] || { echo "check-spills: one library only" >&2; usage; }; lib="$1"; shift ;;
     esac
   done
-  [[ -n "$log" ]] || usage
-  check_log "$log" "$markdown" "$pattern"
+  [[ -n "$lib" ]] || lib="$root/build/kernels/libdecodebench_kernels_cuda.a"
+  check_library "$lib" "$markdown"
 }
 
 main "$@"

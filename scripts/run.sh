@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # README command one: install what is missing, build, and run the default sweep on the best
 # backend present (CUDA when a GPU is there, else the CPU). Prints the table and writes
-# results/latest.json. Extra arguments go to `decodebench sweep`, e.g.
+# results/latest.json. Extra arguments go to `decodebench sweep` (a --config, --backend or --out
+# given here replaces the default one), e.g.
 #   scripts/run.sh --batch 1,8 --context 4096 --kv-dtype f16,fp8_e4m3
+#   scripts/run.sh --config configs/sweeps/smoke.json      # what .ci/run does first
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -12,6 +14,15 @@ build_dir="${DECODEBENCH_BUILD_DIR:-build}"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build_dir" --target decodebench -j"$(nproc)"
 
+# Defaults for what the caller did not give (each option may appear only once).
+defaults=(--backend auto --config configs/sweeps/default.json --out results/latest.json)
+args=()
+for ((i = 0; i < ${#defaults[@]}; i += 2)); do
+  given=0
+  for arg in "$@"; do
+    case "$arg" in "${defaults[i]}" | "${defaults[i]}"=*) given=1 ;; esac
+  done
+  ((given)) || args+=("${defaults[i]}" "${defaults[i + 1]}")
+done
 mkdir -p results
-exec "$build_dir/src/cli/decodebench" sweep --backend auto --config configs/sweeps/default.json \
-  --out results/latest.json "$@"
+exec "$build_dir/src/cli/decodebench" sweep "${args[@]}" "$@"

@@ -48,7 +48,7 @@
 #include "kernels.h"
 #include "paged_decode/launchers.h"
 
-namespace decodebench::kernels::DECODEBENCH_TARGET_NS::decode {
+namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode::decode {
 
 inline constexpr int kThreads = 128;         // 4 warps: small enough for the emulator, and a
                                              // 128-thread block keeps 2-3 blocks per SM
@@ -392,4 +392,4 @@ inline LaunchResult dispatch_group_cap(int group, Fn&& fn) {
   return fn(std::integral_constant<int, 8>{});
 }
 
-}  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS::decode
+}  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode::decode

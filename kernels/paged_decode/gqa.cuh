@@ -28,7 +28,7 @@
 
 #include "paged_decode/decode_common.cuh"
 
-namespace decodebench::kernels::DECODEBENCH_TARGET_NS {
+namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode {
 
 namespace gqa_detail {
 
@@ -128,4 +128,4 @@ LaunchResult launch_gqa(const PagedDecodeParams& p, void* stream) {
   });
 }
 
-}  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS
+}  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode

@@ -28,7 +28,7 @@
 #include "kernels.h"
 #include "paged_decode/launchers.h"
 
-namespace decodebench::kernels::DECODEBENCH_TARGET_NS {
+namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode {
 namespace naive_detail {
 
 inline constexpr int kThreads = 128;
@@ -154,4 +154,4 @@ LaunchResult launch_naive(const PagedDecodeParams& p, void* stream) {
                             dim3(naive_detail::kThreads), 0, stream, p);
 }
 
-}  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS
+}  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode

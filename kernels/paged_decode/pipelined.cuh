@@ -32,7 +32,7 @@
 
 #include "paged_decode/decode_common.cuh"
 
-namespace decodebench::kernels::DECODEBENCH_TARGET_NS {
+namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode {
 
 namespace pipelined_detail {
 
@@ -186,4 +186,4 @@ LaunchResult launch_pipelined(const PagedDecodeParams& p, void* stream) {
   });
 }
 
-}  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS
+}  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode

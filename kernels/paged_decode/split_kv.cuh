@@ -25,7 +25,7 @@
 #include "common/softmax_state.h"
 #include "paged_decode/pipelined.cuh"
 
-namespace decodebench::kernels::DECODEBENCH_TARGET_NS {
+namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode {
 
 namespace split_kv_detail {
 
@@ -116,4 +116,4 @@ LaunchResult launch_split_kv(const PagedDecodeParams& p, void* stream) {
                             dim3(split_kv_detail::kMergeThreads), 0, stream, p);
 }
 
-}  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS
+}  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode

@@ -134,7 +134,7 @@ else
 fi
 if ! step configure "$outdir/configure.log" "${configure[@]}" ||
    ! step build "$outdir/build.log" cmake --build "$build_dir" -j "$(nproc)" \
-       --target decodebench cuda_plan_test cuda_backend_gpu_test; then
+       --target decodebench cuda_plan_tests cuda_backend_tests; then
   say "cannot continue without a build"
   exit 1
 fi

@@ -3,11 +3,9 @@
 
 #include <string>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/emu/emu_backend.h"
 #include "common/errors.h"
-#if defined(DECODEBENCH_WITH_CPU)
-#include "backends/cpu/cpu_backend.h"
-#endif
 #if defined(DECODEBENCH_WITH_CUDA)
 #include "backends/cuda/cuda_backend.h"
 #endif
@@ -16,9 +14,7 @@ namespace decodebench {
 
 std::vector<std::string> backend_names() {
   std::vector<std::string> names;
-#if defined(DECODEBENCH_WITH_CPU)
   names.push_back("cpu");
-#endif
   names.push_back("emu");
 #if defined(DECODEBENCH_WITH_CUDA)
   names.push_back("cuda");
@@ -40,11 +36,7 @@ std::unique_ptr<Backend> make_backend(std::string_view name, int device_index) {
     return make_backend(cuda_device_present() ? "cuda" : "cpu", device_index);
   }
   if (name == "cpu") {
-#if defined(DECODEBENCH_WITH_CPU)
     return make_cpu_backend();
-#else
-    throw RuntimeFailure("backend 'cpu' is not built in this tree (src/backends/cpu is missing)");
-#endif
   }
   if (name == "emu") return make_emu_backend();
   if (name == "cuda") {

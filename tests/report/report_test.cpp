@@ -7,11 +7,11 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
-#include "harness_test_util.h"
+#include "harness/harness_test_util.h"
 #include "report/format.h"
 #include "report/knees.h"
 #include "report/report.h"
-#include "report_fixtures.h"
+#include "report/report_fixtures.h"
 
 namespace decodebench {
 namespace {

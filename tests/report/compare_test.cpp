@@ -4,7 +4,7 @@
 #include "common/errors.h"
 #include "report/compare.h"
 #include "report/report.h"
-#include "report_fixtures.h"
+#include "report/report_fixtures.h"
 
 namespace decodebench {
 namespace {

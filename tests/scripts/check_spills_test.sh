@@ -16,7 +16,7 @@ cd "$work"
 plants=(DECODE_CLEAN DECODE_SPILL OTHERS STRAY)
 sources=()
 for plant in "${plants[@]}"; do
-  printf '#define PLANT_%s\n#include "%s/planted.cu"\n' "$plant" "$here" >"${plant,,}.cu"
+  printf '#define PLANT_%s\n#include "%s/check_spills_planted.cu"\n' "$plant" "$here" >"${plant,,}.cu"
   sources+=("${plant,,}.cu")
 done
 "$nvcc" -arch="$arch" -c "${sources[@]}"

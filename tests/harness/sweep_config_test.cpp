@@ -6,7 +6,7 @@
 
 #include "common/errors.h"
 #include "harness/sweep_config.h"
-#include "harness_test_util.h"
+#include "harness/harness_test_util.h"
 
 #include <fmt/format.h>
 

@@ -7,7 +7,7 @@
 
 #include "common/errors.h"
 #include "harness/runner.h"
-#include "harness_test_util.h"
+#include "harness/harness_test_util.h"
 #include "reference/reference.h"
 
 namespace decodebench {

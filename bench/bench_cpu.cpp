@@ -1,8 +1,10 @@
 // Google Benchmark microbenchmarks of the CPU side: the optimized decode at real model shapes,
 // the KV conversion loop it is built on, and the bandwidth-ceiling kernels it is judged against.
 //
-//   decodebench_bench --benchmark_filter=decode      the decode (manual time, cold KV, bytes_min / s,
-//                                                    frac_of_read against the measured read ceiling)
+//   decodebench_bench --benchmark_filter=decode      the decode (manual time, cold KV, bytes_min /
+//   s,
+//                                                    frac_of_read against the measured read
+//                                                    ceiling)
 //   decodebench_bench --benchmark_filter=paged_read  the decode's memory walk with no arithmetic
 //                                                    (cpu::paged_kv_read), same points: what its
 //                                                    order and prefetches cost alone
@@ -73,7 +75,8 @@ Prepared& prepared(const DecodePoint& pt) {
     slot = std::make_unique<Prepared>();
     slot->w = make_workload(spec);
     slot->bytes = byte_model(spec, slot->w.layout);
-    slot->out.resize(static_cast<std::size_t>(pt.batch) * spec.model.num_q_heads * spec.model.head_dim * 2);
+    slot->out.resize(static_cast<std::size_t>(pt.batch) * spec.model.num_q_heads *
+                     spec.model.head_dim * 2);
     // As the cpu backend's prepare() does: huge pages for the scattered KV blocks.
     cpu::advise_huge_pages(slot->w.k_cache.data(), slot->w.k_cache.size());
     cpu::advise_huge_pages(slot->w.v_cache.data(), slot->w.v_cache.size());
@@ -144,8 +147,8 @@ void bm_paged_read(benchmark::State& state, DecodePoint pt, cpu::DecodePath path
   time_cold_steps(state, p, [&] { benchmark::DoNotOptimize(cpu::paged_kv_read(params, options)); });
   const auto kv = static_cast<double>(p.bytes.kv_logical);  // every sequence's rows, shared or not
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(kv));
-  state.counters["frac_of_read"] = benchmark::Counter(kv * static_cast<double>(state.iterations()) / read_ceiling(),
-                                                      benchmark::Counter::kIsRate);
+  state.counters["frac_of_read"] = benchmark::Counter(
+      kv * static_cast<double>(state.iterations()) / read_ceiling(), benchmark::Counter::kIsRate);
   state.counters["threads"] = omp_get_max_threads();
   state.SetLabel(cpu::resolved_path_name(path));
 }
@@ -179,7 +182,8 @@ std::uint64_t read_pools_in_order(const Workload& w) {
   const auto lines = static_cast<std::int64_t>(w.k_cache.size() / 64);
   std::uint64_t sum = 0;
 #pragma omp parallel for schedule(static) reduction(+ : sum)
-  for (std::int64_t line = 0; line < lines; ++line) sum += line_word(k + 64 * line) + line_word(v + 64 * line);
+  for (std::int64_t line = 0; line < lines; ++line)
+    sum += line_word(k + 64 * line) + line_word(v + 64 * line);
   return sum;
 }
 
@@ -205,10 +209,12 @@ std::uint64_t read_whole_blocks(const kernels::PagedDecodeParams& p) {
       const std::byte* v = v_base + piece(table[i], 0);
       // The next block's lines at the same offsets (the last block re-requests its own).
       const std::size_t next = piece(i + 1 < blocks ? table[i + 1] : table[i], 0);
-      const std::size_t bytes = static_cast<std::size_t>(std::min(p.block_size, len - i * p.block_size)) * row;
+      const std::size_t bytes =
+          static_cast<std::size_t>(std::min(p.block_size, len - i * p.block_size)) * row;
       for (int h = 0; h < p.num_kv_heads; ++h)
         for (std::size_t o = piece(0, h); o < piece(0, h) + bytes; o += 64) {
-          __builtin_prefetch(k_base + next + o, /*rw=*/0, /*locality=*/3);  // prefetcht0, as the decode
+          __builtin_prefetch(k_base + next + o, /*rw=*/0,
+                             /*locality=*/3);  // prefetcht0, as the decode
           __builtin_prefetch(v_base + next + o, /*rw=*/0, /*locality=*/3);
           sum += line_word(k + o) + line_word(v + o);
         }
@@ -241,45 +247,48 @@ void bm_layout_read(benchmark::State& state, DecodePoint pt, LayoutOrder order) 
     bytes = static_cast<double>(p.bytes.kv_logical);
   }
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(bytes));
-  state.counters["frac_of_read"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()) / read_ceiling(),
-                                                      benchmark::Counter::kIsRate);
+  state.counters["frac_of_read"] =
+      benchmark::Counter(bytes * static_cast<double>(state.iterations()) / read_ceiling(),
+                         benchmark::Counter::kIsRate);
   state.counters["threads"] = omp_get_max_threads();
 }
 
 void register_decode() {
   const DecodePoint points[] = {
-      {"llama-3.1-8b", 8, 8192, DType::f16},       // the CPU target point
-      {"llama-3.1-8b", 1, 8192, DType::f16},
-      {"llama-3.1-8b", 8, 8192, DType::bf16},
-      {"llama-3.1-8b", 8, 8192, DType::fp8_e4m3},
-      {"llama-3.1-8b", 8, 8192, DType::fp8_e5m2},
-      {"qwen2.5-7b", 8, 8192, DType::f16},         // GQA 7: passes of 4 + 2 + 1 heads
-      {"llama-2-7b", 4, 4096, DType::f16},         // MHA
+      {"llama-3.1-8b", 8, 8192, DType::f16},  // the CPU target point
+      {"llama-3.1-8b", 1, 8192, DType::f16},      {"llama-3.1-8b", 8, 8192, DType::bf16},
+      {"llama-3.1-8b", 8, 8192, DType::fp8_e4m3}, {"llama-3.1-8b", 8, 8192, DType::fp8_e5m2},
+      {"qwen2.5-7b", 8, 8192, DType::f16},  // GQA 7: passes of 4 + 2 + 1 heads
+      {"llama-2-7b", 4, 4096, DType::f16},  // MHA
   };
   for (const DecodePoint& pt : points) {
     for (cpu::DecodePath path : {cpu::DecodePath::automatic, cpu::DecodePath::portable}) {
       if (path == cpu::DecodePath::portable && pt.kv != DType::f16) continue;
-      const std::string name = std::string("decode/") + pt.model + "/kv:" + std::string(dtype_name(pt.kv)) +
-                               "/batch:" + std::to_string(pt.batch) + "/ctx:" + std::to_string(pt.context) +
-                               "/" + cpu::resolved_path_name(path);
+      const std::string name =
+          std::string("decode/") + pt.model + "/kv:" + std::string(dtype_name(pt.kv)) +
+          "/batch:" + std::to_string(pt.batch) + "/ctx:" + std::to_string(pt.context) + "/" +
+          cpu::resolved_path_name(path);
       benchmark::RegisterBenchmark(name.c_str(), bm_decode, pt, path)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond)
           ->MinTime(0.5);
       if (path == cpu::DecodePath::automatic)
-        benchmark::RegisterBenchmark(("paged_read/" + name.substr(std::string("decode/").size())).c_str(),
-                                     bm_paged_read, pt, path)
+        benchmark::RegisterBenchmark(
+            ("paged_read/" + name.substr(std::string("decode/").size())).c_str(), bm_paged_read, pt,
+            path)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.5);
     }
   }
   const DecodePoint& target = points[0];
-  const std::string point = std::string(target.model) + "/kv:" + std::string(dtype_name(target.kv)) +
-                            "/batch:" + std::to_string(target.batch) + "/ctx:" + std::to_string(target.context);
+  const std::string point =
+      std::string(target.model) + "/kv:" + std::string(dtype_name(target.kv)) +
+      "/batch:" + std::to_string(target.batch) + "/ctx:" + std::to_string(target.context);
   for (auto [label, order] : {std::pair{"sequential", LayoutOrder::sequential},
                               std::pair{"whole_blocks", LayoutOrder::whole_blocks}})
-    benchmark::RegisterBenchmark(("layout_read/" + point + "/" + label).c_str(), bm_layout_read, target, order)
+    benchmark::RegisterBenchmark(("layout_read/" + point + "/" + label).c_str(), bm_layout_read,
+                                 target, order)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
         ->MinTime(0.5);
@@ -300,17 +309,19 @@ void bm_convert(benchmark::State& state, DType kv, cpu::DecodePath path) {
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(src.size()));
-  state.counters["elements_per_s"] = benchmark::Counter(
-      static_cast<double>(count) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["elements_per_s"] =
+      benchmark::Counter(static_cast<double>(count) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
   state.SetLabel(cpu::resolved_path_name(path));
 }
 
 void register_convert() {
   for (DType kv : {DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2}) {
     for (cpu::DecodePath path : {cpu::DecodePath::automatic, cpu::DecodePath::portable}) {
-      const std::string name = "convert/" + std::string(dtype_name(kv)) + "_to_f32/" +
-                               cpu::resolved_path_name(path);
-      benchmark::RegisterBenchmark(name.c_str(), bm_convert, kv, path)->Unit(benchmark::kMicrosecond);
+      const std::string name =
+          "convert/" + std::string(dtype_name(kv)) + "_to_f32/" + cpu::resolved_path_name(path);
+      benchmark::RegisterBenchmark(name.c_str(), bm_convert, kv, path)
+          ->Unit(benchmark::kMicrosecond);
     }
   }
 }
@@ -330,7 +341,8 @@ Buffer allocate(std::size_t n) {
 std::size_t dram_elements() {
   const std::int64_t llc = std::max<std::int64_t>(cpu::last_level_cache_bytes(), 32 << 20);
   std::int64_t bytes = 8 * llc;
-  if (const std::int64_t avail = cpu::available_memory_bytes(); avail > 0) bytes = std::min(bytes, avail / 6);
+  if (const std::int64_t avail = cpu::available_memory_bytes(); avail > 0)
+    bytes = std::min(bytes, avail / 6);
   return static_cast<std::size_t>(bytes) / sizeof(float) / cpu::kCeilingChunk * cpu::kCeilingChunk;
 }
 
@@ -373,8 +385,8 @@ int main(int argc, char** argv) {
   decodebench::register_decode();
   decodebench::register_convert();
   decodebench::register_ceilings();
-  benchmark::AddCustomContext("decodebench.cpu_path",
-                              decodebench::cpu::resolved_path_name(decodebench::cpu::DecodePath::automatic));
+  benchmark::AddCustomContext("decodebench.cpu_path", decodebench::cpu::resolved_path_name(
+                                                          decodebench::cpu::DecodePath::automatic));
   benchmark::AddCustomContext("decodebench.cpu_model", decodebench::cpu_model_name());
   benchmark::AddCustomContext("decodebench.omp_threads", std::to_string(omp_get_max_threads()));
   benchmark::Initialize(&argc, argv);

@@ -35,22 +35,22 @@ namespace kernels {
 // One decode step of one attention layer over a paged KV cache (the flashinfer "page.cuh" view).
 // Pointers are device pointers for the CUDA target and host pointers for the emulator target.
 struct PagedDecodeParams {
-  const void* q = nullptr;              // [batch][Hq][d]                     q_dtype
-  void* out = nullptr;                  // [batch][Hq][d]                     q_dtype
-  const void* k_cache = nullptr;        // [num_blocks][Hkv][block_size][d]   kv_dtype (stored values)
-  const void* v_cache = nullptr;        // [num_blocks][Hkv][block_size][d]   kv_dtype (stored values)
+  const void* q = nullptr;        // [batch][Hq][d]                     q_dtype
+  void* out = nullptr;            // [batch][Hq][d]                     q_dtype
+  const void* k_cache = nullptr;  // [num_blocks][Hkv][block_size][d]   kv_dtype (stored values)
+  const void* v_cache = nullptr;  // [num_blocks][Hkv][block_size][d]   kv_dtype (stored values)
   const std::int32_t* block_tables = nullptr;  // [batch][max_blocks_per_seq], unused entries -1
   const std::int32_t* context_lens = nullptr;  // [batch], each >= 1
   std::int32_t batch = 0;
-  std::int32_t num_q_heads = 0;         // Hq
-  std::int32_t num_kv_heads = 0;        // Hkv; Hq % Hkv == 0, group = Hq / Hkv
-  std::int32_t head_dim = 0;            // d
-  std::int32_t block_size = 0;          // P, tokens per KV block, power of two
+  std::int32_t num_q_heads = 0;   // Hq
+  std::int32_t num_kv_heads = 0;  // Hkv; Hq % Hkv == 0, group = Hq / Hkv
+  std::int32_t head_dim = 0;      // d
+  std::int32_t block_size = 0;    // P, tokens per KV block, power of two
   std::int32_t max_blocks_per_seq = 0;
-  std::int32_t num_blocks = 0;          // physical blocks in the pool
-  DType q_dtype = DType::f16;           // also the output dtype
+  std::int32_t num_blocks = 0;  // physical blocks in the pool
+  DType q_dtype = DType::f16;   // also the output dtype
   DType kv_dtype = DType::f16;
-  float softmax_scale = 0.f;            // 1/sqrt(d)
+  float softmax_scale = 0.f;  // 1/sqrt(d)
   // Per-tensor dequantization scales: real value = stored value * scale. 1 unless fp8. Kernels
   // fold k_scale into the softmax scale and v_scale into the output; never per element.
   float k_scale = 1.f;
@@ -58,22 +58,23 @@ struct PagedDecodeParams {
   // split_kv only (others ignore them): the planner's split count and the workspace it needs.
   std::int32_t num_splits = 1;
   // Both point into one allocation laid out by split_kv_workspace().
-  float* partial_out = nullptr;         // [batch][Hq][num_splits][d]   fp32, normalized per split
-  float* partial_lse = nullptr;         // [batch][Hq][num_splits]      fp32, log2-sum-exp2 of the split's scores
+  float* partial_out = nullptr;  // [batch][Hq][num_splits][d]   fp32, normalized per split
+  float* partial_lse =
+      nullptr;  // [batch][Hq][num_splits]      fp32, log2-sum-exp2 of the split's scores
 };
 
 // What one rung of the kernel ladder is and what it takes. The harness learns kernel names only
 // from kernel_ladder(); it never names a kernel itself.
 struct KernelInfo {
-  std::string name;                     // "naive", "gqa", "pipelined", "split_kv"
-  std::string idea;                     // one line: what this rung adds over the previous one
-  std::vector<int> head_dims;           // compiled in (narrowed by DECODEBENCH_HEAD_DIMS)
-  std::vector<DType> kv_dtypes;         // compiled in (narrowed by DECODEBENCH_KV_DTYPES)
-  std::vector<DType> q_dtypes;          // f16, bf16
-  int min_block_size = 8;               // any power of two >= this
-  int max_group = 0;                    // largest Hq/Hkv supported, 0 = any
-  int max_batch = 65535;                // grid.y = batch on the GPU; 0 = any (the CPU decode)
-  bool uses_workspace = false;          // needs partial_out/partial_lse (split_kv)
+  std::string name;              // "naive", "gqa", "pipelined", "split_kv"
+  std::string idea;              // one line: what this rung adds over the previous one
+  std::vector<int> head_dims;    // compiled in (narrowed by DECODEBENCH_HEAD_DIMS)
+  std::vector<DType> kv_dtypes;  // compiled in (narrowed by DECODEBENCH_KV_DTYPES)
+  std::vector<DType> q_dtypes;   // f16, bf16
+  int min_block_size = 8;        // any power of two >= this
+  int max_group = 0;             // largest Hq/Hkv supported, 0 = any
+  int max_batch = 65535;         // grid.y = batch on the GPU; 0 = any (the CPU decode)
+  bool uses_workspace = false;   // needs partial_out/partial_lse (split_kv)
 };
 
 // The ladder, in order, with what this build compiled. Same list for both targets.
@@ -153,14 +154,14 @@ struct LaunchResult {
 struct BandwidthParams {
   const void* src = nullptr;
   void* dst = nullptr;
-  float* sink = nullptr;               // read: [num_blocks_launched]
+  float* sink = nullptr;  // read: [num_blocks_launched]
   const float* b = nullptr;
   const float* c = nullptr;
   float* a = nullptr;
   float scalar = 3.f;
-  std::size_t bytes = 0;               // read/copy: bytes of src; triad: bytes of each of a, b, c
-  int grid = 0;                        // 0 = launcher's choice
-  int block = 0;                       // 0 = launcher's choice
+  std::size_t bytes = 0;  // read/copy: bytes of src; triad: bytes of each of a, b, c
+  int grid = 0;           // 0 = launcher's choice
+  int block = 0;          // 0 = launcher's choice
 };
 enum class BandwidthKernel { read, copy, triad };
 
@@ -170,21 +171,21 @@ enum class BandwidthKernel { read, copy, triad };
 struct FillParams {
   void* dst = nullptr;
   DType dtype = DType::f16;
-  std::uint64_t count = 0;          // elements
+  std::uint64_t count = 0;  // elements
   std::uint64_t seed = 0;
-  std::uint32_t tensor = 0;         // Tensor::q / k / v of src/workload/workload.h
+  std::uint32_t tensor = 0;  // Tensor::q / k / v of src/workload/workload.h
   std::uint64_t index_offset = 0;
-  float inv_scale = 1.f;            // 1 / per-tensor scale
+  float inv_scale = 1.f;  // 1 / per-tensor scale
 };
 
 // Each target exposes the same launch functions. `stream` is a cudaStream_t on the CUDA target
 // and ignored by the emulator (which runs the launch to completion before returning).
 #define DECODEBENCH_DECLARE_TARGET(ns)                                                          \
   namespace ns {                                                                                \
-  LaunchResult launch_paged_decode(std::string_view kernel, const PagedDecodeParams& p,        \
+  LaunchResult launch_paged_decode(std::string_view kernel, const PagedDecodeParams& p,         \
                                    void* stream);                                               \
   LaunchResult launch_bandwidth(BandwidthKernel which, const BandwidthParams& p, void* stream); \
-  LaunchResult launch_fill(const FillParams& p, void* stream);                                 \
+  LaunchResult launch_fill(const FillParams& p, void* stream);                                  \
   }
 DECODEBENCH_DECLARE_TARGET(emu)
 DECODEBENCH_DECLARE_TARGET(cuda)

@@ -31,11 +31,12 @@ constexpr int kMaxSplits = 256;
 }  // namespace
 
 int plan_num_splits(const PagedDecodeParams& p, int sm_count) {
-  const long long blocks = static_cast<long long>(std::max(p.batch, 1)) * std::max(p.num_kv_heads, 1);
+  const long long blocks =
+      static_cast<long long>(std::max(p.batch, 1)) * std::max(p.num_kv_heads, 1);
   const long long slots = static_cast<long long>(kBlocksPerSm) * std::max(sm_count, 1);
   long long splits = slots / blocks;  // rounds down: the grid stays one wave
-  const long long max_context = static_cast<long long>(std::max(p.max_blocks_per_seq, 1)) *
-                                std::max(p.block_size, 1);
+  const long long max_context =
+      static_cast<long long>(std::max(p.max_blocks_per_seq, 1)) * std::max(p.block_size, 1);
   const long long by_length = std::max(1LL, max_context / kMinTokensPerSplit);
   splits = std::min({splits, by_length, static_cast<long long>(kMaxSplits)});
   return static_cast<int>(std::max(1LL, splits));

@@ -13,7 +13,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libbenchmark-dev libgtest-dev libgmock-dev
-  python3
+  python3 clang-format git
 )
 
 missing=()

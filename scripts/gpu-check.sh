@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU check (issue #4 "On a GPU"): on a machine with an NVIDIA GPU, build decodebench for
-# that GPU and run, in order, with every command's output logged under OUTDIR:
+# The GPU check: on a machine with an NVIDIA GPU, build decodebench for that GPU and run, in
+# order, with every command's output logged under OUTDIR:
 #   devices   decodebench devices                                  devices.log
 #   check     decodebench check --backend cuda (every kernel, small odd shapes, the ceiling
 #             kernels' self-checks)                                  check.log, check.json

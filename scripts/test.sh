@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # README command two: install what is missing, build, and run the whole test suite.
+#   0. scripts/check-style.sh: clang-format, commit subjects, wording (seconds);
 #   1. the normal build: every test (host, CPU backend, harness, CLI, emulated kernels); with
 #      nvcc present the CUDA kernels are compiled for sm_90a, and scripts/check-spills.sh reads
 #      the built kernel library: any stack frame (register spills) or local memory in a decode
@@ -25,6 +26,9 @@ build_dir="${DECODEBENCH_BUILD_DIR:-build}"
 jobs="$(nproc)"
 start=$SECONDS
 stamp() { printf '\n=== %s (%ds elapsed) ===\n' "$1" $((SECONDS - start)); }
+
+stamp "style"
+scripts/check-style.sh
 
 stamp "normal build"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release

@@ -88,7 +88,8 @@ int default_grid(std::size_t vectors, int block) {
 #else
   const std::size_t cap = 8;
 #endif
-  const std::size_t need = (vectors + static_cast<std::size_t>(block) - 1) / static_cast<std::size_t>(block);
+  const std::size_t need =
+      (vectors + static_cast<std::size_t>(block) - 1) / static_cast<std::size_t>(block);
   return static_cast<int>(need < 1 ? 1 : (need < cap ? need : cap));
 }
 
@@ -108,7 +109,8 @@ LaunchResult launch_bandwidth(BandwidthKernel which, const BandwidthParams& p, v
   if (block % 32 != 0 || block > 1024) {
     return bad("block must be a multiple of 32 up to 1024, got " + std::to_string(block));
   }
-  if (p.grid < 0) return bad("grid must be >= 0 (0 = launcher's choice), got " + std::to_string(p.grid));
+  if (p.grid < 0)
+    return bad("grid must be >= 0 (0 = launcher's choice), got " + std::to_string(p.grid));
   const int grid = p.grid > 0 ? p.grid : default_grid(p.bytes / 16, block);
   switch (which) {
     case BandwidthKernel::read:

@@ -118,23 +118,23 @@ DECODEBENCH_RNG_FN float log_uniform(std::uint32_t k) {
 // sin and cos of x in [0, pi/4]: Taylor series, the first omitted term is below 4e-10.
 DECODEBENCH_RNG_FN float sin_small(float x) {
   const float x2 = mul_rn(x, x);
-  float p = -1.f / 39916800.f;               // -1/11!
-  p = fma_rn(p, x2, 1.f / 362880.f);         //  1/9!
-  p = fma_rn(p, x2, -1.f / 5040.f);          // -1/7!
-  p = fma_rn(p, x2, 1.f / 120.f);            //  1/5!
-  p = fma_rn(p, x2, -1.f / 6.f);             // -1/3!
+  float p = -1.f / 39916800.f;        // -1/11!
+  p = fma_rn(p, x2, 1.f / 362880.f);  //  1/9!
+  p = fma_rn(p, x2, -1.f / 5040.f);   // -1/7!
+  p = fma_rn(p, x2, 1.f / 120.f);     //  1/5!
+  p = fma_rn(p, x2, -1.f / 6.f);      // -1/3!
   p = fma_rn(p, x2, 1.f);
   return mul_rn(x, p);
 }
 DECODEBENCH_RNG_FN float cos_small(float x) {
   const float x2 = mul_rn(x, x);
-  float p = 1.f / 479001600.f;               //  1/12!
-  p = fma_rn(p, x2, -1.f / 3628800.f);       // -1/10!
-  p = fma_rn(p, x2, 1.f / 40320.f);          //  1/8!
-  p = fma_rn(p, x2, -1.f / 720.f);           // -1/6!
-  p = fma_rn(p, x2, 1.f / 24.f);             //  1/4!
+  float p = 1.f / 479001600.f;          //  1/12!
+  p = fma_rn(p, x2, -1.f / 3628800.f);  // -1/10!
+  p = fma_rn(p, x2, 1.f / 40320.f);     //  1/8!
+  p = fma_rn(p, x2, -1.f / 720.f);      // -1/6!
+  p = fma_rn(p, x2, 1.f / 24.f);        //  1/4!
   p = fma_rn(p, x2, -0.5f);
-  return fma_rn(p, x2, 1.f);                 // <= 1 for x in [0, pi/4]
+  return fma_rn(p, x2, 1.f);  // <= 1 for x in [0, pi/4]
 }
 
 // cos and sin of 2 pi a / 2^24 for a 24-bit angle a. The quadrant comes from the top two bits
@@ -190,7 +190,7 @@ inline constexpr float kGeneratorBound = 0x1.b0e08ep+2f;  // 6.76370573f
 // Elements 2p and 2p+1 of a tensor are the Box-Muller pair of hash p, so a fill that writes
 // both pays for one hash, one log and one sqrt per two values.
 DECODEBENCH_RNG_FN NormalPair counter_normal_pair(std::uint64_t seed, std::uint32_t tensor,
-                                              std::uint64_t pair_index) {
+                                                  std::uint64_t pair_index) {
   // A per-(seed, tensor) stream key, then splitmix64's counter step for the pair.
   const std::uint64_t key =
       rng_detail::mix64(seed ^ (0x9e3779b97f4a7c15ull * (static_cast<std::uint64_t>(tensor) + 1)));
@@ -198,7 +198,8 @@ DECODEBENCH_RNG_FN NormalPair counter_normal_pair(std::uint64_t seed, std::uint3
   return normal_pair_from_bits(static_cast<std::uint32_t>(z >> 32), static_cast<std::uint32_t>(z));
 }
 
-DECODEBENCH_RNG_FN float counter_normal(std::uint64_t seed, std::uint32_t tensor, std::uint64_t index) {
+DECODEBENCH_RNG_FN float counter_normal(std::uint64_t seed, std::uint32_t tensor,
+                                        std::uint64_t index) {
   const NormalPair p = counter_normal_pair(seed, tensor, index >> 1);
   return (index & 1u) ? p.second : p.first;
 }

@@ -68,8 +68,8 @@
 #include "common/ptx.h"
 
 #define DECODEBENCH_SHARED(T, name, count) __shared__ __align__(16) T name[count]
-#define DECODEBENCH_DYNAMIC_SHARED(T, name)                                      \
-  extern __shared__ __align__(16) unsigned char decodebench_dynamic_smem_[];    \
+#define DECODEBENCH_DYNAMIC_SHARED(T, name)                                  \
+  extern __shared__ __align__(16) unsigned char decodebench_dynamic_smem_[]; \
   T* name = reinterpret_cast<T*>(decodebench_dynamic_smem_)
 
 namespace decodebench::dev {
@@ -101,7 +101,9 @@ __device__ __forceinline__ void cp_async(void* smem, const void* gmem, int src_b
 }
 __device__ __forceinline__ void cp_async_commit() { ptx::cp_async_commit_group(); }
 template <int N>
-__device__ __forceinline__ void cp_async_wait() { ptx::cp_async_wait_group<N>(); }
+__device__ __forceinline__ void cp_async_wait() {
+  ptx::cp_async_wait_group<N>();
+}
 __device__ __forceinline__ void cp_async_wait_all() { ptx::cp_async_wait_all(); }
 
 namespace detail {
@@ -197,9 +199,9 @@ kernels::LaunchResult launch_checked(const char* name, void (*kernel)(Params), d
   kernel<<<grid, block, smem_bytes, static_cast<cudaStream_t>(stream)>>>(params);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
-    return {kernels::LaunchStatus::failed,
-            std::string("kernel ") + name + " launch failed: " + cudaGetErrorName(err) + " (" +
-                cudaGetErrorString(err) + ")"};
+    return {kernels::LaunchStatus::failed, std::string("kernel ") + name +
+                                               " launch failed: " + cudaGetErrorName(err) + " (" +
+                                               cudaGetErrorString(err) + ")"};
   }
   return {};
 }
@@ -214,12 +216,13 @@ kernels::LaunchResult launch_checked(const char* name, void (*kernel)(Params), d
 
 #include "emu/emu.h"
 
-#define DECODEBENCH_SHARED(T, name, count)                                                   \
-  T(&name)[count] = *static_cast<T(*)[count]>(::decodebench::emu::static_shared(           \
-      [] {                                                                                   \
-        static const char site = 0;                                                          \
-        return static_cast<const void*>(&site);                                              \
-      }(),                                                                                   \
+#define DECODEBENCH_SHARED(T, name, count)                               \
+  T(&name)                                                               \
+  [count] = *static_cast<T(*)[count]>(::decodebench::emu::static_shared( \
+      [] {                                                               \
+        static const char site = 0;                                      \
+        return static_cast<const void*>(&site);                          \
+      }(),                                                               \
       sizeof(T) * static_cast<std::size_t>(count), #name, __FILE__, __LINE__))
 #define DECODEBENCH_DYNAMIC_SHARED(T, name) \
   T* name = static_cast<T*>(::decodebench::emu::dynamic_shared())
@@ -286,8 +289,8 @@ inline void unpack16(uint4 raw, float (&out)[16]) {
   const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
   for (int i = 0; i < 16; ++i) {
     const auto byte = static_cast<std::uint8_t>(words[i / 4] >> (8 * (i % 4)));
-    out[i] = kDtype == DType::fp8_e4m3 ? floatfmt::e4m3_to_float(byte)
-                                       : floatfmt::e5m2_to_float(byte);
+    out[i] =
+        kDtype == DType::fp8_e4m3 ? floatfmt::e4m3_to_float(byte) : floatfmt::e5m2_to_float(byte);
   }
 }
 
@@ -329,6 +332,6 @@ kernels::LaunchResult launch_checked(const char* name, void (*kernel)(Params), d
 
 #endif  // __CUDACC__
 
-#define DECODEBENCH_LAUNCH(kernel, grid, block, smem_bytes, stream, params)                 \
+#define DECODEBENCH_LAUNCH(kernel, grid, block, smem_bytes, stream, params)                    \
   ::decodebench::dev::detail::launch_checked(#kernel, kernel, grid, block, smem_bytes, stream, \
                                              params)

@@ -48,15 +48,15 @@ namespace detail {
 // caller decides between inf and saturation. Subnormal results are produced exactly.
 template <int kMant, int kBias>
 DECODEBENCH_HD std::uint32_t round_magnitude(std::uint32_t abs_bits) {
-  const int exp = static_cast<int>(abs_bits >> 23);   // float biased exponent
+  const int exp = static_cast<int>(abs_bits >> 23);  // float biased exponent
   std::uint32_t mant = abs_bits & 0x7fffffu;
   const int target_exp = exp - 127 + kBias;
-  int shift;                   // how many low bits of the 24-bit significand are dropped
-  std::uint32_t code_base;     // what the kept bits are added to
-  if (target_exp >= 1) {       // normal in the target format
+  int shift;                // how many low bits of the 24-bit significand are dropped
+  std::uint32_t code_base;  // what the kept bits are added to
+  if (target_exp >= 1) {    // normal in the target format
     shift = 23 - kMant;
     code_base = static_cast<std::uint32_t>(target_exp) << kMant;
-  } else {                     // subnormal (or zero) in the target: units of 2^(1 - bias - mant)
+  } else {  // subnormal (or zero) in the target: units of 2^(1 - bias - mant)
     if (exp != 0) mant |= 0x800000u;  // implicit leading bit; float subnormals have exponent 1
     shift = (23 - kMant) + (1 - target_exp) - (exp == 0 ? 1 : 0);
     code_base = 0;
@@ -106,7 +106,7 @@ DECODEBENCH_HD std::uint16_t float_to_f16(float x) {
   }
   if (abs >= 0x47800000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 2^16 or inf
   std::uint32_t code = detail::round_magnitude<10, 15>(abs);
-  if (code > 0x7c00u) code = 0x7c00u;  // (cannot happen below 2^16, kept for clarity)
+  if (code > 0x7c00u) code = 0x7c00u;              // (cannot happen below 2^16, kept for clarity)
   return static_cast<std::uint16_t>(sign | code);  // 65520 and above round to 0x7c00 = inf
 }
 
@@ -145,7 +145,8 @@ DECODEBENCH_HD std::uint8_t float_to_e4m3(float x) {
   // satfinite: anything beyond 448 (inf included) becomes +-448 = code 0x7e.
   if (abs >= 0x43e00000u) return static_cast<std::uint8_t>(sign | 0x7eu);  // |x| >= 448
   std::uint32_t code = detail::round_magnitude<3, 7>(abs);
-  if (code > 0x7eu) code = 0x7eu;  // 448 < |x| rounding up past 448 already handled; belt and braces
+  if (code > 0x7eu)
+    code = 0x7eu;  // 448 < |x| rounding up past 448 already handled; belt and braces
   return static_cast<std::uint8_t>(sign | code);
 }
 

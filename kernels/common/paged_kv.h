@@ -13,8 +13,8 @@
 namespace decodebench {
 
 // Element offset of row (physical block, kv head, slot) in a cache [num_blocks][Hkv][P][d].
-DECODEBENCH_HD std::size_t kv_row_offset(std::int32_t block, int kv_head, int slot, int num_kv_heads,
-                                         int block_size, int head_dim) {
+DECODEBENCH_HD std::size_t kv_row_offset(std::int32_t block, int kv_head, int slot,
+                                         int num_kv_heads, int block_size, int head_dim) {
   return ((static_cast<std::size_t>(block) * num_kv_heads + kv_head) * block_size + slot) *
          static_cast<std::size_t>(head_dim);
 }
@@ -26,10 +26,11 @@ DECODEBENCH_HD std::int32_t physical_block(const std::int32_t* block_tables, int
 }
 
 // Element offset of the K/V row of logical token `token` of `seq` for `kv_head`.
-DECODEBENCH_HD std::size_t token_row_offset(const std::int32_t* block_tables, int max_blocks_per_seq,
-                                            int seq, int token, int kv_head, int num_kv_heads,
-                                            int block_size, int head_dim) {
-  const std::int32_t block = physical_block(block_tables, max_blocks_per_seq, seq, token, block_size);
+DECODEBENCH_HD std::size_t token_row_offset(const std::int32_t* block_tables,
+                                            int max_blocks_per_seq, int seq, int token, int kv_head,
+                                            int num_kv_heads, int block_size, int head_dim) {
+  const std::int32_t block =
+      physical_block(block_tables, max_blocks_per_seq, seq, token, block_size);
   return kv_row_offset(block, kv_head, token % block_size, num_kv_heads, block_size, head_dim);
 }
 

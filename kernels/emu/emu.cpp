@@ -16,8 +16,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <map>
@@ -33,10 +33,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxThreadsPerBlock = 1024;
-constexpr std::size_t kMaxStaticSmem = 48 * 1024;           // CUDA's static __shared__ limit
-constexpr std::size_t kMaxSmemPerBlock = 227 * 1024;        // sm_90 opt-in limit per block
-constexpr unsigned char kPoisonByte = 0xFF;                  // 0xFFFFFFFF is a NaN
-constexpr std::uint32_t kPoisonWord = 0xFFFFFFFFu;           // what a shuffle from a dead lane reads
+constexpr std::size_t kMaxStaticSmem = 48 * 1024;     // CUDA's static __shared__ limit
+constexpr std::size_t kMaxSmemPerBlock = 227 * 1024;  // sm_90 opt-in limit per block
+constexpr unsigned char kPoisonByte = 0xFF;           // 0xFFFFFFFF is a NaN
+constexpr std::uint32_t kPoisonWord = 0xFFFFFFFFu;    // what a shuffle from a dead lane reads
 constexpr int kSpinBeforeSleep = 64;
 
 // --- futex ------------------------------------------------------------------------------------
@@ -44,8 +44,8 @@ static_assert(sizeof(std::atomic<std::uint32_t>) == 4, "futex needs a plain 32-b
 
 void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected,
                 const timespec* timeout = nullptr) {
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected,
-          timeout, nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, timeout,
+          nullptr, 0);
 }
 void futex_wake_all(std::atomic<std::uint32_t>& word) {
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, INT32_MAX,
@@ -98,11 +98,11 @@ std::string ranges_text(const std::vector<int>& ids) {
 // What a member recorded when it arrived at a barrier phase.
 struct Arrival {
   std::uint32_t phase = ~0u;
-  const char* op = nullptr;   // "__syncthreads", "__shfl_xor_sync", ...
+  const char* op = nullptr;  // "__syncthreads", "__shfl_xor_sync", ...
   const char* file = nullptr;
   unsigned line = 0;
-  int kind = 0;               // warp ops: which exchange (must agree across the warp)
-  unsigned mask = 0;          // warp ops: member mask
+  int kind = 0;       // warp ops: which exchange (must agree across the warp)
+  unsigned mask = 0;  // warp ops: member mask
 };
 
 // A reusable, cancellable barrier over a fixed set of members with arrive-and-drop. `counts`
@@ -151,7 +151,7 @@ struct AsyncQueue {
 
 struct Warp {
   Barrier barrier;
-  std::uint32_t slots[2][32];    // double-buffered exchange: a lane writes slots[phase & 1][lane]
+  std::uint32_t slots[2][32];  // double-buffered exchange: a lane writes slots[phase & 1][lane]
   std::uint32_t arrived[2] = {0, 0};  // lanes that took part in the phase (written by completer)
 };
 
@@ -225,7 +225,7 @@ struct BlockRun {
   std::vector<SmemBuffer> buffers;
   std::mutex discover_mutex;
   std::vector<SharedAlloc> discovered;
-  std::size_t static_bytes = 0;   // guarded by discover_mutex once threads run
+  std::size_t static_bytes = 0;  // guarded by discover_mutex once threads run
   SmemBuffer dynamic_smem;
 
   std::atomic<bool> cancelled{false};
@@ -356,8 +356,9 @@ std::string check_block_phase(BlockRun& blk, Barrier& b, std::uint32_t phase, in
     const Arrival& a = b.arrivals[t];
     if (a.phase == phase) by_site[site_text(a.file, a.line)].push_back(static_cast<int>(t));
   }
-  std::string msg = blk.where() + ": __syncthreads reached from different places in one barrier "
-                                  "phase (a barrier in divergent code):";
+  std::string msg = blk.where() +
+                    ": __syncthreads reached from different places in one barrier "
+                    "phase (a barrier in divergent code):";
   for (const auto& [site, tids] : by_site) {
     msg += " threads " + ranges_text(tids) + " at " + site + ";";
   }
@@ -382,8 +383,8 @@ std::string check_warp_phase(BlockRun& blk, Barrier& b, std::uint32_t phase, int
     if (a.phase != phase) continue;
     const int thread = warp_index * 32 + lane;
     if (a.kind != first->kind) {
-      return blk.where() + ": warp " + std::to_string(warp_index) + " mixes " + first->op +
-             " (" + site_text(first->file, first->line) + ") with " + a.op + " (" +
+      return blk.where() + ": warp " + std::to_string(warp_index) + " mixes " + first->op + " (" +
+             site_text(first->file, first->line) + ") with " + a.op + " (" +
              site_text(a.file, a.line) + ", thread " + std::to_string(thread) +
              ") in one warp-synchronous step";
     }
@@ -450,8 +451,8 @@ void run_thread(BlockRun& blk, int tid);
 
 struct Worker {
   std::thread thread;
-  std::atomic<std::uint32_t> go{0};   // bumped by the coordinator to hand over a block
-  std::shared_ptr<BlockRun> run;      // written before `go` is bumped
+  std::atomic<std::uint32_t> go{0};  // bumped by the coordinator to hand over a block
+  std::shared_ptr<BlockRun> run;     // written before `go` is bumped
   int tid = 0;
 };
 
@@ -577,8 +578,8 @@ std::string waiting_report(BlockRun& blk, int* blocked_count) {
     const char* op = c.wait_op.load(std::memory_order_relaxed);
     if (op != nullptr) {
       const std::atomic<std::uint32_t>* word = c.wait_word.load(std::memory_order_relaxed);
-      if (word != nullptr && word->load(std::memory_order_relaxed) ==
-                                 c.wait_value.load(std::memory_order_relaxed)) {
+      if (word != nullptr &&
+          word->load(std::memory_order_relaxed) == c.wait_value.load(std::memory_order_relaxed)) {
         ++blocked;
       }
       by_site[std::string(op) + " at " +
@@ -591,8 +592,10 @@ std::string waiting_report(BlockRun& blk, int* blocked_count) {
   }
   if (blocked_count) *blocked_count = blocked;
   std::string s;
-  for (const auto& [site, tids] : by_site) s += " threads " + ranges_text(tids) + " wait in " + site + ";";
-  if (!running.empty()) s += " threads " + ranges_text(running) + " are not waiting (running or exited);";
+  for (const auto& [site, tids] : by_site)
+    s += " threads " + ranges_text(tids) + " wait in " + site + ";";
+  if (!running.empty())
+    s += " threads " + ranges_text(running) + " are not waiting (running or exited);";
   if (!s.empty()) s.pop_back();
   return s;
 }
@@ -671,7 +674,8 @@ void run_block(const LaunchInfo& launch, uint3 block_idx) {
         // Threads that never reach a primitive again cannot be unwound.
         std::string report = waiting_report(*blk, nullptr);
         blk->fail("");  // no-op if an error is already recorded
-        const std::string first = blk->error_ready.load(std::memory_order_acquire) ? blk->error : "";
+        const std::string first =
+            blk->error_ready.load(std::memory_order_acquire) ? blk->error : "";
         p.abandon(n);
         throw EmuError(first + (first.empty() ? "" : "; ") + blk->where() +
                        ": threads did not unwind after the block was cancelled (" + report +
@@ -690,13 +694,13 @@ void run_block(const LaunchInfo& launch, uint3 block_idx) {
     const std::string report = waiting_report(*blk, &blocked);
     const bool still = blk->progress.load(std::memory_order_relaxed) == progress;  // stable scan
     if (still && blocked == live_threads(*blk) && blocked > 0 && idle_s >= kDeadlockConfirm_s) {
-      blk->fail(blk->where() + ": deadlock, every live thread waits and none can proceed:" +
-                report);
+      blk->fail(blk->where() +
+                ": deadlock, every live thread waits and none can proceed:" + report);
     } else if (still && idle_s >= timeout_s) {
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
-      blk->fail(blk->where() + ": no progress for " + seconds + " s (DECODEBENCH_EMU_TIMEOUT_S):" +
-                report);
+      blk->fail(blk->where() + ": no progress for " + seconds +
+                " s (DECODEBENCH_EMU_TIMEOUT_S):" + report);
     }
   }
   if (blk->error_ready.load(std::memory_order_acquire)) throw EmuError(blk->error);
@@ -757,23 +761,36 @@ std::uint32_t shfl(ShflMode mode, unsigned mask, std::uint32_t value, int b, int
                    " is not a power of two in [1, 32]");
   }
   static constexpr int kKind[] = {kShflIdx, kShflUp, kShflDown, kShflBfly};
-  const int buf = warp_step(self, kKind[static_cast<int>(mode)], shfl_name(mode), mask, value, site);
+  const int buf =
+      warp_step(self, kKind[static_cast<int>(mode)], shfl_name(mode), mask, value, site);
   Warp& w = self.block->warps[self.warp];
 
   // PTX shfl.sync: CUDA passes c = ((32 - width) << 8) | (up ? 0 : 0x1f).
   const int lane = self.lane;
-  const int segmask = 32 - width;                                  // c[12:8]
-  const int clamp = mode == ShflMode::up ? 0 : 0x1f;               // c[4:0]
+  const int segmask = 32 - width;                     // c[12:8]
+  const int clamp = mode == ShflMode::up ? 0 : 0x1f;  // c[4:0]
   const int bval = b & 0x1f;
   const int max_lane = (lane & segmask) | (clamp & ~segmask);
   const int min_lane = lane & segmask;
   int j = lane;
   bool in_range = false;
   switch (mode) {
-    case ShflMode::up: j = lane - bval; in_range = j >= max_lane; break;
-    case ShflMode::down: j = lane + bval; in_range = j <= max_lane; break;
-    case ShflMode::bfly: j = lane ^ bval; in_range = j <= max_lane; break;
-    case ShflMode::idx: j = min_lane | (bval & ~segmask); in_range = j <= max_lane; break;
+    case ShflMode::up:
+      j = lane - bval;
+      in_range = j >= max_lane;
+      break;
+    case ShflMode::down:
+      j = lane + bval;
+      in_range = j <= max_lane;
+      break;
+    case ShflMode::bfly:
+      j = lane ^ bval;
+      in_range = j <= max_lane;
+      break;
+    case ShflMode::idx:
+      j = min_lane | (bval & ~segmask);
+      in_range = j <= max_lane;
+      break;
   }
   if (!in_range) j = lane;
   if (((w.arrived[buf] >> j) & 1u) == 0) return kPoisonWord;  // source lane exited or absent
@@ -804,10 +821,11 @@ void* static_shared(const void* site_key, std::size_t bytes, const char* name, c
     if (a.key == site_key) return a.ptr;
   }
   if (blk.static_bytes + bytes > kMaxStaticSmem) {
-    throw EmuError("DECODEBENCH_SHARED(" + std::string(name) + ") at " + site_text(file, static_cast<unsigned>(line)) +
-                   ": static shared memory would reach " + std::to_string(blk.static_bytes + bytes) +
-                   " bytes; CUDA allows " + std::to_string(kMaxStaticSmem) +
-                   " (use dynamic shared memory beyond that)");
+    throw EmuError("DECODEBENCH_SHARED(" + std::string(name) + ") at " +
+                   site_text(file, static_cast<unsigned>(line)) +
+                   ": static shared memory would reach " +
+                   std::to_string(blk.static_bytes + bytes) + " bytes; CUDA allows " +
+                   std::to_string(kMaxStaticSmem) + " (use dynamic shared memory beyond that)");
   }
   blk.buffers.push_back(allocate_poisoned(bytes));
   blk.static_bytes += bytes;
@@ -866,8 +884,7 @@ void cp_async_wait(int pending_groups) {
 void launch_erased(const char* kernel_name, const void* kernel_key, dim3 grid, dim3 block,
                    std::size_t dynamic_smem_bytes, void (*body)(const void*), const void* closure) {
   const std::string name = kernel_name;
-  const unsigned long long threads =
-      static_cast<unsigned long long>(block.x) * block.y * block.z;
+  const unsigned long long threads = static_cast<unsigned long long>(block.x) * block.y * block.z;
   auto config_error = [&](const std::string& why) {
     return EmuError("kernel " + name + " launch failed: invalid configuration (" + why + ")");
   };

@@ -65,7 +65,9 @@ struct alignas(16) float4 {
 struct alignas(8) float2 {
   float x, y;
 };
-inline constexpr uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline constexpr uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
+  return {x, y, z, w};
+}
 inline constexpr uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 inline constexpr int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 inline constexpr int2 make_int2(int x, int y) { return {x, y}; }
@@ -194,7 +196,8 @@ T shfl_any(ShflMode mode, unsigned mask, T var, int b, int width, std::source_lo
     // Like CUDA: an 8-byte shuffle is two 4-byte shuffles with the same lane operand.
     const auto bits = std::bit_cast<std::uint64_t>(var);
     const std::uint64_t lo = shfl(mode, mask, static_cast<std::uint32_t>(bits), b, width, site);
-    const std::uint64_t hi = shfl(mode, mask, static_cast<std::uint32_t>(bits >> 32), b, width, site);
+    const std::uint64_t hi =
+        shfl(mode, mask, static_cast<std::uint32_t>(bits >> 32), b, width, site);
     return std::bit_cast<T>(lo | (hi << 32));
   }
 }
@@ -221,8 +224,8 @@ inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warp
 template <typename T>
 inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
                          std::source_location site = std::source_location::current()) {
-  return decodebench::emu::detail::shfl_any(decodebench::emu::ShflMode::bfly, mask, var,
-                                            lane_mask, width, site);
+  return decodebench::emu::detail::shfl_any(decodebench::emu::ShflMode::bfly, mask, var, lane_mask,
+                                            width, site);
 }
 inline unsigned __ballot_sync(unsigned mask, int predicate,
                               std::source_location site = std::source_location::current()) {
@@ -268,15 +271,21 @@ T atomic_cas(T* address, T compare, T value) {
 }  // namespace decodebench::emu::detail
 
 inline int atomicAdd(int* a, int v) { return decodebench::emu::detail::atomic_add(a, v); }
-inline unsigned atomicAdd(unsigned* a, unsigned v) { return decodebench::emu::detail::atomic_add(a, v); }
+inline unsigned atomicAdd(unsigned* a, unsigned v) {
+  return decodebench::emu::detail::atomic_add(a, v);
+}
 inline unsigned long long atomicAdd(unsigned long long* a, unsigned long long v) {
   return decodebench::emu::detail::atomic_add(a, v);
 }
 inline float atomicAdd(float* a, float v) { return decodebench::emu::detail::atomic_add(a, v); }
 inline int atomicMax(int* a, int v) { return decodebench::emu::detail::atomic_max(a, v); }
-inline unsigned atomicMax(unsigned* a, unsigned v) { return decodebench::emu::detail::atomic_max(a, v); }
+inline unsigned atomicMax(unsigned* a, unsigned v) {
+  return decodebench::emu::detail::atomic_max(a, v);
+}
 inline int atomicMin(int* a, int v) { return decodebench::emu::detail::atomic_min(a, v); }
-inline unsigned atomicMin(unsigned* a, unsigned v) { return decodebench::emu::detail::atomic_min(a, v); }
+inline unsigned atomicMin(unsigned* a, unsigned v) {
+  return decodebench::emu::detail::atomic_min(a, v);
+}
 inline int atomicExch(int* a, int v) {
   return std::atomic_ref<int>(*a).exchange(v, std::memory_order_relaxed);
 }
@@ -286,7 +295,9 @@ inline unsigned atomicExch(unsigned* a, unsigned v) {
 inline float atomicExch(float* a, float v) {
   return std::atomic_ref<float>(*a).exchange(v, std::memory_order_relaxed);
 }
-inline int atomicCAS(int* a, int compare, int v) { return decodebench::emu::detail::atomic_cas(a, compare, v); }
+inline int atomicCAS(int* a, int compare, int v) {
+  return decodebench::emu::detail::atomic_cas(a, compare, v);
+}
 inline unsigned atomicCAS(unsigned* a, unsigned compare, unsigned v) {
   return decodebench::emu::detail::atomic_cas(a, compare, v);
 }

@@ -129,16 +129,11 @@ LaunchResult launch_fill(const FillParams& p, void* stream) {
     return {LaunchStatus::unsupported, "fill: dst must be 16-byte aligned"};
   }
   switch (p.dtype) {
-    case DType::f32:
-      return launch_fill_typed<DType::f32>(p, stream);
-    case DType::f16:
-      return launch_fill_typed<DType::f16>(p, stream);
-    case DType::bf16:
-      return launch_fill_typed<DType::bf16>(p, stream);
-    case DType::fp8_e4m3:
-      return launch_fill_typed<DType::fp8_e4m3>(p, stream);
-    case DType::fp8_e5m2:
-      return launch_fill_typed<DType::fp8_e5m2>(p, stream);
+    case DType::f32: return launch_fill_typed<DType::f32>(p, stream);
+    case DType::f16: return launch_fill_typed<DType::f16>(p, stream);
+    case DType::bf16: return launch_fill_typed<DType::bf16>(p, stream);
+    case DType::fp8_e4m3: return launch_fill_typed<DType::fp8_e4m3>(p, stream);
+    case DType::fp8_e5m2: return launch_fill_typed<DType::fp8_e5m2>(p, stream);
   }
   return {LaunchStatus::unsupported, "fill: unknown dtype " +
                                          std::to_string(static_cast<int>(p.dtype)) +

@@ -50,13 +50,13 @@
 
 namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode::decode {
 
-inline constexpr int kThreads = 128;         // 4 warps: small enough for the emulator, and a
-                                             // 128-thread block keeps 2-3 blocks per SM
-inline constexpr int kMaxGroup = 8;          // largest Hq / Hkv the rungs serve: the registry's
-                                             // max_group of gqa/pipelined/split_kv, which
-                                             // unsupported_reason enforces before any launch
-inline constexpr int kVec = 8;               // KV elements per lane chunk
-inline constexpr int kPasses = 4;            // passes (tokens per thread) per tile
+inline constexpr int kThreads = 128;  // 4 warps: small enough for the emulator, and a
+                                      // 128-thread block keeps 2-3 blocks per SM
+inline constexpr int kMaxGroup = 8;   // largest Hq / Hkv the rungs serve: the registry's
+                                      // max_group of gqa/pipelined/split_kv, which
+                                      // unsupported_reason enforces before any launch
+inline constexpr int kVec = 8;        // KV elements per lane chunk
+inline constexpr int kPasses = 4;     // passes (tokens per thread) per tile
 
 // Compile-time tile geometry of one (KV dtype, head_dim).
 template <DType kKv, int kHeadDim>
@@ -66,10 +66,10 @@ struct Tiling {
   static_assert(kKv == DType::f16 || kKv == DType::bf16 || is_fp8(kKv),
                 "KV cache dtype must be f16, bf16, fp8_e4m3 or fp8_e5m2");
   static constexpr int kElemBytes = static_cast<int>(dtype_size(kKv));
-  static constexpr int kChunkBytes = kVec * kElemBytes;       // 16 (16-bit) or 8 (fp8)
-  static constexpr int kLanes = kHeadDim / kVec;              // C: lanes per row
-  static constexpr int kRows = kThreads / kLanes;             // R: rows per pass
-  static constexpr int kTileTokens = kRows * kPasses;         // T
+  static constexpr int kChunkBytes = kVec * kElemBytes;  // 16 (16-bit) or 8 (fp8)
+  static constexpr int kLanes = kHeadDim / kVec;         // C: lanes per row
+  static constexpr int kRows = kThreads / kLanes;        // R: rows per pass
+  static constexpr int kTileTokens = kRows * kPasses;    // T
   static constexpr int kRowBytes = kHeadDim * kElemBytes;
   static constexpr int kTileBytes = kTileTokens * kRowBytes;  // K (or V) of one tile
   // Partial-dot rows are padded by 4 floats: the reducer reads its row as float4, and with a
@@ -134,8 +134,8 @@ __device__ __forceinline__ int log2_pow2(int x) {
 // view (common/paged_kv.h) with its run-time division by the block size done as a shift.
 __device__ __forceinline__ int block_of(const PagedDecodeParams& p, int seq, int token,
                                         int block_shift) {
-  return p.block_tables[static_cast<std::size_t>(seq) * p.max_blocks_per_seq +
-                        (token >> block_shift)];
+  return p
+      .block_tables[static_cast<std::size_t>(seq) * p.max_blocks_per_seq + (token >> block_shift)];
 }
 
 // Byte offset of lane chunk `lane` of the K/V row of (physical block, kv head, slot).
@@ -178,9 +178,9 @@ struct BlockDecoder {
   using Tl = Tiling<kKv, kHeadDim>;
   static_assert(kGroupCap >= 1 && kGroupCap <= kMaxGroup, "group cap 1..8");
 
-  int lane;        // c: dims [8c, 8c + 8)
-  int row;         // r
-  int group;       // run-time Hq / Hkv (<= kGroupCap)
+  int lane;   // c: dims [8c, 8c + 8)
+  int row;    // r
+  int group;  // run-time Hq / Hkv (<= kGroupCap)
   float q[kGroupCap][kVec];
   float acc[kGroupCap][kVec];  // Σ exp2(s - m) v over this row's tokens
   float m[kGroupCap];          // running max (log2 domain), -inf until a token is seen
@@ -302,8 +302,8 @@ struct BlockDecoder {
   __device__ __forceinline__ void finish(const PagedDecodeParams& p, int seq, int kv_head,
                                          OutputTarget target, float* stats, float* merge) {
     const int tid = static_cast<int>(threadIdx.x);
-    float* row_stats = stats;                                  // [R][kGroupCap][2]
-    float* block_stats = stats + Tl::kRows * kGroupCap * 2;    // [kGroupCap][2]
+    float* row_stats = stats;                                // [R][kGroupCap][2]
+    float* block_stats = stats + Tl::kRows * kGroupCap * 2;  // [kGroupCap][2]
     if (lane == 0) {
 #pragma unroll
       for (int h = 0; h < kGroupCap; ++h) {

@@ -38,7 +38,8 @@ template <DType kKv, int kHeadDim, int kGroupCap>
 struct Smem {
   using C = decode::ComputeSmem<kKv, kHeadDim, kGroupCap>;
   static constexpr int kMainFloats = C::kPartialFloats + C::kScoreFloats;
-  static constexpr int kRegionFloats = kMainFloats > C::kMergeFloats ? kMainFloats : C::kMergeFloats;
+  static constexpr int kRegionFloats =
+      kMainFloats > C::kMergeFloats ? kMainFloats : C::kMergeFloats;
   static constexpr std::size_t kBytes = (kRegionFloats + C::kStatFloats) * sizeof(float);
 };
 
@@ -51,10 +52,10 @@ __global__ void __launch_bounds__(decode::kThreads)
   constexpr int kPasses = decode::kPasses;
 
   DECODEBENCH_DYNAMIC_SHARED(float, smem);
-  float* partials = smem;                                     // [cap][T][C + 4]
-  float* scores = smem + S::C::kPartialFloats;                // [cap][T]
-  float* merge = smem;                                        // [cap][R][d], after the loop
-  float* stats = smem + S::kRegionFloats;                     // [R + 1][cap][2]
+  float* partials = smem;                       // [cap][T][C + 4]
+  float* scores = smem + S::C::kPartialFloats;  // [cap][T]
+  float* merge = smem;                          // [cap][R][d], after the loop
+  float* stats = smem + S::kRegionFloats;       // [R + 1][cap][2]
 
   const int kv_head = static_cast<int>(blockIdx.x);
   const int seq = static_cast<int>(blockIdx.y);
@@ -87,8 +88,8 @@ __global__ void __launch_bounds__(decode::kThreads)
     for (int pass = 0; pass < kPasses; ++pass) {
       const int t = tile + pass * Tl::kRows + dec.row;
       if (t < context) {
-        const std::size_t off = decode::chunk_byte_offset<kKv, kHeadDim>(
-            p, block[pass], kv_head, t & slot_mask, dec.lane);
+        const std::size_t off = decode::chunk_byte_offset<kKv, kHeadDim>(p, block[pass], kv_head,
+                                                                         t & slot_mask, dec.lane);
         k_raw[pass] = decode::load_chunk_global<kKv>(k_base + off);
         v_raw[pass] = decode::load_chunk_global<kKv>(v_base + off);
       } else {

@@ -10,7 +10,8 @@
 
 namespace decodebench::kernels::DECODEBENCH_TARGET_NS {
 
-LaunchResult launch_paged_decode(std::string_view kernel, const PagedDecodeParams& p, void* stream) {
+LaunchResult launch_paged_decode(std::string_view kernel, const PagedDecodeParams& p,
+                                 void* stream) {
   const KernelInfo* info = find_kernel(kernel);
   if (info == nullptr) {
     return {LaunchStatus::unsupported,

@@ -39,9 +39,9 @@ struct Layout {
   static_assert(kKv == DType::f16 || kKv == DType::bf16 || is_fp8(kKv),
                 "naive takes f16, bf16, fp8_e4m3 or fp8_e5m2 KV");
   static constexpr int kElemBytes = static_cast<int>(dtype_size(kKv));
-  static constexpr int kVec = 16 / kElemBytes;          // elements per 16-byte load
-  static constexpr int kLanes = kHeadDim / kVec;         // C: 16-byte lanes per row
-  static constexpr int kRows = kThreads / kLanes;        // R: token rows in the P.V step
+  static constexpr int kVec = 16 / kElemBytes;     // elements per 16-byte load
+  static constexpr int kLanes = kHeadDim / kVec;   // C: 16-byte lanes per row
+  static constexpr int kRows = kThreads / kLanes;  // R: token rows in the P.V step
   static_assert(kHeadDim % kVec == 0, "a row is a whole number of 16-byte vectors");
   static_assert(kLanes <= kThreads && kThreads % kLanes == 0, "lanes must tile the block");
 };
@@ -57,7 +57,8 @@ __device__ __forceinline__ void unpack_vec(uint4 raw, float (&out)[16 / dtype_si
 }
 
 template <DType kKv, int kHeadDim>
-__global__ void __launch_bounds__(kThreads) naive_kernel(const __grid_constant__ PagedDecodeParams p) {
+__global__ void __launch_bounds__(kThreads)
+    naive_kernel(const __grid_constant__ PagedDecodeParams p) {
   using L = Layout<kKv, kHeadDim>;
   const int q_head = static_cast<int>(blockIdx.x);
   const int seq = static_cast<int>(blockIdx.y);
@@ -67,9 +68,9 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(const __grid_constant__
   const auto* k_bytes = static_cast<const unsigned char*>(p.k_cache);  // [num_blocks][Hkv][P][d]
   const auto* v_bytes = static_cast<const unsigned char*>(p.v_cache);  // [num_blocks][Hkv][P][d]
 
-  DECODEBENCH_SHARED(float, s_q, kHeadDim);                 // q * scale, log2 domain
-  DECODEBENCH_SHARED(float, s_scores, kChunk);              // this chunk's scores
-  DECODEBENCH_SHARED(float, s_acc, L::kRows * kHeadDim);    // [R][d] partial P.V per row
+  DECODEBENCH_SHARED(float, s_q, kHeadDim);              // q * scale, log2 domain
+  DECODEBENCH_SHARED(float, s_scores, kChunk);           // this chunk's scores
+  DECODEBENCH_SHARED(float, s_acc, L::kRows* kHeadDim);  // [R][d] partial P.V per row
 
   // q row of (seq, q_head): [batch][Hq][d]. softmax_scale and k_scale fold into q once.
   const float q_scale = p.softmax_scale * p.k_scale * kLog2e;

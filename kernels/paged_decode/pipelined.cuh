@@ -72,13 +72,13 @@ __device__ __forceinline__ void mainloop(decode::BlockDecoder<kKv, kHeadDim, kGr
   static_assert(Tl::kTileBytes % (16 * decode::kThreads) == 0, "whole granules per thread");
   static_assert(decode::kThreads % kGranulesPerRow == 0, "a thread copies one column of granules");
 
-  unsigned char* ring = smem;                                                   // [S][2][T][d]
-  float* partials = reinterpret_cast<float*>(smem + S::kRegionBytes);           // [cap][T][C+4]
-  float* scores = partials + S::C::kPartialFloats;                              // [cap][T]
+  unsigned char* ring = smem;                                          // [S][2][T][d]
+  float* partials = reinterpret_cast<float*>(smem + S::kRegionBytes);  // [cap][T][C+4]
+  float* scores = partials + S::C::kPartialFloats;                     // [cap][T]
 
   const int tid = static_cast<int>(threadIdx.x);
-  const int copy_row = tid / kGranulesPerRow;             // first tile token this thread copies
-  const int copy_byte = (tid % kGranulesPerRow) * 16;     // its byte offset within the row
+  const int copy_row = tid / kGranulesPerRow;          // first tile token this thread copies
+  const int copy_byte = (tid % kGranulesPerRow) * 16;  // its byte offset within the row
   const int block_shift = decode::log2_pow2(p.block_size);
   const int slot_mask = p.block_size - 1;
   const float scale = decode::score_scale_log2(p);
@@ -104,10 +104,11 @@ __device__ __forceinline__ void mainloop(decode::BlockDecoder<kKv, kHeadDim, kGr
       const int row = copy_row + k * kCopyRowStride;
       const int t = t_begin + tile_index * Tl::kTileTokens + row;
       const bool valid = t < t_end;  // past the end: zero-filled, nothing read
-      const std::size_t off =
-          valid ? kv_row_offset(block[k], kv_head, t & slot_mask, p.num_kv_heads, p.block_size,
-                                kHeadDim) * Tl::kElemBytes + copy_byte
-                : 0;
+      const std::size_t off = valid ? kv_row_offset(block[k], kv_head, t & slot_mask,
+                                                    p.num_kv_heads, p.block_size, kHeadDim) *
+                                              Tl::kElemBytes +
+                                          copy_byte
+                                    : 0;
       const int dst = row * Tl::kRowBytes + copy_byte;
       dev::cp_async<16>(k_dst + dst, k_base + off, valid ? 16 : 0);
       dev::cp_async<16>(v_dst + dst, v_base + off, valid ? 16 : 0);
@@ -167,8 +168,8 @@ __global__ void __launch_bounds__(decode::kThreads)
   dec.init(p, seq, kv_head);
   mainloop(dec, p, seq, kv_head, /*t_begin=*/0, /*t_end=*/p.context_lens[seq], smem);
   float* merge = reinterpret_cast<float*>(smem);  // aliases the ring
-  float* stats = reinterpret_cast<float*>(smem + S::kRegionBytes) + S::C::kPartialFloats +
-                 S::C::kScoreFloats;
+  float* stats =
+      reinterpret_cast<float*>(smem + S::kRegionBytes) + S::C::kPartialFloats + S::C::kScoreFloats;
   dec.finish(p, seq, kv_head, decode::OutputTarget{}, stats, merge);
 }
 
@@ -181,8 +182,8 @@ LaunchResult launch_pipelined(const PagedDecodeParams& p, void* stream) {
   return decode::dispatch_group_cap(p.num_q_heads / p.num_kv_heads, [&](auto cap) {
     constexpr int kCap = decltype(cap)::value;
     constexpr std::size_t kSmemBytes = pipelined_detail::Smem<kKvDtype, kHeadDim, kCap>::kBytes;
-    return DECODEBENCH_LAUNCH((pipelined_detail::pipelined_kernel<kKvDtype, kHeadDim, kCap>),
-                              grid, dim3(decode::kThreads), kSmemBytes, stream, p);
+    return DECODEBENCH_LAUNCH((pipelined_detail::pipelined_kernel<kKvDtype, kHeadDim, kCap>), grid,
+                              dim3(decode::kThreads), kSmemBytes, stream, p);
   });
 }
 

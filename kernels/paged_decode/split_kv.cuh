@@ -50,8 +50,8 @@ __global__ void __launch_bounds__(decode::kThreads)
   dec.init(p, seq, kv_head);
   pipelined_detail::mainloop(dec, p, seq, kv_head, t_begin, t_end, smem);
   float* merge = reinterpret_cast<float*>(smem);
-  float* stats = reinterpret_cast<float*>(smem + S::kRegionBytes) + S::C::kPartialFloats +
-                 S::C::kScoreFloats;
+  float* stats =
+      reinterpret_cast<float*>(smem + S::kRegionBytes) + S::C::kPartialFloats + S::C::kScoreFloats;
   decode::OutputTarget target;
   target.to_workspace = true;
   target.split = split;
@@ -67,8 +67,8 @@ __global__ void __launch_bounds__(kMergeThreads)
   constexpr int kDimsPerThread = kHeadDim / kMergeThreads;
   static_assert(kHeadDim % kMergeThreads == 0, "whole dims per thread");
   const std::size_t q_row = static_cast<std::size_t>(blockIdx.y) * p.num_q_heads + blockIdx.x;
-  const float* lse = p.partial_lse + q_row * p.num_splits;                     // [num_splits]
-  const float* part = p.partial_out + q_row * p.num_splits * kHeadDim;         // [num_splits][d]
+  const float* lse = p.partial_lse + q_row * p.num_splits;              // [num_splits]
+  const float* part = p.partial_out + q_row * p.num_splits * kHeadDim;  // [num_splits][d]
   const int tid = static_cast<int>(threadIdx.x);
 
   SoftmaxState<float> state;

@@ -16,7 +16,7 @@
 namespace decodebench {
 
 struct TimingOptions {
-  bool warm_l2 = false;            // --warm: skip the cache flush before each sample (cuda: L2, cpu: LLC)
+  bool warm_l2 = false;  // --warm: skip the cache flush before each sample (cuda: L2, cpu: LLC)
 };
 
 // One sweep point made ready to run on a backend: inputs resident, workspace allocated.
@@ -52,7 +52,7 @@ class Backend {
   // Runs each ceiling kernel on a small buffer and checks its result (read sum, copy equality,
   // triad values) so `decodebench check` can report them correct. Default: none to check.
   struct SelfCheck {
-    std::string name;    // "bandwidth.read", ...
+    std::string name;  // "bandwidth.read", ...
     bool ok = false;
     std::string detail;  // what was compared, or the first mismatch
   };

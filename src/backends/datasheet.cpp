@@ -41,7 +41,8 @@ Datasheet parse_row(const json& row, const std::filesystem::path& file, const st
   if (!row.is_object()) fail(file, where, "must be an object");
   for (const auto& [k, v] : row.items()) {
     if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
-      fail(file, where + "." + k, "unknown key (valid: key, name, match, bandwidth, fp32_flops, mem_bytes)");
+      fail(file, where + "." + k,
+           "unknown key (valid: key, name, match, bandwidth, fp32_flops, mem_bytes)");
     }
   }
   Datasheet d;
@@ -93,7 +94,8 @@ std::vector<Datasheet> load_datasheets(const std::filesystem::path& file) {
   for (const json& row : doc.at("devices")) {
     Datasheet d = parse_row(row, file, "devices[" + std::to_string(i++) + "]");
     for (const Datasheet& other : rows) {
-      if (lower(other.key) == lower(d.key)) fail(file, "devices[" + d.key + "].key", "duplicate key");
+      if (lower(other.key) == lower(d.key))
+        fail(file, "devices[" + d.key + "].key", "duplicate key");
     }
     rows.push_back(std::move(d));
   }

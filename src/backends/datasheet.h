@@ -13,8 +13,8 @@
 namespace decodebench {
 
 struct Datasheet {
-  std::string key;                 // "h100-sxm", "h200", ... (what `decodebench model --device` takes)
-  std::string name;                // marketing name, "NVIDIA H200 SXM 141GB"
+  std::string key;   // "h100-sxm", "h200", ... (what `decodebench model --device` takes)
+  std::string name;  // marketing name, "NVIDIA H200 SXM 141GB"
   std::vector<std::string> match;  // case-insensitive substrings of cudaDeviceProp.name
   double bandwidth = 0;            // B/s
   double fp32_flops = 0;           // FLOP/s, non-tensor fp32

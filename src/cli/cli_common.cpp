@@ -22,11 +22,10 @@ void add_sweep_flags(CLI::App& cmd, SweepFlags& f, bool measure) {
   // are entries of the static tables.
   for_each_axis([&](const auto& axis) {
     auto text = std::make_shared<std::string>();
-    f.bound.push_back({std::string(axis.flag), kShapesWorkload<decltype(axis)>,
-                       cmd.add_option(std::string(axis.flag), *text, std::string(axis.help)),
-                       [text, &axis](SweepConfig& c) {
-                         c.*axis.values = axis.parse_flag(*text, axis.flag);
-                       }});
+    f.bound.push_back(
+        {std::string(axis.flag), kShapesWorkload<decltype(axis)>,
+         cmd.add_option(std::string(axis.flag), *text, std::string(axis.help)),
+         [text, &axis](SweepConfig& c) { c.*axis.values = axis.parse_flag(*text, axis.flag); }});
   });
   cmd.add_option("--device", f.device, "CUDA device index (cuda backend)");
   for_each_setting([&](const auto& s) {
@@ -40,14 +39,14 @@ void add_sweep_flags(CLI::App& cmd, SweepFlags& f, bool measure) {
       option = cmd.add_option(std::string(s.flag), *value, std::string(s.help));
     }
     using Value = typename std::remove_cvref_t<decltype(s)>::Value;
-    f.bound.push_back({std::string(s.flag), /*workload=*/false, option,
-                       [value, &s](SweepConfig& c) {
-                         if constexpr (std::is_same_v<Value, Cli>) {
-                           s.set(c, s.from_cli ? s.from_cli(*value) : *value);
-                         } else {
-                           s.set(c, s.from_cli(*value));
-                         }
-                       }});
+    f.bound.push_back(
+        {std::string(s.flag), /*workload=*/false, option, [value, &s](SweepConfig& c) {
+           if constexpr (std::is_same_v<Value, Cli>) {
+             s.set(c, s.from_cli ? s.from_cli(*value) : *value);
+           } else {
+             s.set(c, s.from_cli(*value));
+           }
+         }});
   });
 }
 
@@ -91,8 +90,9 @@ void check_kernel_names(const SweepConfig& config, const std::vector<std::string
     if (std::find(available.begin(), available.end(), k) == available.end()) {
       std::string valid;
       for (const std::string& n : available) valid += (valid.empty() ? "" : ", ") + n;
-      throw InputError(fmt::format("--kernel: unknown kernel '{}' for backend {} (valid: auto, all, {})",
-                                   k, backend, valid));
+      throw InputError(
+          fmt::format("--kernel: unknown kernel '{}' for backend {} (valid: auto, all, {})", k,
+                      backend, valid));
     }
   }
 }

@@ -40,7 +40,8 @@ ModelShape check_model(int num_q_heads, int num_kv_heads, int head_dim) {
 // prefix groups, bf16 q, and a long single sequence on few KV heads so split_kv really splits.
 // Every (kernel, kv dtype, head_dim) gets the main case; the extra shapes run at the first
 // dtype/head_dim only, keeping `check --backend emu` to a few minutes.
-std::vector<SweepPoint> default_points(const std::vector<std::string>& kernels, std::uint64_t seed) {
+std::vector<SweepPoint> default_points(const std::vector<std::string>& kernels,
+                                       std::uint64_t seed) {
   struct Shape {
     int hq, hkv, batch;
     ContextSpec context;
@@ -81,9 +82,7 @@ std::vector<SweepPoint> default_points(const std::vector<std::string>& kernels, 
   return points;
 }
 
-bool any_axis_given(const SweepFlags& f) {
-  return !f.config.empty() || workload_axis_given(f);
-}
+bool any_axis_given(const SweepFlags& f) { return !f.config.empty() || workload_axis_given(f); }
 
 std::string shape_label(const SweepPoint& p) {
   const WorkloadSpec& s = p.spec;
@@ -147,7 +146,8 @@ int run(const CheckOptions& o) {
       case PointStatus::ok:
         ++ok;
         std::cout << fmt::format("ok     {}  max_abs {:.2e} max_rel {:.2e} rows {}\n",
-                                 shape_label(p), r.error.max_abs, r.error.max_rel, r.error.rows_checked);
+                                 shape_label(p), r.error.max_abs, r.error.max_rel,
+                                 r.error.rows_checked);
         break;
       case PointStatus::wrong:
         ++wrong;
@@ -173,8 +173,8 @@ int run(const CheckOptions& o) {
 
   std::cout << fmt::format("{} ok, {} wrong, {} errors, {} skipped", ok, wrong, errors, skipped);
   if (skipped_unbuilt > 0) {
-    std::cout << fmt::format(", {} default cases not supported by this build (--verbose lists them)",
-                             skipped_unbuilt);
+    std::cout << fmt::format(
+        ", {} default cases not supported by this build (--verbose lists them)", skipped_unbuilt);
   }
   std::cout << '\n';
   report.completion.points_planned = static_cast<int>(points.size());

@@ -20,7 +20,8 @@ namespace {
 std::string or_na(double v, std::string (*format)(double)) { return v > 0 ? format(v) : "n/a"; }
 std::string flops_label(double v) {
   if (v <= 0) return "n/a";
-  return v >= 1e12 ? fmt::format("{:.1f} TFLOP/s", v / 1e12) : fmt::format("{:.1f} GFLOP/s", v / 1e9);
+  return v >= 1e12 ? fmt::format("{:.1f} TFLOP/s", v / 1e12)
+                   : fmt::format("{:.1f} GFLOP/s", v / 1e9);
 }
 
 std::string join(const std::vector<std::string>& items) {
@@ -45,7 +46,8 @@ std::string ceilings_table(const DeviceInfo& d) {
   s += fmt::format("cache       {} ({})\n", or_na(static_cast<double>(d.l2_bytes), format_bytes),
                    d.backend == "cpu" ? "last-level cache" : "L2");
   s += fmt::format("memory      {}\n", or_na(static_cast<double>(d.mem_bytes), format_bytes));
-  s += fmt::format("datasheet   {} (configs/devices.json)\n", or_na(d.bandwidth_datasheet, format_bandwidth));
+  s += fmt::format("datasheet   {} (configs/devices.json)\n",
+                   or_na(d.bandwidth_datasheet, format_bandwidth));
   s += fmt::format("theoretical {} (2 x memory clock x bus width / 8)\n",
                    or_na(d.bandwidth_theoretical, format_bandwidth));
   const Ceilings& m = d.measured;
@@ -54,10 +56,10 @@ std::string ceilings_table(const DeviceInfo& d) {
     if (d.backend == "emu") s += ": the emulator's speed says nothing about a GPU";
     s += '\n';
   } else {
-    s += fmt::format("measured    read {}, copy {} (read + write), triad {} (3 arrays); buffers of {} each\n",
-                     or_na(m.read, format_bandwidth), or_na(m.copy, format_bandwidth),
-                     or_na(m.triad, format_bandwidth),
-                     or_na(static_cast<double>(m.buffer_bytes), format_bytes));
+    s += fmt::format(
+        "measured    read {}, copy {} (read + write), triad {} (3 arrays); buffers of {} each\n",
+        or_na(m.read, format_bandwidth), or_na(m.copy, format_bandwidth),
+        or_na(m.triad, format_bandwidth), or_na(static_cast<double>(m.buffer_bytes), format_bytes));
   }
   if (!m.note.empty()) s += fmt::format("note        {}\n", m.note);
   s += fmt::format("fp32 peak   measured {}, device/datasheet {}\n", flops_label(m.fma_flops),
@@ -87,8 +89,9 @@ int run_ceilings(const CeilingsOptions& o) {
         {"measured_triad_Bps", info.measured.triad},
         {"measured_fma_flops", info.measured.fma_flops},
         {"flops_peak", info.flops_peak}};
-    std::string s = format == OutputFormat::csv ? "backend,device,quantity,value\n"
-                                                : "| backend | device | quantity | value |\n|---|---|---|---|\n";
+    std::string s = format == OutputFormat::csv
+                        ? "backend,device,quantity,value\n"
+                        : "| backend | device | quantity | value |\n|---|---|---|---|\n";
     for (const auto& [k, v] : rows) {
       const std::string value = v > 0 ? fmt::format("{:.6g}", v) : "";
       s += format == OutputFormat::csv
@@ -108,7 +111,8 @@ struct DevicesOptions {
 
 int run_devices(const DevicesOptions& o) {
   const OutputFormat format = parse_format(o.format);
-  nlohmann::json j = {{"backends", nlohmann::json::array()}, {"datasheets", nlohmann::json::array()}};
+  nlohmann::json j = {{"backends", nlohmann::json::array()},
+                      {"datasheets", nlohmann::json::array()}};
   std::string table = "Backends in this build:\n";
   table += fmt::format("  {:<6} {:<10} {}\n", "name", "status", "device");
   for (const std::string& name : backend_names()) {
@@ -134,8 +138,11 @@ int run_devices(const DevicesOptions& o) {
     table += fmt::format("  {:<15} {:<24} {:>11} {:>15} {:>9}  {}\n", d.key, d.name,
                          format_bandwidth(d.bandwidth), flops_label(d.fp32_flops),
                          format_bytes(static_cast<double>(d.mem_bytes)), join(d.match));
-    j["datasheets"].push_back({{"key", d.key}, {"name", d.name}, {"match", d.match},
-                               {"bandwidth", d.bandwidth}, {"fp32_flops", d.fp32_flops},
+    j["datasheets"].push_back({{"key", d.key},
+                               {"name", d.name},
+                               {"match", d.match},
+                               {"bandwidth", d.bandwidth},
+                               {"fp32_flops", d.fp32_flops},
                                {"mem_bytes", d.mem_bytes}});
   }
   if (format == OutputFormat::json) {
@@ -208,7 +215,7 @@ int run_kernels(const KernelsOptions& o) {
     table += fmt::format("      block sizes: {}\n", blocks);
     table += fmt::format("      GQA group:   {}{}\n", group,
                          k.uses_workspace ? "; needs a split workspace (planned per point)" : "");
-    nlohmann::json entry = {{"name", k.name},         {"idea", k.idea},
+    nlohmann::json entry = {{"name", k.name},           {"idea", k.idea},
                             {"head_dims", k.head_dims}, {"min_block_size", k.min_block_size},
                             {"max_group", k.max_group}, {"uses_workspace", k.uses_workspace}};
     entry["kv_dtypes"] = nlohmann::json::array();
@@ -254,7 +261,8 @@ void add_ceilings_command(CLI::App& app, int& exit_code) {
       "read / copy / triad bandwidth and fp32 FMA peak (a few seconds).");
   cmd->add_option("--backend", o->backend, "auto, cpu, emu, cuda")->capture_default_str();
   cmd->add_option("--device", o->device, "CUDA device index");
-  cmd->add_option("--format", o->format, "table or json (csv, md: one row per ceiling)")->capture_default_str();
+  cmd->add_option("--format", o->format, "table or json (csv, md: one row per ceiling)")
+      ->capture_default_str();
   cmd->add_option("--out", o->out, "Also write the device record as JSON to this file");
   cmd->callback([o, &exit_code] { exit_code = run_ceilings(*o); });
 }
@@ -262,7 +270,8 @@ void add_ceilings_command(CLI::App& app, int& exit_code) {
 void add_devices_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<DevicesOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "devices", "List the backends of this build, the device each would use, and the datasheet rows.");
+      "devices",
+      "List the backends of this build, the device each would use, and the datasheet rows.");
   cmd->add_option("--device", o->device, "CUDA device index");
   cmd->add_option("--format", o->format, "table or json")->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_devices(*o); });
@@ -271,8 +280,9 @@ void add_devices_command(CLI::App& app, int& exit_code) {
 void add_kernels_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<KernelsOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "kernels", "List the kernel ladder of this build: idea, head dims, dtypes, block sizes, GQA "
-                 "groups, and which backend runs which kernels.");
+      "kernels",
+      "List the kernel ladder of this build: idea, head dims, dtypes, block sizes, GQA "
+      "groups, and which backend runs which kernels.");
   cmd->add_option("--format", o->format,
                   "table or json (this build), or md (the ladder as README.md's Markdown table)")
       ->capture_default_str();

@@ -62,7 +62,8 @@ std::optional<std::int64_t> max_batch_in_memory(const WorkloadSpec& s, double by
                                                 double budget) {
   const std::int64_t p = s.block_size;
   const std::int64_t blocks = (s.context.hi + p - 1) / p;
-  const std::int64_t shared = static_cast<std::int64_t>(std::floor(s.hit_rate * s.context.lo / p + 1e-9));
+  const std::int64_t shared =
+      static_cast<std::int64_t>(std::floor(s.hit_rate * s.context.lo / p + 1e-9));
   const std::int64_t priv = blocks - shared;
   const std::int64_t groups = s.prefix_groups;
   auto bytes_for = [&](std::int64_t b) {
@@ -72,8 +73,9 @@ std::optional<std::int64_t> max_batch_in_memory(const WorkloadSpec& s, double by
   if (bytes_for(1) > budget) return 0;
   if (priv == 0) return std::nullopt;
   // Past G sequences every one adds `priv` blocks; solve, then step down for the first G.
-  std::int64_t b = static_cast<std::int64_t>(
-      (budget / bytes_per_block - static_cast<double>(groups * shared)) / static_cast<double>(priv));
+  std::int64_t b =
+      static_cast<std::int64_t>((budget / bytes_per_block - static_cast<double>(groups * shared)) /
+                                static_cast<double>(priv));
   b = std::max<std::int64_t>(b, 1);
   while (b > 1 && bytes_for(b) > budget) --b;
   while (bytes_for(b + 1) <= budget) ++b;
@@ -109,7 +111,8 @@ nlohmann::json to_json(const Row& r) {
           {"bound", r.bound},
           {"t_roof_s", r.t_roof_s},
           {"tokens_per_s_attention_only", r.tokens_per_s},
-          {"max_batch_in_memory", r.max_batch ? nlohmann::json(*r.max_batch) : nlohmann::json(nullptr)}};
+          {"max_batch_in_memory",
+           r.max_batch ? nlohmann::json(*r.max_batch) : nlohmann::json(nullptr)}};
 }
 
 std::string max_batch_label(const std::optional<std::int64_t>& b) {
@@ -127,7 +130,8 @@ int run(const ModelOptions& o) {
   const std::vector<int> batches = parse_int_list(o.batch, "--batch");
   if (o.weights_bytes < 0 || o.weights_bytes >= static_cast<double>(device.mem_bytes)) {
     throw InputError(fmt::format("--weights-bytes must be in [0, {:.0f}) for {} (got {:.0f})",
-                                 static_cast<double>(device.mem_bytes), device.key, o.weights_bytes));
+                                 static_cast<double>(device.mem_bytes), device.key,
+                                 o.weights_bytes));
   }
   const double budget = static_cast<double>(device.mem_bytes) - o.weights_bytes;
 
@@ -171,7 +175,8 @@ int run(const ModelOptions& o) {
             r.bound = t_mem >= t_flop ? "memory" : "compute";
             r.tokens_per_s = batch / r.t_roof_s;
             r.max_batch = max_batch_in_memory(
-                s, static_cast<double>(bm.kv_bytes_per_token) * s.block_size * model.num_layers, budget);
+                s, static_cast<double>(bm.kv_bytes_per_token) * s.block_size * model.num_layers,
+                budget);
             rows.push_back(std::move(r));
           }
         }
@@ -180,9 +185,12 @@ int run(const ModelOptions& o) {
   }
 
   if (format == OutputFormat::json) {
-    nlohmann::json j = {{"device", {{"key", device.key}, {"name", device.name},
-                                    {"bandwidth", device.bandwidth}, {"fp32_flops", device.fp32_flops},
-                                    {"mem_bytes", device.mem_bytes}}},
+    nlohmann::json j = {{"device",
+                         {{"key", device.key},
+                          {"name", device.name},
+                          {"bandwidth", device.bandwidth},
+                          {"fp32_flops", device.fp32_flops},
+                          {"mem_bytes", device.mem_bytes}}},
                         {"weights_bytes", o.weights_bytes},
                         {"block_size", o.block_size},
                         {"prefix_groups", o.prefix_groups},
@@ -199,11 +207,12 @@ int run(const ModelOptions& o) {
         "bytes_per_step_all_layers,flops_per_step_all_layers,arithmetic_intensity,bound,t_roof_s,"
         "tokens_per_s_attention_only,max_batch_in_memory\n";
     for (const Row& r : rows) {
-      s += fmt::format("{},{},{},{},{:g},{:.6g},{},{},{},{},{:.0f},{:.0f},{:.6g},{:.6g},{},{:.6g},{:.6g},{}\n",
-                       r.model, r.device, r.kv_dtype, r.context, r.hit_rate, r.hit_rate_actual,
-                       r.batch, r.num_layers, r.kv_bytes_per_token_layer, r.kv_bytes_per_token_all,
-                       r.bytes_step_layer, r.bytes_step_all, r.flops_step_all, r.intensity, r.bound,
-                       r.t_roof_s, r.tokens_per_s, r.max_batch ? std::to_string(*r.max_batch) : "");
+      s += fmt::format(
+          "{},{},{},{},{:g},{:.6g},{},{},{},{},{:.0f},{:.0f},{:.6g},{:.6g},{},{:.6g},{:.6g},{}\n",
+          r.model, r.device, r.kv_dtype, r.context, r.hit_rate, r.hit_rate_actual, r.batch,
+          r.num_layers, r.kv_bytes_per_token_layer, r.kv_bytes_per_token_all, r.bytes_step_layer,
+          r.bytes_step_all, r.flops_step_all, r.intensity, r.bound, r.t_roof_s, r.tokens_per_s,
+          r.max_batch ? std::to_string(*r.max_batch) : "");
     }
     emit(s, "");
     return kExitOk;
@@ -218,12 +227,22 @@ int run(const ModelOptions& o) {
       format_bytes(static_cast<double>(device.mem_bytes)), o.block_size,
       o.weights_bytes > 0 ? fmt::format("{} of weights subtracted", format_bytes(o.weights_bytes))
                           : "weights excluded (--weights-bytes to subtract them)");
-  const char* header[] = {"model", "kv", "context", "h req/act", "batch", "KV B/tok/layer",
-                          "KV B/tok (all layers)", "bytes/step (all layers)", "FLOP/B",
-                          "t_roof", "tok/s (attn only)", "max batch"};
+  const char* header[] = {"model",
+                          "kv",
+                          "context",
+                          "h req/act",
+                          "batch",
+                          "KV B/tok/layer",
+                          "KV B/tok (all layers)",
+                          "bytes/step (all layers)",
+                          "FLOP/B",
+                          "t_roof",
+                          "tok/s (attn only)",
+                          "max batch"};
   std::vector<std::vector<std::string>> cells;
   for (const Row& r : rows) {
-    cells.push_back({r.model, r.kv_dtype, r.context, fmt::format("{:g}/{:.3f}", r.hit_rate, r.hit_rate_actual),
+    cells.push_back({r.model, r.kv_dtype, r.context,
+                     fmt::format("{:g}/{:.3f}", r.hit_rate, r.hit_rate_actual),
                      std::to_string(r.batch), std::to_string(r.kv_bytes_per_token_layer),
                      fmt::format("{} ({})", r.kv_bytes_per_token_all,
                                  format_bytes(static_cast<double>(r.kv_bytes_per_token_all))),
@@ -262,9 +281,11 @@ void add_model_command(CLI::App& app, int& exit_code) {
       "device x context x KV dtype x hit rate x batch, from configs/devices.json.");
   cmd->add_option("--model", o->model, "Model presets or JSON paths (list)")->capture_default_str();
   cmd->add_option("--device", o->device,
-                  "Datasheet key (see `decodebench devices`) or a device name such as \"NVIDIA H100 80GB HBM3\"")
+                  "Datasheet key (see `decodebench devices`) or a device name such as \"NVIDIA "
+                  "H100 80GB HBM3\"")
       ->capture_default_str();
-  cmd->add_option("--context", o->context, "Context lengths (list; n, nk, lo:hi)")->capture_default_str();
+  cmd->add_option("--context", o->context, "Context lengths (list; n, nk, lo:hi)")
+      ->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV dtypes (list)")->capture_default_str();
   cmd->add_option("--q-dtype", o->q_dtype, "Q/output dtype")->capture_default_str();
   cmd->add_option("--hit-rate", o->hit_rate, "Prefix-hit rates (list)")->capture_default_str();

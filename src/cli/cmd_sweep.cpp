@@ -39,14 +39,16 @@ Ceilings load_ceilings(const std::string& file, Backend& backend) {
   try {
     rec = device_record_from_json(nlohmann::json::parse(in));
   } catch (const nlohmann::json::exception& e) {
-    throw InputError(file + ": not a device record written by `decodebench ceilings --out`: " + e.what());
+    throw InputError(file +
+                     ": not a device record written by `decodebench ceilings --out`: " + e.what());
   } catch (const InputError& e) {
     throw InputError(file + ": " + e.what());
   }
   const DeviceInfo here = backend.device_info();
   if (rec.backend != here.backend || rec.name != here.name) {
-    throw InputError(fmt::format("{}: ceilings were measured on {} '{}', this sweep runs on {} '{}'",
-                                 file, rec.backend, rec.name, here.backend, here.name));
+    throw InputError(
+        fmt::format("{}: ceilings were measured on {} '{}', this sweep runs on {} '{}'", file,
+                    rec.backend, rec.name, here.backend, here.name));
   }
   return rec.measured;
 }
@@ -71,7 +73,8 @@ void write_report(const std::string& out, const Report& r) {
   if (path.has_parent_path()) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec) throw RuntimeFailure("cannot create " + path.parent_path().string() + ": " + ec.message());
+    if (ec)
+      throw RuntimeFailure("cannot create " + path.parent_path().string() + ": " + ec.message());
   }
   write_report_atomic(path, r);
 }
@@ -90,7 +93,8 @@ int run(const SweepOptions& o) {
     if (points.size() != 1) {
       throw InputError(fmt::format(
           "--dump writes one point, but this sweep has {} points; give one value per axis "
-          "(--model, --batch, --context, --hit-rate, --kv-dtype, --kernel, ...)", points.size()));
+          "(--model, --batch, --context, --hit-rate, --kv-dtype, --kernel, ...)",
+          points.size()));
     }
   }
   if (backend->name() == "emu") {
@@ -126,7 +130,8 @@ int run(const SweepOptions& o) {
   }
   if (wrong) return kExitWrongOrRegression;
   if (error || report.completion.state == Completion::State::device_failure) {
-    if (!report.completion.reason.empty()) std::cerr << "failure: " << report.completion.reason << '\n';
+    if (!report.completion.reason.empty())
+      std::cerr << "failure: " << report.completion.reason << '\n';
     return kExitRuntimeFailure;
   }
   return kExitOk;
@@ -142,11 +147,15 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
       "reference, time it, print the results and write the JSON report. One progress line per "
       "point goes to stderr. Ctrl-C stops after the current point and keeps the finished ones.");
   add_sweep_flags(*cmd, o->flags, /*measure=*/true);
-  cmd->add_option("--format", o->format, "Output on stdout: table, json, csv, md")->capture_default_str();
-  cmd->add_option("--out", o->out, "JSON report path (written atomically, checkpointed after each point); '' for none")
+  cmd->add_option("--format", o->format, "Output on stdout: table, json, csv, md")
       ->capture_default_str();
-  cmd->add_option("--dump", o->dump,
-                  "Directory: write the single point's inputs, output and reference as .npy plus meta.json");
+  cmd->add_option(
+         "--out", o->out,
+         "JSON report path (written atomically, checkpointed after each point); '' for none")
+      ->capture_default_str();
+  cmd->add_option(
+      "--dump", o->dump,
+      "Directory: write the single point's inputs, output and reference as .npy plus meta.json");
   cmd->add_option("--ceilings", o->ceilings,
                   "Reuse the ceilings `decodebench ceilings --out FILE` measured on this device "
                   "instead of measuring them again");

@@ -16,9 +16,9 @@ void write_dump(const std::filesystem::path& dir, Backend& backend, const SweepP
   if (result.status == PointStatus::skipped) {
     throw InputError("--dump: the point was skipped, nothing ran to dump: " + result.reason);
   }
-  const std::string kernel =
-      !result.kernel.empty() ? result.kernel
-      : point.kernel == "auto" ? backend.choose_kernel(point.spec) : point.kernel;
+  const std::string kernel = !result.kernel.empty()   ? result.kernel
+                             : point.kernel == "auto" ? backend.choose_kernel(point.spec)
+                                                      : point.kernel;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw RuntimeFailure("--dump: cannot create " + dir.string() + ": " + ec.message());
@@ -71,10 +71,11 @@ void write_dump(const std::filesystem::path& dir, Backend& backend, const SweepP
       {"status", status_name(result.status)},
       {"num_blocks", layout.num_blocks},
       {"max_blocks_per_seq", layout.max_blocks_per_seq},
-      {"note", "k_cache/v_cache hold the stored values; real K = k_cache * k_scale, real V = "
-               "v_cache * v_scale. out[b,h] = softmax(softmax_scale * k_scale * K . q[b,h]) "
-               "@ (v_scale * V) over the context_lens[b] tokens found through block_tables[b]; "
-               "query head h reads KV head h // (num_q_heads / num_kv_heads)."}};
+      {"note",
+       "k_cache/v_cache hold the stored values; real K = k_cache * k_scale, real V = "
+       "v_cache * v_scale. out[b,h] = softmax(softmax_scale * k_scale * K . q[b,h]) "
+       "@ (v_scale * V) over the context_lens[b] tokens found through block_tables[b]; "
+       "query head h reads KV head h // (num_q_heads / num_kv_heads)."}};
   write_text_atomic(dir / "meta.json", meta.dump(2) + "\n");
 }
 

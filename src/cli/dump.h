@@ -1,9 +1,9 @@
 // `decodebench sweep --dump DIR`: one point written as NumPy files plus meta.json, so anyone can
 // recompute it with numpy (DESIGN.md "Command line"):
 //   q.npy             float32 [B, Hq, d]                     q values as stored (f16/bf16 decoded)
-//   k_cache.npy       float32 [num_blocks, Hkv, P, d]        stored values, unscaled (x k_scale = real)
-//   v_cache.npy       float32 [num_blocks, Hkv, P, d]        stored values, unscaled (x v_scale = real)
-//   block_tables.npy  int32   [B, max_blocks_per_seq]        unused entries -1
+//   k_cache.npy       float32 [num_blocks, Hkv, P, d]        stored values, unscaled (x k_scale =
+//   real) v_cache.npy       float32 [num_blocks, Hkv, P, d]        stored values, unscaled (x
+//   v_scale = real) block_tables.npy  int32   [B, max_blocks_per_seq]        unused entries -1
 //   context_lens.npy  int32   [B]
 //   out.npy           float32 [B, Hq, d]                     the kernel's output
 //   ref.npy           float32 [B, Hq, d]                     the CPU reference's output

@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
         known |= sub->get_name() == argv[1];
         valid += (valid.empty() ? "" : ", ") + sub->get_name();
       }
-      if (!known) throw InputError(std::string("unknown command '") + argv[1] + "' (valid: " + valid + ")");
+      if (!known)
+        throw InputError(std::string("unknown command '") + argv[1] + "' (valid: " + valid + ")");
     }
     app.parse(argc, argv);  // runs the chosen subcommand's callback
     return exit_code;

@@ -23,11 +23,19 @@ struct Alias {
   DType type;
 };
 constexpr std::array<Alias, 13> kAliases = {{
-    {"f32", DType::f32},         {"fp32", DType::f32},          {"float32", DType::f32},
-    {"f16", DType::f16},         {"fp16", DType::f16},          {"float16", DType::f16},
-    {"half", DType::f16},        {"bf16", DType::bf16},         {"bfloat16", DType::bf16},
-    {"fp8_e4m3", DType::fp8_e4m3}, {"e4m3", DType::fp8_e4m3},
-    {"fp8_e5m2", DType::fp8_e5m2}, {"e5m2", DType::fp8_e5m2},
+    {"f32", DType::f32},
+    {"fp32", DType::f32},
+    {"float32", DType::f32},
+    {"f16", DType::f16},
+    {"fp16", DType::f16},
+    {"float16", DType::f16},
+    {"half", DType::f16},
+    {"bf16", DType::bf16},
+    {"bfloat16", DType::bf16},
+    {"fp8_e4m3", DType::fp8_e4m3},
+    {"e4m3", DType::fp8_e4m3},
+    {"fp8_e5m2", DType::fp8_e5m2},
+    {"e5m2", DType::fp8_e5m2},
 }};
 
 }  // namespace
@@ -120,8 +128,8 @@ float fp8_max(DType t) {
     case DType::fp8_e4m3: return floatfmt::kE4m3Max;
     case DType::fp8_e5m2: return floatfmt::kE5m2Max;
     default:
-      throw InputError(fmt::format("fp8_max: {} is not an fp8 dtype; valid: fp8_e4m3, fp8_e5m2",
-                                   dtype_name(t)));
+      throw InputError(
+          fmt::format("fp8_max: {} is not an fp8 dtype; valid: fp8_e4m3, fp8_e5m2", dtype_name(t)));
   }
 }
 

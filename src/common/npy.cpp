@@ -20,8 +20,10 @@ constexpr std::size_t kMagicSize = 6;
 std::string npy_header(std::string_view descr, std::span<const std::int64_t> shape) {
   std::string dims;
   for (std::size_t i = 0; i < shape.size(); ++i) dims += fmt::format("{}, ", shape[i]);
-  if (shape.size() > 1) dims.resize(dims.size() - 2);   // "(3, 4)"; one dim keeps "(3,)"
-  else if (shape.size() == 1) dims.resize(dims.size() - 1);
+  if (shape.size() > 1)
+    dims.resize(dims.size() - 2);  // "(3, 4)"; one dim keeps "(3,)"
+  else if (shape.size() == 1)
+    dims.resize(dims.size() - 1);
   std::string dict =
       fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, dims);
   const std::size_t unpadded = kMagicSize + 2 + 2 + dict.size() + 1;
@@ -40,7 +42,8 @@ void write_raw(const std::filesystem::path& path, std::string_view descr, const 
                std::size_t count, std::size_t elem_size, std::span<const std::int64_t> shape) {
   std::int64_t n = 1;
   for (std::int64_t d : shape) {
-    if (d < 0) throw InputError(fmt::format("write_npy {}: negative dimension {}", path.string(), d));
+    if (d < 0)
+      throw InputError(fmt::format("write_npy {}: negative dimension {}", path.string(), d));
     n *= d;
   }
   if (static_cast<std::size_t>(n) != count) {
@@ -66,7 +69,8 @@ std::string dict_value(const std::string& dict, std::string_view key,
     throw RuntimeFailure(fmt::format("{}: .npy header has no '{}'", path.string(), key));
   }
   pos = dict.find(':', pos + quoted.size());
-  if (pos == std::string::npos) throw RuntimeFailure(fmt::format("{}: bad .npy header", path.string()));
+  if (pos == std::string::npos)
+    throw RuntimeFailure(fmt::format("{}: bad .npy header", path.string()));
   ++pos;
   while (pos < dict.size() && dict[pos] == ' ') ++pos;
   std::size_t end = pos;
@@ -130,7 +134,8 @@ NpyArray read_npy(const std::filesystem::path& path) {
     unsigned char len[4];
     f.read(reinterpret_cast<char*>(len), 4);
     header_len = len[0] | (static_cast<std::size_t>(len[1]) << 8) |
-                 (static_cast<std::size_t>(len[2]) << 16) | (static_cast<std::size_t>(len[3]) << 24);
+                 (static_cast<std::size_t>(len[2]) << 16) |
+                 (static_cast<std::size_t>(len[3]) << 24);
   } else {
     throw RuntimeFailure(fmt::format("{}: unsupported .npy version {}", path.string(), major));
   }
@@ -157,12 +162,13 @@ NpyArray read_npy(const std::filesystem::path& path) {
   }
   std::size_t elem_size = 0;
   if (a.descr.size() >= 3) elem_size = static_cast<std::size_t>(std::stoul(a.descr.substr(2)));
-  if (elem_size == 0) throw RuntimeFailure(fmt::format("{}: unsupported descr '{}'", path.string(), a.descr));
+  if (elem_size == 0)
+    throw RuntimeFailure(fmt::format("{}: unsupported descr '{}'", path.string(), a.descr));
   a.data.resize(a.elements() * elem_size);
   f.read(reinterpret_cast<char*>(a.data.data()), static_cast<std::streamsize>(a.data.size()));
   if (!f) {
-    throw RuntimeFailure(fmt::format("{}: expected {} data bytes, file is shorter", path.string(),
-                                     a.data.size()));
+    throw RuntimeFailure(
+        fmt::format("{}: expected {} data bytes, file is shorter", path.string(), a.data.size()));
   }
   return a;
 }

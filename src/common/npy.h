@@ -19,10 +19,10 @@ void write_npy(const std::filesystem::path& path, std::span<const std::int32_t> 
                std::span<const std::int64_t> shape);
 
 struct NpyArray {
-  std::string descr;                // numpy dtype string, e.g. "<f4", "<i4"
+  std::string descr;  // numpy dtype string, e.g. "<f4", "<i4"
   bool fortran_order = false;
   std::vector<std::int64_t> shape;
-  std::vector<std::byte> data;      // raw element bytes as stored
+  std::vector<std::byte> data;  // raw element bytes as stored
   std::size_t elements() const;
   std::vector<float> as_float() const;         // requires descr "<f4"
   std::vector<std::int32_t> as_int32() const;  // requires descr "<i4"

@@ -25,8 +25,8 @@ void check_options(const MeasureOptions& opt) {
     throw InputError(fmt::format("min_time_s must be >= 0, got {}", opt.min_time_s));
   }
   if (!(opt.max_noise >= 0)) {
-    throw InputError(fmt::format("max_noise must be >= 0 (e.g. 0.005 = 0.5 %), got {}",
-                                 opt.max_noise));
+    throw InputError(
+        fmt::format("max_noise must be >= 0 (e.g. 0.005 = 0.5 %), got {}", opt.max_noise));
   }
   if (!(opt.timeout_s > 0)) {
     throw InputError(fmt::format("timeout_s must be > 0, got {}", opt.timeout_s));
@@ -54,8 +54,7 @@ std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt) {
   return measure(point, opt, steady_seconds);
 }
 
-std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt,
-                            const WallClock& now) {
+std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt, const WallClock& now) {
   check_options(opt);
   point.run();  // warm-up: first-touch page faults, instruction cache, lazy module loading
   std::vector<double> samples;

@@ -20,8 +20,7 @@ double steady_seconds();
 // for options out of range (min_samples < 1, negative times, max_noise < 0). Exceptions from
 // the point propagate.
 std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt);
-std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt,
-                            const WallClock& now);
+std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt, const WallClock& now);
 
 // The rule itself, on samples taken so far (for tests and for explaining why a point stopped).
 enum class StopReason { not_yet, converged, timeout };

@@ -51,11 +51,12 @@ RooflineResult compute_roofline(const RooflineInput& in, double t_s, const Devic
   const Roof datasheet = roof_time(in.bytes_min, in.flops, device.bandwidth_datasheet, flops_peak);
   out.roofline.t_roof_s = measured.t;
   out.roofline.bound = available(measured.t) ? measured.bound : datasheet.bound;
-  out.roofline.fraction_measured = measured.t / t_s;    // NaN stays NaN
+  out.roofline.fraction_measured = measured.t / t_s;  // NaN stays NaN
   out.roofline.fraction_datasheet = datasheet.t / t_s;
   if (paired_read_Bps > 0) {
     out.roofline.paired_read_Bps = paired_read_Bps;
-    out.roofline.fraction_paired = roof_time(in.bytes_min, in.flops, paired_read_Bps, flops_peak).t / t_s;
+    out.roofline.fraction_paired =
+        roof_time(in.bytes_min, in.flops, paired_read_Bps, flops_peak).t / t_s;
   }
   return out;
 }

@@ -15,15 +15,15 @@ namespace decodebench {
 
 // The model's numbers for one point (src/workload/byte_model.h computes them).
 struct RooflineInput {
-  double bytes_min = 0;       // kv_unique + q + out + tables + lens
-  double bytes_logical = 0;   // bytes_min with kv_logical in place of kv_unique
+  double bytes_min = 0;      // kv_unique + q + out + tables + lens
+  double bytes_logical = 0;  // bytes_min with kv_logical in place of kv_unique
   double flops = 0;
   int batch = 0;
   int num_layers = 0;
 };
 
-double measured_bandwidth_roof(const Ceilings& c);    // read, else copy, else triad, else 0
-double flop_roof(const DeviceInfo& d);                // measured fma_flops, else flops_peak
+double measured_bandwidth_roof(const Ceilings& c);  // read, else copy, else triad, else 0
+double flop_roof(const DeviceInfo& d);              // measured fma_flops, else flops_peak
 
 struct RooflineResult {
   BandwidthRecord bandwidth;

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cmath>
-#include <numeric>
+#include <map>
 #include <new>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -14,8 +14,8 @@
 #include "common/errors.h"
 #include "harness/measure.h"
 #include "harness/roofline.h"
-#include "harness/sweep_axes.h"
 #include "harness/stats.h"
+#include "harness/sweep_axes.h"
 #include "reference/reference.h"
 #include "report/knees.h"
 #include "workload/byte_model.h"
@@ -111,10 +111,10 @@ bool validate_point(PreparedPoint& prepared, const Workload& checked, std::span<
   const std::size_t row_elems = static_cast<std::size_t>(s.model.num_q_heads) * s.model.head_dim;
   const std::size_t want = static_cast<std::size_t>(s.batch) * row_elems;
   if (out.size() != want) {
-    throw RuntimeFailure(fmt::format("backend returned {} output values, expected {} "
-                                     "([batch {}][Hq {}][d {}])",
-                                     out.size(), want, s.batch, s.model.num_q_heads,
-                                     s.model.head_dim));
+    throw RuntimeFailure(
+        fmt::format("backend returned {} output values, expected {} "
+                    "([batch {}][Hq {}][d {}])",
+                    out.size(), want, s.batch, s.model.num_q_heads, s.model.head_dim));
   }
   const bool all_rows = static_cast<int>(rows.size()) == s.batch;
   const std::string key = reference_key(s, rows.size());
@@ -125,8 +125,7 @@ bool validate_point(PreparedPoint& prepared, const Workload& checked, std::span<
   } else {
     computed.ref = reference_decode(checked);
     if (is_fp8(s.kv_dtype)) {
-      computed.quant_rel =
-          quantization_error(computed.ref, reference_decode_unquantized(checked));
+      computed.quant_rel = quantization_error(computed.ref, reference_decode_unquantized(checked));
     }
     entry = &computed;
     if (cache) {
@@ -205,10 +204,11 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   r.time_s = summarize(r.samples);
   if (stop_reason(r.samples, config.measure, /*wall_elapsed_s=*/0) != StopReason::converged) {
     // Still ok and published; the note says the numbers are noisier than asked for.
-    r.reason = fmt::format("stopped at the {:g} s timeout after {} samples, noise {:.2f}% "
-                           "(asked <= {:.2f}%)",
-                           config.measure.timeout_s, r.time_s.samples,
-                           100 * r.time_s.rel_noise, 100 * config.measure.max_noise);
+    r.reason = fmt::format(
+        "stopped at the {:g} s timeout after {} samples, noise {:.2f}% "
+        "(asked <= {:.2f}%)",
+        config.measure.timeout_s, r.time_s.samples, 100 * r.time_s.rel_noise,
+        100 * config.measure.max_noise);
   }
   RooflineInput in;
   in.bytes_min = r.bytes.min;
@@ -216,7 +216,8 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   in.flops = r.flops;
   in.batch = p.spec.batch;
   in.num_layers = p.spec.model.num_layers;
-  const RooflineResult roof = compute_roofline(in, r.time_s.median, device, prepared->paired_read_Bps());
+  const RooflineResult roof =
+      compute_roofline(in, r.time_s.median, device, prepared->paired_read_Bps());
   r.bandwidth = roof.bandwidth;
   r.roofline = roof.roofline;
   r.tokens_per_s = roof.tokens_per_s;
@@ -229,8 +230,8 @@ void check_kernel_names(const Backend& backend, const SweepConfig& config) {
     if (std::find(names.begin(), names.end(), k) == names.end()) {
       std::string valid = "auto, all";
       for (const auto& n : names) valid += ", " + n;
-      throw InputError(fmt::format("kernel '{}' is not available on the {} backend; valid: {}",
-                                   k, backend.name(), valid));
+      throw InputError(fmt::format("kernel '{}' is not available on the {} backend; valid: {}", k,
+                                   backend.name(), valid));
     }
   }
 }
@@ -286,7 +287,8 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
     }
     report.knees = compute_knees(report.results);
     if (options.checkpoint) options.checkpoint(report);
-    if (options.progress) options.progress(i + 1, total, steady_seconds() - start, report.results.back());
+    if (options.progress)
+      options.progress(i + 1, total, steady_seconds() - start, report.results.back());
     if (device_failed) break;
   }
   report.knees = compute_knees(report.results);

@@ -44,9 +44,10 @@ struct RunOptions {
 //    dtype's tolerance (or NaN) makes the point `wrong`, with the first mismatch in the reason,
 //    and it is not timed: a wrong point publishes no time, bandwidth or tokens/s.
 //  - Host memory: when only a subset is validated and the host workload would exceed
-//    options.layout_only_above_bytes, the backend is first offered the point layout-only (backend.h: q/k_cache/v_cache empty, the device fills them); a backend that
-//    throws InputError gets make_workload(spec) instead. A workload that does not fit host
-//    memory (std::bad_alloc) makes the point `skipped`.
+//    options.layout_only_above_bytes, the backend is first offered the point layout-only
+//    (backend.h: q/k_cache/v_cache empty, the device fills them); a backend that throws InputError
+//    gets make_workload(spec) instead. A workload that does not fit host memory (std::bad_alloc)
+//    makes the point `skipped`.
 //  - fp8 KV: error.quant_rel = the reference on fp8 KV vs on the unquantized values.
 //  - A RuntimeFailure (device failure) records the point as `error` and ends the sweep with
 //    completion.state = device_failure; any other exception makes just that point `error`.
@@ -54,7 +55,6 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
 
 // Validation only (`decodebench check`): status ok, wrong (with the error record) or skipped
 // (the backend's reason); no timing. Exceptions (RuntimeFailure, InputError) propagate.
-PointResult run_check_point(Backend& backend, const SweepPoint& point,
-                            int validate_max_rows = 64);
+PointResult run_check_point(Backend& backend, const SweepPoint& point, int validate_max_rows = 64);
 
 }  // namespace decodebench

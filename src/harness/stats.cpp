@@ -43,8 +43,7 @@ SampleStats summarize(std::span<const double> seconds) {
   st.mean = std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
   if (x.size() >= 2 && st.median > 0) {
     const double sigma = (st.p90 - st.p10) / kP10P90Sigmas;
-    st.rel_noise =
-        kMedianEfficiency * sigma / std::sqrt(static_cast<double>(x.size())) / st.median;
+    st.rel_noise = kMedianEfficiency * sigma / std::sqrt(static_cast<double>(x.size())) / st.median;
   }
   return st;
 }

@@ -87,7 +87,8 @@ std::vector<std::string> split_list(std::string_view text, std::string_view flag
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = text.find(',', start);
-    const std::size_t len = comma == std::string_view::npos ? std::string_view::npos : comma - start;
+    const std::size_t len =
+        comma == std::string_view::npos ? std::string_view::npos : comma - start;
     const std::string_view item = trim(text.substr(start, len));
     if (item.empty()) {
       throw InputError(fmt::format(

@@ -64,8 +64,8 @@ struct AxisDef {
   nlohmann::json (*write_json)(const T&);
   // The point values one config value stands for (the model's shape; "all" kernels); null:
   // the value itself.
-  void (*resolve)(const T&, std::span<const std::string> all_kernels, std::vector<F>& out) =
-      nullptr;
+  void (*resolve)(const T&, std::span<const std::string> all_kernels,
+                  std::vector<F>& out) = nullptr;
   // How many points values resolve() makes of one config value, without loading anything;
   // null: 1.
   std::size_t (*count)(const T&, std::size_t num_kernels_for_all) = nullptr;
@@ -163,18 +163,19 @@ inline constexpr auto kAxes = std::tuple{
           return k.empty() ? "a kernel name must not be empty" : "";
         },
         .write_json = axis_values::plain<std::string>,
-        .resolve = [](const std::string& k, std::span<const std::string> all_kernels,
-                      std::vector<std::string>& out) {
-          if (k != "all") {
-            out.push_back(k);
-            return;
-          }
-          if (all_kernels.empty()) {
-            throw InputError(
-                "kernel 'all' needs the backend's kernel list; name the kernels instead");
-          }
-          out.insert(out.end(), all_kernels.begin(), all_kernels.end());
-        },
+        .resolve =
+            [](const std::string& k, std::span<const std::string> all_kernels,
+               std::vector<std::string>& out) {
+              if (k != "all") {
+                out.push_back(k);
+                return;
+              }
+              if (all_kernels.empty()) {
+                throw InputError(
+                    "kernel 'all' needs the backend's kernel list; name the kernels instead");
+              }
+              out.insert(out.end(), all_kernels.begin(), all_kernels.end());
+            },
         .count = [](const std::string& k, std::size_t num_kernels_for_all) -> std::size_t {
           return k == "all" ? num_kernels_for_all : 1;
         },
@@ -306,17 +307,22 @@ inline constexpr auto kSettings = std::tuple{
         .flag = "--shard",
         .help = "Run shard i of n of the points (index % n == i), e.g. 0/4",
         .members = 2,  // shard_index, shard_count
-        .get = [](const SweepConfig& c) { return Shard{c.shard_index, c.shard_count}; },
-        .set = [](SweepConfig& c, const Shard& v) {
-          c.shard_index = v.index;
-          c.shard_count = v.count;
-        },
+        .get =
+            [](const SweepConfig& c) {
+              return Shard{c.shard_index, c.shard_count};
+            },
+        .set =
+            [](SweepConfig& c, const Shard& v) {
+              c.shard_index = v.index;
+              c.shard_count = v.count;
+            },
         .read_json = axis_values::read_shard,
-        .from_cli = [](const std::string& text) {
-          Shard s;
-          parse_shard(text, s.index, s.count);
-          return s;
-        },
+        .from_cli =
+            [](const std::string& text) {
+              Shard s;
+              parse_shard(text, s.index, s.count);
+              return s;
+            },
         .check = [](const Shard& s) -> std::string {
           if (s.count >= 1 && s.index >= 0 && s.index < s.count) return "";
           return fmt::format("shard {}/{} is not valid: need n >= 1 and 0 <= i < n", s.index,

@@ -201,8 +201,7 @@ void validate(const SweepConfig& c) {
   std::vector<std::string> problems;
   for_each_axis([&](const auto& axis) {
     if ((c.*axis.values).empty()) {
-      problems.push_back(
-          fmt::format("axis '{}' is empty; give at least one value", axis.json_key));
+      problems.push_back(fmt::format("axis '{}' is empty; give at least one value", axis.json_key));
     }
   });
   for_each_axis([&](const auto& axis) {
@@ -220,8 +219,9 @@ void validate(const SweepConfig& c) {
     }
   });
   if (problems.empty()) return;
-  std::string msg = problems.size() == 1 ? problems[0]
-                                         : fmt::format("{} problems in the sweep:", problems.size());
+  std::string msg = problems.size() == 1
+                        ? problems[0]
+                        : fmt::format("{} problems in the sweep:", problems.size());
   if (problems.size() > 1) {
     for (const auto& p : problems) msg += "\n  " + p;
   }
@@ -283,7 +283,8 @@ std::vector<SweepPoint> expand(const SweepConfig& c, const std::vector<std::stri
     SweepPoint p;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       ((axis_field(p, std::get<K>(kAxes)) = std::get<K>(values)[i / stride[K] % size[K]]), ...);
-    }(std::make_index_sequence<kNumAxes>{});
+    }
+    (std::make_index_sequence<kNumAxes>{});
     p.spec.seed = c.seed;
     p.index = static_cast<int>(i);
     points.push_back(std::move(p));

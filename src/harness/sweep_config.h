@@ -48,7 +48,7 @@ struct MeasureOptions {
   double min_time_s = 0.5;
   double max_noise = 0.005;
   double timeout_s = 10;
-  bool warm_l2 = false;   // --warm: no cache flush before each sample (GPU L2, CPU LLC)
+  bool warm_l2 = false;  // --warm: no cache flush before each sample (GPU L2, CPU LLC)
   friend bool operator==(const MeasureOptions&, const MeasureOptions&) = default;
 };
 
@@ -68,7 +68,7 @@ struct SweepConfig {
   std::string backend = "auto";
   std::uint64_t seed = 0;
   MeasureOptions measure;
-  int shard_index = 0;   // --shard i/n: this process runs the points with index % n == i
+  int shard_index = 0;  // --shard i/n: this process runs the points with index % n == i
   int shard_count = 1;
   int validate_max_rows = 64;  // validate every sequence up to this batch, else a
                                // deterministic subset of this many sequences
@@ -96,21 +96,21 @@ nlohmann::json to_json(const SweepConfig& c);
 void validate(const SweepConfig& c);
 
 // Value parsers shared with the CLI; each throws InputError naming the value and the choices.
-ContextSpec parse_context(std::string_view s);   // "1024", "8k", "512:4096", "1k:8k"
-std::string context_label(const ContextSpec& c); // "8192" or "512:4096"
+ContextSpec parse_context(std::string_view s);                 // "1024", "8k", "512:4096", "1k:8k"
+std::string context_label(const ContextSpec& c);               // "8192" or "512:4096"
 void parse_shard(std::string_view s, int& index, int& count);  // "i/n", 0 <= i < n
 
 struct SweepPoint {
-  WorkloadSpec spec;      // model loaded, seed = config seed
-  std::string kernel;     // as requested: "auto" or a kernel name
-  int index = 0;          // position in the full expansion (stable across shards)
+  WorkloadSpec spec;   // model loaded, seed = config seed
+  std::string kernel;  // as requested: "auto" or a kernel name
+  int index = 0;       // position in the full expansion (stable across shards)
 };
 
 // The cartesian product, in the order of kAxes (sweep_axes.h; outermost first, batch innermost
 // so a batch series is contiguous): model, kernel, kv_dtype, q_dtype, block_size, prefix_groups,
-// hit_rate, context, batch; each axis in the order the config lists it. Then only the shard's points
-// (index % shard_count == shard_index). "all" in kernels expands to `all_kernels` (the backend's
-// kernel_names(); empty = leave "all" as InputError). Loads each model once (load_model).
+// hit_rate, context, batch; each axis in the order the config lists it. Then only the shard's
+// points (index % shard_count == shard_index). "all" in kernels expands to `all_kernels` (the
+// backend's kernel_names(); empty = leave "all" as InputError). Loads each model once (load_model).
 std::vector<SweepPoint> expand(const SweepConfig& c,
                                const std::vector<std::string>& all_kernels = {});
 // Size of the full expansion without loading models (for progress / sanity).

@@ -32,18 +32,21 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
   const PagedLayout& layout = w.layout;
   const int rows = w.rows();
   if (hkv <= 0 || hq % hkv != 0) {
-    throw InputError(fmt::format("reference: num_q_heads {} is not a multiple of num_kv_heads {}", hq, hkv));
+    throw InputError(
+        fmt::format("reference: num_q_heads {} is not a multiple of num_kv_heads {}", hq, hkv));
   }
 
   // Check the workload's shape up front: nothing may throw inside the parallel loop, and the
   // oracle must never read out of bounds.
   if (layout.context_lens.size() != static_cast<std::size_t>(rows) ||
       layout.block_tables.size() != static_cast<std::size_t>(rows) * layout.max_blocks_per_seq ||
-      (!w.source_block_ids.empty() && w.source_block_ids.size() != static_cast<std::size_t>(layout.num_blocks))) {
-    throw InputError(fmt::format("reference: inconsistent workload ({} rows, {} context lengths, {} "
-                                 "block-table entries for {} per row, {} source ids for {} blocks)",
-                                 rows, layout.context_lens.size(), layout.block_tables.size(),
-                                 layout.max_blocks_per_seq, w.source_block_ids.size(), layout.num_blocks));
+      (!w.source_block_ids.empty() &&
+       w.source_block_ids.size() != static_cast<std::size_t>(layout.num_blocks))) {
+    throw InputError(
+        fmt::format("reference: inconsistent workload ({} rows, {} context lengths, {} "
+                    "block-table entries for {} per row, {} source ids for {} blocks)",
+                    rows, layout.context_lens.size(), layout.block_tables.size(),
+                    layout.max_blocks_per_seq, w.source_block_ids.size(), layout.num_blocks));
   }
   for (int r = 0; r < rows; ++r) {
     const int len = layout.context_lens[r];
@@ -52,14 +55,16 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
                                    layout.max_blocks_per_seq * block_size));
     }
     for (int j = 0; j < (len + block_size - 1) / block_size; ++j) {
-      const std::int32_t id = layout.block_tables[static_cast<std::size_t>(r) * layout.max_blocks_per_seq + j];
+      const std::int32_t id =
+          layout.block_tables[static_cast<std::size_t>(r) * layout.max_blocks_per_seq + j];
       if (id < 0 || id >= layout.num_blocks) {
         throw InputError(fmt::format("reference: row {} block {} is {}; valid: 0..{}", r, j, id,
                                      layout.num_blocks - 1));
       }
     }
   }
-  const std::size_t cache_elems = static_cast<std::size_t>(layout.num_blocks) * hkv * block_size * d;
+  const std::size_t cache_elems =
+      static_cast<std::size_t>(layout.num_blocks) * hkv * block_size * d;
   if (w.k_cache.size() != cache_elems * kv_size || w.v_cache.size() != cache_elems * kv_size ||
       w.q.size() != static_cast<std::size_t>(rows) * hq * d * q_size) {
     throw InputError("reference: cache or q buffer size does not match the workload's shape");
@@ -77,7 +82,8 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
     // A hand-built workload without source ids is its own original pool.
     const std::size_t block = offset / block_elems;
     const std::uint64_t source_block =
-        w.source_block_ids.empty() ? block : static_cast<std::uint64_t>(w.source_block_ids.at(block));
+        w.source_block_ids.empty() ? block
+                                   : static_cast<std::uint64_t>(w.source_block_ids.at(block));
     const std::uint64_t original = source_block * block_elems + offset % block_elems;
     return counter_normal(w.spec.seed, static_cast<std::uint32_t>(t), original);
   };
@@ -92,8 +98,8 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
     std::vector<double> k(static_cast<std::size_t>(len) * d);  // [L][d]
     std::vector<double> v(static_cast<std::size_t>(len) * d);  // [L][d]
     for (int t = 0; t < len; ++t) {
-      const std::size_t row = token_row_offset(layout.block_tables.data(), layout.max_blocks_per_seq,
-                                               r, t, kv_head, hkv, block_size, d);
+      const std::size_t row = token_row_offset(
+          layout.block_tables.data(), layout.max_blocks_per_seq, r, t, kv_head, hkv, block_size, d);
       for (int i = 0; i < d; ++i) {
         k[static_cast<std::size_t>(t) * d + i] = kv_value(Tensor::k, row + i);
         v[static_cast<std::size_t>(t) * d + i] = kv_value(Tensor::v, row + i);
@@ -103,7 +109,8 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
     std::vector<double> q(static_cast<std::size_t>(d));
     for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {  // query heads of this kv head
       const std::size_t q_row = (static_cast<std::size_t>(r) * hq + h) * d;  // [rows][Hq][d]
-      for (int i = 0; i < d; ++i) q[i] = decode_value(w.spec.q_dtype, w.q.data() + (q_row + i) * q_size);
+      for (int i = 0; i < d; ++i)
+        q[i] = decode_value(w.spec.q_dtype, w.q.data() + (q_row + i) * q_size);
       // Scores, then a numerically safe softmax (subtract the max).
       double max_score = -std::numeric_limits<double>::infinity();
       for (int t = 0; t < len; ++t) {
@@ -161,8 +168,8 @@ Tolerance tolerance_for(DType q_dtype, DType kv_dtype) {
     case DType::bf16: return {1e-4, 8e-3};
     case DType::f32: return {1e-5, 1e-5};  // fp32 output: accumulation error only
     default:
-      throw InputError(fmt::format("no tolerance for q dtype {}; valid: f16, bf16, f32",
-                                   dtype_name(q_dtype)));
+      throw InputError(
+          fmt::format("no tolerance for q dtype {}; valid: f16, bf16, f32", dtype_name(q_dtype)));
   }
 }
 
@@ -170,9 +177,9 @@ Comparison compare_outputs(std::span<const float> out, std::span<const float> re
                            int head_dim, Tolerance tol) {
   const std::size_t row_elems = static_cast<std::size_t>(num_q_heads) * head_dim;
   if (out.size() != ref.size() || row_elems == 0 || out.size() % row_elems != 0) {
-    throw InputError(fmt::format(
-        "compare_outputs: out has {} elements, ref has {}; both must be [rows][{}][{}]",
-        out.size(), ref.size(), num_q_heads, head_dim));
+    throw InputError(
+        fmt::format("compare_outputs: out has {} elements, ref has {}; both must be [rows][{}][{}]",
+                    out.size(), ref.size(), num_q_heads, head_dim));
   }
   constexpr std::size_t kReported = 8;
   Comparison c;
@@ -201,14 +208,16 @@ Comparison compare_outputs(std::span<const float> out, std::span<const float> re
   }
   c.ok = c.mismatches == 0;
   if (c.ok) {
-    c.report = fmt::format("all {} elements within atol={:g} + rtol={:g}*|ref| (max abs {:.3g}, "
-                           "max rel {:.3g})",
-                           c.checked, tol.atol, tol.rtol, c.max_abs, c.max_rel);
+    c.report = fmt::format(
+        "all {} elements within atol={:g} + rtol={:g}*|ref| (max abs {:.3g}, "
+        "max rel {:.3g})",
+        c.checked, tol.atol, tol.rtol, c.max_abs, c.max_rel);
   } else {
-    c.report = fmt::format("{} of {} elements outside atol={:g} + rtol={:g}*|ref| (max abs {:.3g}, "
-                           "max rel {:.3g}); first {}:\n{}",
-                           c.mismatches, c.checked, tol.atol, tol.rtol, c.max_abs, c.max_rel,
-                           std::min(c.mismatches, kReported), details);
+    c.report = fmt::format(
+        "{} of {} elements outside atol={:g} + rtol={:g}*|ref| (max abs {:.3g}, "
+        "max rel {:.3g}); first {}:\n{}",
+        c.mismatches, c.checked, tol.atol, tol.rtol, c.max_abs, c.max_rel,
+        std::min(c.mismatches, kReported), details);
   }
   return c;
 }
@@ -222,7 +231,8 @@ double quantization_error(std::span<const float> quantized_ref,
   double max_diff = 0;
   double max_ref = 0;
   for (std::size_t i = 0; i < quantized_ref.size(); ++i) {
-    max_diff = std::max(max_diff, std::fabs(static_cast<double>(quantized_ref[i]) - unquantized_ref[i]));
+    max_diff =
+        std::max(max_diff, std::fabs(static_cast<double>(quantized_ref[i]) - unquantized_ref[i]));
     max_ref = std::max(max_ref, std::fabs(static_cast<double>(unquantized_ref[i])));
   }
   return max_ref > 0 ? max_diff / max_ref : max_diff;

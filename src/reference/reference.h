@@ -31,10 +31,10 @@ Tolerance tolerance_for(DType q_dtype, DType kv_dtype);
 struct Comparison {
   bool ok = false;
   std::size_t checked = 0;
-  std::size_t mismatches = 0;   // elements outside the tolerance (NaN/inf count, always)
-  double max_abs = 0;           // max |out - ref| over finite elements
-  double max_rel = 0;           // max |out - ref| / |ref| over elements with ref != 0
-  std::string report;           // the first few mismatches as [row][head][i] out=.. ref=..
+  std::size_t mismatches = 0;  // elements outside the tolerance (NaN/inf count, always)
+  double max_abs = 0;          // max |out - ref| over finite elements
+  double max_rel = 0;          // max |out - ref| / |ref| over elements with ref != 0
+  std::string report;          // the first few mismatches as [row][head][i] out=.. ref=..
 };
 // `out` and `ref` are [rows][Hq][d]; throws InputError if their sizes differ or are not a
 // multiple of Hq * d.

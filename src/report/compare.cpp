@@ -17,17 +17,18 @@ std::string point_key(const PointResult& p) {
   const std::string context = p.context.kind == ContextSpec::Kind::fixed
                                   ? fmt::format("{}", p.context.lo)
                                   : fmt::format("{}:{}", p.context.lo, p.context.hi);
-  return fmt::format("{}/{} {} kv={} q={} P={} B={} L={} h={} G={}", p.backend,
-                     p.kernel_requested, p.model, dtype_name(p.kv_dtype), dtype_name(p.q_dtype),
-                     p.block_size, p.batch, context, p.hit_rate, p.prefix_groups);
+  return fmt::format("{}/{} {} kv={} q={} P={} B={} L={} h={} G={}", p.backend, p.kernel_requested,
+                     p.model, dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
+                     context, p.hit_rate, p.prefix_groups);
 }
 
 }  // namespace
 
-ReportComparison compare_reports(const Report& baseline, const Report& current, double max_slowdown) {
+ReportComparison compare_reports(const Report& baseline, const Report& current,
+                                 double max_slowdown) {
   if (!(max_slowdown >= 0)) {
-    throw InputError(fmt::format("max slowdown must be >= 0 (e.g. 0.1 for 10 %), got {}",
-                                 max_slowdown));
+    throw InputError(
+        fmt::format("max slowdown must be >= 0 (e.g. 0.1 for 10 %), got {}", max_slowdown));
   }
   if (baseline.schema_version != current.schema_version) {
     throw InputError(fmt::format("cannot compare reports of schema versions {} and {}",
@@ -78,19 +79,19 @@ ReportComparison compare_reports(const Report& baseline, const Report& current, 
 std::string format_comparison(const ReportComparison& c) {
   std::size_t key_width = 5;
   for (const auto& p : c.points) key_width = std::max(key_width, p.key.size());
-  std::string out = fmt::format("{:<{}}  {:>12}  {:>12}  {:>8}\n", "point", key_width,
-                                "baseline s", "current s", "ratio");
+  std::string out = fmt::format("{:<{}}  {:>12}  {:>12}  {:>8}\n", "point", key_width, "baseline s",
+                                "current s", "ratio");
   for (const auto& p : c.points) {
-    out += fmt::format("{:<{}}  {:>12.4e}  {:>12.4e}  {:>8.3f}{}\n", p.key, key_width,
-                       p.baseline_s, p.current_s, p.ratio, p.regression ? "  REGRESSION" : "");
+    out += fmt::format("{:<{}}  {:>12.4e}  {:>12.4e}  {:>8.3f}{}\n", p.key, key_width, p.baseline_s,
+                       p.current_s, p.ratio, p.regression ? "  REGRESSION" : "");
   }
   for (const auto& w : c.wrong) out += "WRONG    " + w + "\n";
   for (const auto& m : c.missing) out += "MISSING  " + m + "\n";
   for (const auto& a : c.added) out += "new      " + a + "\n";
   out += fmt::format(
       "{} points compared, {} regressions (threshold {:.1f}% slower), {} wrong, {} missing: {}\n",
-      c.points.size(), c.regressions.size(), 100 * c.max_slowdown, c.wrong.size(),
-      c.missing.size(), c.failed() ? "FAIL" : "pass");
+      c.points.size(), c.regressions.size(), 100 * c.max_slowdown, c.wrong.size(), c.missing.size(),
+      c.failed() ? "FAIL" : "pass");
   return out;
 }
 

@@ -11,24 +11,24 @@ namespace decodebench {
 // What a report says about a device (DESIGN.md "Report": devices[...]). Bandwidths in B/s,
 // FLOP rates in FLOP/s, sizes in bytes; 0 = not known on this backend.
 struct Ceilings {
-  double read = 0;       // measured read-only bandwidth
-  double copy = 0;       // measured copy bandwidth, bytes read + bytes written
-  double triad = 0;      // measured triad bandwidth, 3 arrays counted
-  double fma_flops = 0;  // measured fp32 FMA peak (2 FLOP per FMA); 0 where not measured
+  double read = 0;                // measured read-only bandwidth
+  double copy = 0;                // measured copy bandwidth, bytes read + bytes written
+  double triad = 0;               // measured triad bandwidth, 3 arrays counted
+  double fma_flops = 0;           // measured fp32 FMA peak (2 FLOP per FMA); 0 where not measured
   std::int64_t buffer_bytes = 0;  // size of each buffer the bandwidth ceilings used
-  std::string note;               // where the method was bent (e.g. buffers capped to fit memory), else empty
+  std::string note;  // where the method was bent (e.g. buffers capped to fit memory), else empty
 };
 
 struct DeviceInfo {
-  std::string backend;             // "cpu", "emu", "cuda"
-  std::string name;                // "NVIDIA H200", "Intel(R) Xeon(R) ...", ...
-  int sm_count = 0;                // SMs (cuda) or hardware threads used (cpu)
-  std::int64_t l2_bytes = 0;       // L2 (cuda) or last-level cache (cpu)
-  std::int64_t mem_bytes = 0;      // device memory (cuda) or usable host memory (cpu)
-  double bandwidth_datasheet = 0;  // configs/devices.json, 0 if the device is not listed
+  std::string backend;               // "cpu", "emu", "cuda"
+  std::string name;                  // "NVIDIA H200", "Intel(R) Xeon(R) ...", ...
+  int sm_count = 0;                  // SMs (cuda) or hardware threads used (cpu)
+  std::int64_t l2_bytes = 0;         // L2 (cuda) or last-level cache (cpu)
+  std::int64_t mem_bytes = 0;        // device memory (cuda) or usable host memory (cpu)
+  double bandwidth_datasheet = 0;    // configs/devices.json, 0 if the device is not listed
   double bandwidth_theoretical = 0;  // 2 * memory clock * bus width / 8 (cuda only)
-  double flops_peak = 0;           // datasheet or measured fp32 peak, FLOP/s
-  Ceilings measured;               // filled by Backend::measure_ceilings()
+  double flops_peak = 0;             // datasheet or measured fp32 peak, FLOP/s
+  Ceilings measured;                 // filled by Backend::measure_ceilings()
 };
 
 }  // namespace decodebench

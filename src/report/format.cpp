@@ -13,8 +13,8 @@
 namespace decodebench {
 
 OutputFormat parse_output_format(std::string_view s) {
-  for (OutputFormat f : {OutputFormat::table, OutputFormat::json, OutputFormat::csv,
-                         OutputFormat::md}) {
+  for (OutputFormat f :
+       {OutputFormat::table, OutputFormat::json, OutputFormat::csv, OutputFormat::md}) {
     if (output_format_name(f) == s) return f;
   }
   throw InputError(fmt::format("unknown output format '{}'; valid: table, json, csv, md", s));
@@ -163,9 +163,10 @@ std::string format_table(const Report& r) {
   };
   out += line([&](std::size_t c) { return std::string(kColumns[c].title); });
   for (const auto& row : rows) out += line([&](std::size_t c) { return row[c]; });
-  out += "% roof: the median time's fraction of the roofline time against the measured "
-         "ceilings; % paired: the same against the read bandwidth measured right before each "
-         "sample (cpu); tok/s counts attention only (batch / (step time x layers)).\n";
+  out +=
+      "% roof: the median time's fraction of the roofline time against the measured "
+      "ceilings; % paired: the same against the read bandwidth measured right before each "
+      "sample (cpu); tok/s counts attention only (batch / (step time x layers)).\n";
   const std::string notes = not_ok_notes(r);
   if (!notes.empty()) out += "not ok:\n" + notes;
   if (r.completion.state != Completion::State::complete) {
@@ -210,7 +211,8 @@ std::string format_csv(const Report& r) {
       "median_s,min_s,max_s,p10_s,p90_s,mean_s,rel_noise,samples,bytes_min,kv_bytes_logical,"
       "kv_bytes_unique,flops,arithmetic_intensity,achieved_bandwidth_Bps,"
       "logical_bandwidth_Bps,bound,t_roof_s,fraction_measured,fraction_datasheet,"
-      "paired_read_Bps,fraction_paired,tokens_per_s_attention_only,max_abs_err,max_rel_err,quant_rel_err,reason\n";
+      "paired_read_Bps,fraction_paired,tokens_per_s_attention_only,max_abs_err,max_rel_err,quant_"
+      "rel_err,reason\n";
   for (const auto& p : r.results) {
     const bool ok = p.status == PointStatus::ok;
     out += fmt::format(
@@ -218,8 +220,8 @@ std::string format_csv(const Report& r) {
         "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
         p.index, csv_text(p.kernel), csv_text(p.kernel_requested), csv_text(p.backend),
         csv_text(p.model), dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
-        p.context.kind == ContextSpec::Kind::fixed ? "fixed" : "ragged", p.context.lo,
-        p.context.hi, p.hit_rate, p.hit_rate_actual, p.prefix_groups, status_name(p.status),
+        p.context.kind == ContextSpec::Kind::fixed ? "fixed" : "ragged", p.context.lo, p.context.hi,
+        p.hit_rate, p.hit_rate_actual, p.prefix_groups, status_name(p.status),
         csv_number(p.time_s.median), csv_number(p.time_s.min), csv_number(p.time_s.max),
         csv_number(p.time_s.p10), csv_number(p.time_s.p90), csv_number(p.time_s.mean),
         csv_number(p.time_s.rel_noise), p.time_s.samples, p.bytes.min, p.bytes.kv_logical,

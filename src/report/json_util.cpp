@@ -95,7 +95,8 @@ void JsonIn::reject_unknown_keys(std::initializer_list<std::string_view> allowed
     if (!known) {
       std::string list;
       for (std::string_view a : allowed) list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
-      JsonIn(value, source_, child_path(key)).fail(fmt::format("unknown key; valid keys: {}", list));
+      JsonIn(value, source_, child_path(key))
+          .fail(fmt::format("unknown key; valid keys: {}", list));
     }
   }
 }

@@ -21,13 +21,14 @@ constexpr const char* kDefinition =
     "kv_dtype, q_dtype, block_size, context, hit_rate and prefix_groups, ordered by batch";
 
 // Series identity; context as (kind, lo, hi).
-using SeriesKey = std::tuple<std::string, std::string, DType, DType, int, int, int, int, double,
-                             int>;
+using SeriesKey =
+    std::tuple<std::string, std::string, DType, DType, int, int, int, int, double, int>;
 
 SeriesKey series_key(const PointResult& p) {
-  return {p.model,      p.kernel_requested,          p.kv_dtype,         p.q_dtype,
-          p.block_size, static_cast<int>(p.context.kind), p.context.lo, p.context.hi,
-          p.hit_rate,   p.prefix_groups};
+  return {p.model,        p.kernel_requested, p.kv_dtype,
+          p.q_dtype,      p.block_size,       static_cast<int>(p.context.kind),
+          p.context.lo,   p.context.hi,       p.hit_rate,
+          p.prefix_groups};
 }
 
 }  // namespace

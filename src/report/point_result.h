@@ -51,14 +51,14 @@ std::string_view bound_name(Bound b);
 
 // src/harness/roofline.h computes these.
 struct RooflineRecord {
-  Bound bound = Bound::memory;          // which roof is lower for this point (measured ceilings)
-  double t_roof_s = kNotAvailable;      // max(bytes_min / BW_measured, flops / FLOP_peak)
+  Bound bound = Bound::memory;      // which roof is lower for this point (measured ceilings)
+  double t_roof_s = kNotAvailable;  // max(bytes_min / BW_measured, flops / FLOP_peak)
   double fraction_measured = kNotAvailable;   // t_roof_s / t_median
   double fraction_datasheet = kNotAvailable;  // same against the datasheet bandwidth
   // Against the read bandwidth measured right before the samples (PreparedPoint::
   // paired_read_Bps: the cpu backend's timed cache flush); NaN where none was measured.
   double paired_read_Bps = kNotAvailable;
-  double fraction_paired = kNotAvailable;     // max(bytes_min / paired_read_Bps, flop roof) / t
+  double fraction_paired = kNotAvailable;  // max(bytes_min / paired_read_Bps, flop roof) / t
 };
 
 struct BandwidthRecord {
@@ -81,9 +81,9 @@ std::string_view status_name(PointStatus s);
 PointStatus parse_status(std::string_view s);  // throws InputError listing the valid names
 
 struct PointResult {
-  int index = 0;                     // position in the full (unsharded) sweep expansion
-  std::string kernel;                // the kernel that ran ("auto" already resolved)
-  std::string kernel_requested;      // "auto" or the name the sweep asked for
+  int index = 0;                 // position in the full (unsharded) sweep expansion
+  std::string kernel;            // the kernel that ran ("auto" already resolved)
+  std::string kernel_requested;  // "auto" or the name the sweep asked for
   std::string backend;
   std::string model;
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, num_layers = 0;
@@ -91,20 +91,20 @@ struct PointResult {
   DType q_dtype = DType::f16;
   int block_size = 0;
   int batch = 0;
-  ContextSpec context;               // JSON: {kind: fixed|ragged, values: [n] | [lo, hi]}
-  double hit_rate = 0;               // requested
-  double hit_rate_actual = 0;        // from the built layout
+  ContextSpec context;         // JSON: {kind: fixed|ragged, values: [n] | [lo, hi]}
+  double hit_rate = 0;         // requested
+  double hit_rate_actual = 0;  // from the built layout
   int prefix_groups = 1;
   std::uint64_t seed = 0;
   PointStatus status = PointStatus::ok;
-  std::string reason;                // why skipped / wrong / error; empty when ok
-  SampleStats time_s;                // NaN unless status ok
-  std::vector<double> samples;       // every timed sample, seconds (kept, STYLE.md 18)
+  std::string reason;           // why skipped / wrong / error; empty when ok
+  SampleStats time_s;           // NaN unless status ok
+  std::vector<double> samples;  // every timed sample, seconds (kept, STYLE.md 18)
   BytesRecord bytes;
   double flops = 0;
-  double arithmetic_intensity = 0;   // flops / bytes.min
-  BandwidthRecord bandwidth;         // NaN unless status ok
-  RooflineRecord roofline;           // times NaN unless status ok
+  double arithmetic_intensity = 0;      // flops / bytes.min
+  BandwidthRecord bandwidth;            // NaN unless status ok
+  RooflineRecord roofline;              // times NaN unless status ok
   double tokens_per_s = kNotAvailable;  // attention-only: batch / (t_median * num_layers)
   ErrorRecord error;
 };

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -37,8 +37,8 @@ std::string_view status_name(PointStatus s) {
 }
 
 PointStatus parse_status(std::string_view s) {
-  for (PointStatus p : {PointStatus::ok, PointStatus::wrong, PointStatus::skipped,
-                        PointStatus::error}) {
+  for (PointStatus p :
+       {PointStatus::ok, PointStatus::wrong, PointStatus::skipped, PointStatus::error}) {
     if (status_name(p) == s) return p;
   }
   throw InputError(fmt::format("unknown point status '{}'; valid: ok, wrong, skipped, error", s));
@@ -61,8 +61,10 @@ Completion::State parse_completion_state(const JsonIn& in) {
                   Completion::State::device_failure}) {
     if (completion_state_name(st) == s) return st;
   }
-  in.fail(fmt::format("'{}' is not a completion state; valid: complete, interrupted, "
-                      "device_failure", s));
+  in.fail(
+      fmt::format("'{}' is not a completion state; valid: complete, interrupted, "
+                  "device_failure",
+                  s));
 }
 
 DType dtype_from(const JsonIn& in) {
@@ -223,8 +225,10 @@ PointResult point_from(const JsonIn& in) {
   r.roofline.fraction_measured = roof.at("fraction_measured").number_or_nan();
   r.roofline.fraction_datasheet = roof.at("fraction_datasheet").number_or_nan();
   // Added after the first reports were written: absent means not measured.
-  if (roof.has("paired_read_Bps")) r.roofline.paired_read_Bps = roof.at("paired_read_Bps").number_or_nan();
-  if (roof.has("fraction_paired")) r.roofline.fraction_paired = roof.at("fraction_paired").number_or_nan();
+  if (roof.has("paired_read_Bps"))
+    r.roofline.paired_read_Bps = roof.at("paired_read_Bps").number_or_nan();
+  if (roof.has("fraction_paired"))
+    r.roofline.fraction_paired = roof.at("fraction_paired").number_or_nan();
   r.tokens_per_s = in.at("tokens_per_s").number_or_nan();
   const JsonIn err = in.at("error");
   r.error.max_abs = err.at("max_abs").number_or_nan();
@@ -394,8 +398,8 @@ void write_text_atomic(const std::filesystem::path& path, const std::string& tex
   if (std::rename(tmpl.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmpl.c_str());
-    throw RuntimeFailure(fmt::format("cannot write {}: rename failed ({})", path.string(),
-                                     std::strerror(err)));
+    throw RuntimeFailure(
+        fmt::format("cannot write {}: rename failed ({})", path.string(), std::strerror(err)));
   }
 }
 
@@ -468,21 +472,22 @@ Report merge_reports(std::span<const Report> shards) {
     if (config_without_shard(r.config) != config) {
       throw InputError(fmt::format(
           "merge: report {} was made with a different sweep config than report 0 (only 'shard' "
-          "may differ)", s));
+          "may differ)",
+          s));
     }
     std::set<std::pair<std::string, std::string>> mine;
     for (const auto& d : r.devices) mine.insert({d.backend, d.name});
     if (mine != devices) {
       throw InputError(fmt::format(
-          "merge: report {} ran on {} but report 0 on {}; merge only shards of one device type",
-          s, r.devices.empty() ? "no device" : r.devices[0].name,
+          "merge: report {} ran on {} but report 0 on {}; merge only shards of one device type", s,
+          r.devices.empty() ? "no device" : r.devices[0].name,
           shards[0].devices.empty() ? "no device" : shards[0].devices[0].name));
     }
     for (const auto& p : r.results) {
       if (!seen.insert(p.index).second) {
         throw InputError(fmt::format(
-            "merge: point {} appears twice (report {}); were the same shards given twice?",
-            p.index, s));
+            "merge: point {} appears twice (report {}); were the same shards given twice?", p.index,
+            s));
       }
       out.results.push_back(p);
     }

@@ -18,8 +18,8 @@ inline constexpr int kSchemaVersion = 1;
 
 struct ToolInfo {
   std::string name = "decodebench";
-  std::string version;   // project version
-  std::string git_sha;   // short sha of the build, "unknown" outside a checkout
+  std::string version;  // project version
+  std::string git_sha;  // short sha of the build, "unknown" outside a checkout
 };
 
 struct HostInfo {
@@ -36,20 +36,20 @@ struct HostInfo {
 struct Completion {
   enum class State { complete, interrupted, device_failure };
   State state = State::complete;
-  std::string reason;     // empty when complete
-  int points_planned = 0; // points of this shard's expansion
+  std::string reason;      // empty when complete
+  int points_planned = 0;  // points of this shard's expansion
 };
 std::string_view completion_state_name(Completion::State s);
 
 struct Report {
   int schema_version = kSchemaVersion;
   ToolInfo tool;
-  std::string created;                 // ISO-8601 UTC, "2025-01-31T12:00:00Z"
+  std::string created;  // ISO-8601 UTC, "2025-01-31T12:00:00Z"
   HostInfo host;
   std::vector<DeviceRecord> devices;
   nlohmann::json config = nlohmann::json::object();  // the resolved sweep (harness to_json)
   std::vector<PointResult> results;
-  nlohmann::json knees = nlohmann::json::array();    // compute_knees(results), see knees.h
+  nlohmann::json knees = nlohmann::json::array();  // compute_knees(results), see knees.h
   Completion completion;
 };
 

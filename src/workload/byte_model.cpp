@@ -8,15 +8,16 @@ ByteModel byte_model(const WorkloadSpec& spec, const PagedLayout& layout) {
   const auto kv_size = static_cast<std::int64_t>(dtype_size(spec.kv_dtype));
   const auto q_size = static_cast<std::int64_t>(dtype_size(spec.q_dtype));
   std::int64_t table_entries = 0;
-  for (std::int32_t len : layout.context_lens) table_entries += (len + spec.block_size - 1) / spec.block_size;
+  for (std::int32_t len : layout.context_lens)
+    table_entries += (len + spec.block_size - 1) / spec.block_size;
 
   ByteModel b;
   b.kv_bytes_per_token = 2 * std::int64_t{m.num_kv_heads} * m.head_dim * kv_size;
-  b.kv_logical   = layout.total_tokens * b.kv_bytes_per_token;
-  b.kv_unique    = layout.unique_tokens * b.kv_bytes_per_token;
-  b.q            = rows * m.num_q_heads * m.head_dim * q_size;
-  b.out          = rows * m.num_q_heads * m.head_dim * q_size;
-  b.block_table  = table_entries * std::int64_t{sizeof(std::int32_t)};
+  b.kv_logical = layout.total_tokens * b.kv_bytes_per_token;
+  b.kv_unique = layout.unique_tokens * b.kv_bytes_per_token;
+  b.q = rows * m.num_q_heads * m.head_dim * q_size;
+  b.out = rows * m.num_q_heads * m.head_dim * q_size;
+  b.block_table = table_entries * std::int64_t{sizeof(std::int32_t)};
   b.context_lens = rows * std::int64_t{sizeof(std::int32_t)};
   b.min = b.kv_unique + b.q + b.out + b.block_table + b.context_lens;
   b.flops = 4.0 * m.num_q_heads * static_cast<double>(layout.total_tokens) * m.head_dim;

@@ -9,15 +9,17 @@
 namespace decodebench {
 
 struct ByteModel {
-  std::int64_t kv_bytes_per_token = 0;  // 2 * Hkv * d * sizeof(kv): K and V of one token, all KV heads
-  std::int64_t kv_logical = 0;    // sum_b L_b * kv_bytes_per_token: what a prefix-unaware kernel streams
-  std::int64_t kv_unique = 0;     // distinct (block, slot) pairs read * kv_bytes_per_token: compulsory
-  std::int64_t q = 0;             // [B][Hq][d] q_dtype, read once
-  std::int64_t out = 0;           // [B][Hq][d] q_dtype, written once
-  std::int64_t block_table = 0;   // the entries actually read: sum_b ceil(L_b / P) int32
-  std::int64_t context_lens = 0;  // [B] int32
-  std::int64_t min = 0;           // kv_unique + q + out + block_table + context_lens
-  double flops = 0;               // sum_b 4 * Hq * L_b * d (QK^T and PV, a multiply-add = 2 FLOP)
+  std::int64_t kv_bytes_per_token =
+      0;  // 2 * Hkv * d * sizeof(kv): K and V of one token, all KV heads
+  std::int64_t kv_logical =
+      0;  // sum_b L_b * kv_bytes_per_token: what a prefix-unaware kernel streams
+  std::int64_t kv_unique = 0;  // distinct (block, slot) pairs read * kv_bytes_per_token: compulsory
+  std::int64_t q = 0;          // [B][Hq][d] q_dtype, read once
+  std::int64_t out = 0;        // [B][Hq][d] q_dtype, written once
+  std::int64_t block_table = 0;     // the entries actually read: sum_b ceil(L_b / P) int32
+  std::int64_t context_lens = 0;    // [B] int32
+  std::int64_t min = 0;             // kv_unique + q + out + block_table + context_lens
+  double flops = 0;                 // sum_b 4 * Hq * L_b * d (QK^T and PV, a multiply-add = 2 FLOP)
   double arithmetic_intensity = 0;  // flops / min, FLOP per byte
 };
 

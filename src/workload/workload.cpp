@@ -82,7 +82,8 @@ double hit_rate_of(const PagedLayout& layout, int block_size) {
   std::int64_t hit = 0;
   std::int64_t total = 0;
   for (std::size_t b = 0; b < layout.context_lens.size(); ++b) {
-    hit += static_cast<std::int64_t>(layout.shared_blocks_of_group[layout.group_of[b]]) * block_size;
+    hit +=
+        static_cast<std::int64_t>(layout.shared_blocks_of_group[layout.group_of[b]]) * block_size;
     total += layout.context_lens[b];
   }
   return total ? static_cast<double>(hit) / static_cast<double>(total) : 0.0;
@@ -96,7 +97,8 @@ std::int64_t cache_elements(const ModelShape& m, int block_size, std::int64_t nu
 // ISA each is a libm call; an FMA clone of the fill loop, picked at run time, is ~2x faster.
 // fmaf is exactly rounded either way, so both clones produce the same bits.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)  // ifunc resolvers run before the sanitizer runtime starts
+    !defined(__SANITIZE_THREAD__) &&                                   \
+    !defined(__SANITIZE_ADDRESS__)  // ifunc resolvers run before the sanitizer runtime starts
 #define DECODEBENCH_FMA_CLONES __attribute__((target_clones("fma", "default")))
 #else
 #define DECODEBENCH_FMA_CLONES
@@ -129,22 +131,27 @@ DECODEBENCH_FMA_CLONES void fill_chunk(std::byte* dst, std::int64_t count, std::
     i = 1;
   }
   for (; i + 1 < count; i += 2) {  // whole pairs: elements 2p and 2p + 1
-    const NormalPair p = counter_normal_pair(seed, t, (first_index + static_cast<std::uint64_t>(i)) >> 1);
+    const NormalPair p =
+        counter_normal_pair(seed, t, (first_index + static_cast<std::uint64_t>(i)) >> 1);
     store_as<kType>(p.first * inv_scale, dst + static_cast<std::size_t>(i) * kSize);
     store_as<kType>(p.second * inv_scale, dst + static_cast<std::size_t>(i + 1) * kSize);
   }
   if (i < count) {
-    store_as<kType>(counter_normal(seed, t, first_index + static_cast<std::uint64_t>(i)) * inv_scale,
-                    dst + static_cast<std::size_t>(i) * kSize);
+    store_as<kType>(
+        counter_normal(seed, t, first_index + static_cast<std::uint64_t>(i)) * inv_scale,
+        dst + static_cast<std::size_t>(i) * kSize);
   }
 }
 
 void fill_chunk(DType dtype, std::byte* dst, std::int64_t count, std::uint64_t seed, Tensor tensor,
                 std::uint64_t first_index, float inv_scale) {
   switch (dtype) {
-    case DType::f32: return fill_chunk<DType::f32>(dst, count, seed, tensor, first_index, inv_scale);
-    case DType::f16: return fill_chunk<DType::f16>(dst, count, seed, tensor, first_index, inv_scale);
-    case DType::bf16: return fill_chunk<DType::bf16>(dst, count, seed, tensor, first_index, inv_scale);
+    case DType::f32:
+      return fill_chunk<DType::f32>(dst, count, seed, tensor, first_index, inv_scale);
+    case DType::f16:
+      return fill_chunk<DType::f16>(dst, count, seed, tensor, first_index, inv_scale);
+    case DType::bf16:
+      return fill_chunk<DType::bf16>(dst, count, seed, tensor, first_index, inv_scale);
     case DType::fp8_e4m3:
       return fill_chunk<DType::fp8_e4m3>(dst, count, seed, tensor, first_index, inv_scale);
     case DType::fp8_e5m2:
@@ -177,8 +184,8 @@ int positive_int(const nlohmann::json& j, const char* key, const std::string& fi
   const nlohmann::json& v = j.at(key);
   if (!v.is_number_integer() || v.get<long long>() <= 0 ||
       v.get<long long>() > std::numeric_limits<int>::max()) {
-    throw InputError(fmt::format("{}: key '{}' must be a positive integer, got {}", file, key,
-                                 v.dump()));
+    throw InputError(
+        fmt::format("{}: key '{}' must be a positive integer, got {}", file, key, v.dump()));
   }
   return v.get<int>();
 }
@@ -262,10 +269,11 @@ ModelShape load_model(const std::string& name_or_path) {
   const std::filesystem::path preset = configs_dir() / "models" / (name_or_path + ".json");
   if (!std::filesystem::is_regular_file(preset)) {
     const std::vector<std::string> presets = model_presets();
-    throw InputError(fmt::format("unknown model '{}'; presets in {}: {} (or give a path to a "
-                                 "model .json)",
-                                 name_or_path, (configs_dir() / "models").string(),
-                                 presets.empty() ? "none" : fmt::format("{}", fmt::join(presets, ", "))));
+    throw InputError(
+        fmt::format("unknown model '{}'; presets in {}: {} (or give a path to a "
+                    "model .json)",
+                    name_or_path, (configs_dir() / "models").string(),
+                    presets.empty() ? "none" : fmt::format("{}", fmt::join(presets, ", "))));
   }
   return parse_model(preset);
 }
@@ -296,9 +304,10 @@ void validate(const WorkloadSpec& spec) {
                                  m.name, m.num_q_heads, m.num_kv_heads));
   }
   if (m.num_q_heads % m.num_kv_heads != 0) {
-    throw InputError(fmt::format("model '{}': num_q_heads ({}) % num_kv_heads ({}) != 0; the "
-                                 "query heads must split evenly into KV groups",
-                                 m.name, m.num_q_heads, m.num_kv_heads));
+    throw InputError(
+        fmt::format("model '{}': num_q_heads ({}) % num_kv_heads ({}) != 0; the "
+                    "query heads must split evenly into KV groups",
+                    m.name, m.num_q_heads, m.num_kv_heads));
   }
   if (m.head_dim != 64 && m.head_dim != 128 && m.head_dim != 256) {
     throw InputError(fmt::format("model '{}': head_dim {} is not supported; valid: 64, 128, 256",
@@ -310,8 +319,8 @@ void validate(const WorkloadSpec& spec) {
         spec.block_size));
   }
   if (spec.q_dtype != DType::f16 && spec.q_dtype != DType::bf16) {
-    throw InputError(fmt::format("q dtype {} is not supported; valid: f16, bf16",
-                                 dtype_name(spec.q_dtype)));
+    throw InputError(
+        fmt::format("q dtype {} is not supported; valid: f16, bf16", dtype_name(spec.q_dtype)));
   }
 }
 
@@ -346,8 +355,8 @@ PagedLayout build_layout(const WorkloadSpec& spec) {
   layout.shared_blocks_of_group.assign(groups, 0);
   for (int g = 0; g < groups && g < batch; ++g) {
     // The epsilon absorbs decimal hit rates that are not exact in binary (0.7 * 1000 / 10).
-    layout.shared_blocks_of_group[g] = static_cast<int>(
-        std::floor(spec.hit_rate * min_len[g] / block_size + 1e-9));
+    layout.shared_blocks_of_group[g] =
+        static_cast<int>(std::floor(spec.hit_rate * min_len[g] / block_size + 1e-9));
   }
 
   // Logical block numbering: each group's shared blocks, then each sequence's private blocks.
@@ -364,9 +373,10 @@ PagedLayout build_layout(const WorkloadSpec& spec) {
     num_blocks += blocks - layout.shared_blocks_of_group[layout.group_of[b]];
   }
   if (num_blocks > std::numeric_limits<std::int32_t>::max()) {
-    throw InputError(fmt::format("the point needs {} KV blocks, more than int32 block ids hold; "
-                                 "use a larger block size or fewer/shorter sequences",
-                                 num_blocks));
+    throw InputError(
+        fmt::format("the point needs {} KV blocks, more than int32 block ids hold; "
+                    "use a larger block size or fewer/shorter sequences",
+                    num_blocks));
   }
   layout.num_blocks = static_cast<int>(num_blocks);
   layout.max_blocks_per_seq = max_blocks;
@@ -383,7 +393,8 @@ PagedLayout build_layout(const WorkloadSpec& spec) {
 
   // Block tables [batch][max_blocks], unused entries -1.
   layout.block_tables.assign(static_cast<std::size_t>(batch) * max_blocks, -1);
-  std::int64_t next_private = group_first.empty() ? 0 : group_first.back() + layout.shared_blocks_of_group.back();
+  std::int64_t next_private =
+      group_first.empty() ? 0 : group_first.back() + layout.shared_blocks_of_group.back();
   for (int b = 0; b < batch; ++b) {
     const int g = layout.group_of[b];
     const int shared = layout.shared_blocks_of_group[g];
@@ -424,8 +435,8 @@ kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec) {
 
 kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec, const PagedLayout& layout) {
   kernels::PagedDecodeParams p = shape_params(spec);
-  p.block_tables = layout.block_tables.data();  // [rows][max_blocks_per_seq]
-  p.context_lens = layout.context_lens.data();  // [rows]
+  p.block_tables = layout.block_tables.data();                      // [rows][max_blocks_per_seq]
+  p.context_lens = layout.context_lens.data();                      // [rows]
   p.batch = static_cast<std::int32_t>(layout.context_lens.size());  // a subset has fewer rows
   p.max_blocks_per_seq = layout.max_blocks_per_seq;
   p.num_blocks = layout.num_blocks;
@@ -457,8 +468,8 @@ Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
   validate(spec);
   const int batch = static_cast<int>(layout.context_lens.size());
   if (batch != spec.batch) {
-    throw InputError(fmt::format("make_workload: the layout has {} sequences, the spec's batch is {}",
-                                 batch, spec.batch));
+    throw InputError(fmt::format(
+        "make_workload: the layout has {} sequences, the spec's batch is {}", batch, spec.batch));
   }
   if (sequences.empty()) throw InputError("make_workload: no sequences selected");
   std::vector<bool> seen(static_cast<std::size_t>(batch), false);
@@ -486,7 +497,8 @@ Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
   PagedLayout& sub = w.layout;
   sub.shared_blocks_of_group = layout.shared_blocks_of_group;
   int max_blocks = 0;
-  for (int s : sequences) max_blocks = std::max(max_blocks, blocks_for(layout.context_lens[s], block_size));
+  for (int s : sequences)
+    max_blocks = std::max(max_blocks, blocks_for(layout.context_lens[s], block_size));
   sub.max_blocks_per_seq = max_blocks;
   sub.block_tables.assign(static_cast<std::size_t>(rows) * max_blocks, -1);
   if (full) {
@@ -499,7 +511,8 @@ Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
     std::unordered_map<std::int32_t, std::int32_t> remap;
     for (int r = 0; r < rows; ++r) {
       const int s = sequences[r];
-      const std::int32_t* src = layout.block_tables.data() + static_cast<std::size_t>(s) * layout.max_blocks_per_seq;
+      const std::int32_t* src =
+          layout.block_tables.data() + static_cast<std::size_t>(s) * layout.max_blocks_per_seq;
       std::int32_t* dst = sub.block_tables.data() + static_cast<std::size_t>(r) * max_blocks;
       for (int j = 0; j < blocks_for(layout.context_lens[s], block_size); ++j) {
         auto [it, inserted] = remap.emplace(src[j], static_cast<std::int32_t>(remap.size()));
@@ -550,7 +563,8 @@ Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
 
 std::vector<int> validation_subset(const PagedLayout& layout, int max_rows) {
   const int batch = static_cast<int>(layout.context_lens.size());
-  if (max_rows < 1) throw InputError(fmt::format("validation subset needs >= 1 row, got {}", max_rows));
+  if (max_rows < 1)
+    throw InputError(fmt::format("validation subset needs >= 1 row, got {}", max_rows));
   std::vector<int> rows;
   if (batch <= max_rows) {
     rows.resize(batch);
@@ -575,7 +589,8 @@ std::vector<int> validation_subset(const PagedLayout& layout, int max_rows) {
 std::int64_t workload_host_bytes(const WorkloadSpec& spec, const PagedLayout& layout) {
   const ModelShape& m = spec.model;
   const std::int64_t rows = static_cast<std::int64_t>(layout.context_lens.size());
-  const std::int64_t q = rows * m.num_q_heads * m.head_dim * static_cast<std::int64_t>(dtype_size(spec.q_dtype));
+  const std::int64_t q =
+      rows * m.num_q_heads * m.head_dim * static_cast<std::int64_t>(dtype_size(spec.q_dtype));
   const std::int64_t kv = 2 * cache_elements(m, spec.block_size, layout.num_blocks) *
                           static_cast<std::int64_t>(dtype_size(spec.kv_dtype));
   const std::int64_t tables = static_cast<std::int64_t>(layout.block_tables.size()) * 4 + rows * 4;

@@ -15,12 +15,12 @@
 namespace decodebench {
 
 struct ModelShape {
-  std::string name;        // preset name ("llama-3.1-8b") or the config's "name"
-  int num_q_heads = 0;     // Hq
-  int num_kv_heads = 0;    // Hkv
-  int head_dim = 0;        // d
-  int num_layers = 0;      // only for tokens/s
-  std::string source;      // where the shape comes from (the preset's "source"), may be empty
+  std::string name;      // preset name ("llama-3.1-8b") or the config's "name"
+  int num_q_heads = 0;   // Hq
+  int num_kv_heads = 0;  // Hkv
+  int head_dim = 0;      // d
+  int num_layers = 0;    // only for tokens/s
+  std::string source;    // where the shape comes from (the preset's "source"), may be empty
   int group() const { return num_kv_heads ? num_q_heads / num_kv_heads : 0; }
 };
 
@@ -47,11 +47,11 @@ struct WorkloadSpec {
   ModelShape model;
   int batch = 1;
   ContextSpec context = ContextSpec::fixed(1024);
-  double hit_rate = 0;     // requested prefix-hit rate h in [0, 1]
-  int prefix_groups = 1;   // G >= 1; sequences join groups round-robin
+  double hit_rate = 0;    // requested prefix-hit rate h in [0, 1]
+  int prefix_groups = 1;  // G >= 1; sequences join groups round-robin
   DType kv_dtype = DType::f16;
   DType q_dtype = DType::f16;  // also the output dtype; f16 or bf16
-  int block_size = 16;     // P, power of two
+  int block_size = 16;         // P, power of two
   std::uint64_t seed = 0;
 };
 
@@ -62,12 +62,12 @@ void validate(const WorkloadSpec& spec);
 
 // Block placement without any KV data: cheap even for huge points.
 struct PagedLayout {
-  std::vector<std::int32_t> context_lens;   // [batch]
-  std::vector<std::int32_t> block_tables;   // [batch][max_blocks_per_seq], unused entries -1
+  std::vector<std::int32_t> context_lens;  // [batch]
+  std::vector<std::int32_t> block_tables;  // [batch][max_blocks_per_seq], unused entries -1
   int max_blocks_per_seq = 0;
-  int num_blocks = 0;                       // physical pool size (shared + private blocks)
-  int num_shared_blocks = 0;                // distinct physical blocks used by more than one sequence
-  std::vector<int> group_of;                // [batch] prefix group of each sequence
+  int num_blocks = 0;         // physical pool size (shared + private blocks)
+  int num_shared_blocks = 0;  // distinct physical blocks used by more than one sequence
+  std::vector<int> group_of;  // [batch] prefix group of each sequence
   std::vector<int> shared_blocks_of_group;  // [G] number of leading shared blocks
   double hit_rate_actual = 0;               // tokens in shared blocks / sum of context lengths
   std::int64_t total_tokens = 0;            // sum of context lengths (logical)
@@ -90,14 +90,14 @@ enum class Tensor : std::uint32_t { q = 0, k = 1, v = 2 };
 struct Workload {
   WorkloadSpec spec;
   PagedLayout layout;
-  std::vector<int> sequences;               // original sequence index of each row (all: 0..B-1)
-  std::vector<std::byte> q;                 // [rows][Hq][d] q_dtype
-  std::vector<std::byte> k_cache;           // [num_blocks][Hkv][P][d] kv_dtype
-  std::vector<std::byte> v_cache;           // [num_blocks][Hkv][P][d] kv_dtype
+  std::vector<int> sequences;      // original sequence index of each row (all: 0..B-1)
+  std::vector<std::byte> q;        // [rows][Hq][d] q_dtype
+  std::vector<std::byte> k_cache;  // [num_blocks][Hkv][P][d] kv_dtype
+  std::vector<std::byte> v_cache;  // [num_blocks][Hkv][P][d] kv_dtype
   // [num_blocks] the original physical id of each pool block (the counter the values come
   // from); the identity for the full pool.
   std::vector<std::int32_t> source_block_ids;
-  float softmax_scale = 0;                  // 1/sqrt(d)
+  float softmax_scale = 0;  // 1/sqrt(d)
   float k_scale = 1, v_scale = 1;
   int rows() const { return static_cast<int>(sequences.size()); }
   // A view for the kernels over this workload's host buffers (out left null).
@@ -108,9 +108,9 @@ struct Workload {
 kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec);
 kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec, const PagedLayout& layout);
 
-Workload make_workload(const WorkloadSpec& spec);                   // all sequences
+Workload make_workload(const WorkloadSpec& spec);  // all sequences
 Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
-                       std::span<const int> sequences);             // a subset
+                       std::span<const int> sequences);  // a subset
 // A deterministic subset of at most `max_rows` sequences for validating a huge point: always
 // the first and the last sequence (shortest/longest are not known in advance, but ragged
 // lengths are random), and evenly spaced ones in between, covering every prefix group when

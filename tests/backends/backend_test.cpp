@@ -125,11 +125,12 @@ TEST(EmuBackend, SkipReasons) {
   const std::string big = emu->skip_reason(tiny_spec(4, 8192, 32, 8), "naive");
   EXPECT_NE(big.find("too large for the emulator"), std::string::npos) << big;
   EXPECT_NE(big.find("--backend cpu or cuda"), std::string::npos) << big;
-  EXPECT_NE(emu->skip_reason(tiny_spec(1, 17, 8, 2), "nope").find("unknown kernel"), std::string::npos);
+  EXPECT_NE(emu->skip_reason(tiny_spec(1, 17, 8, 2), "nope").find("unknown kernel"),
+            std::string::npos);
   WorkloadSpec g16 = tiny_spec(1, 17, 16, 1);
   EXPECT_NE(emu->skip_reason(g16, "gqa").find("GQA groups up to 8"), std::string::npos);
   EXPECT_EQ(emu->skip_reason(g16, "naive"), "");  // naive takes any group
-  EXPECT_EQ(emu->measure_ceilings().read, 0);       // not measured, by design
+  EXPECT_EQ(emu->measure_ceilings().read, 0);     // not measured, by design
   EXPECT_NE(emu->device_info().name.find("not GPU timings"), std::string::npos);
 }
 

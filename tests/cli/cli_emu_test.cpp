@@ -18,17 +18,19 @@ constexpr const char* kTinyModel =
 TEST(CliEmu, CheckRunsEveryKernelAndTheCeilingKernels) {
   TempDir dir;
   write_file(dir / "tiny.json", kTinyModel);
-  const CliResult r = run_cli(
-      fmt::format("check --backend emu --model '{}' --batch 2 --context 17 --hit-rate 0.5",
-                  (dir / "tiny.json").string()),
-      dir.path());
+  const CliResult r =
+      run_cli(fmt::format("check --backend emu --model '{}' --batch 2 --context 17 --hit-rate 0.5",
+                          (dir / "tiny.json").string()),
+              dir.path());
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("emulator"), std::string::npos) << "the slow/correctness note";
   for (const char* kernel : {"naive", "gqa", "pipelined", "split_kv"}) {
-    EXPECT_NE(r.out.find(fmt::format("ok     {}", kernel)), std::string::npos) << kernel << "\n" << r.out;
+    EXPECT_NE(r.out.find(fmt::format("ok     {}", kernel)), std::string::npos) << kernel << "\n"
+                                                                               << r.out;
   }
   for (const char* check : {"bandwidth.read", "bandwidth.copy", "bandwidth.triad"}) {
-    EXPECT_NE(r.out.find(fmt::format("ok     {}", check)), std::string::npos) << check << "\n" << r.out;
+    EXPECT_NE(r.out.find(fmt::format("ok     {}", check)), std::string::npos) << check << "\n"
+                                                                              << r.out;
   }
   EXPECT_EQ(r.out.find("WRONG"), std::string::npos) << r.out;
 }
@@ -38,10 +40,10 @@ TEST(CliEmu, CheckReportsUnsupportedShapesAsSkipped) {
   // GQA 16 is beyond every rung but naive (max group 8): skipped with the reason, never dropped.
   write_file(dir / "g16.json",
              R"({"name":"g16","num_q_heads":16,"num_kv_heads":1,"head_dim":128,"num_layers":1})");
-  const CliResult r = run_cli(
-      fmt::format("check --backend emu --model '{}' --batch 1 --context 9 --kernel gqa",
-                  (dir / "g16.json").string()),
-      dir.path());
+  const CliResult r =
+      run_cli(fmt::format("check --backend emu --model '{}' --batch 1 --context 9 --kernel gqa",
+                          (dir / "g16.json").string()),
+              dir.path());
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("skip"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GQA groups up to 8"), std::string::npos) << r.out;

@@ -31,8 +31,11 @@ std::filesystem::path fake_cpu_ceilings(const TempDir& dir) {
     if (b.at("name") == "cpu") record = b.at("device");
   }
   EXPECT_FALSE(record.is_null()) << r.out;
-  record["bandwidth"]["measured"] = {{"read", 1.0e10}, {"copy", 0.9e10}, {"triad", 0.8e10},
-                                     {"buffer_bytes", 1 << 30}, {"note", "fake, for tests"}};
+  record["bandwidth"]["measured"] = {{"read", 1.0e10},
+                                     {"copy", 0.9e10},
+                                     {"triad", 0.8e10},
+                                     {"buffer_bytes", 1 << 30},
+                                     {"note", "fake, for tests"}};
   record["flops_measured"] = 1.0e11;
   const std::filesystem::path path = dir / "ceilings.json";
   write_file(path, record.dump());
@@ -49,8 +52,9 @@ struct BadInput {
 
 TEST(CliBadInput, ExitCodeAndMessageNameTheProblem) {
   TempDir dir;
-  write_file(dir / "gqa.json",
-             R"({"name":"bad-gqa","num_q_heads":6,"num_kv_heads":4,"head_dim":128,"num_layers":1})");
+  write_file(
+      dir / "gqa.json",
+      R"({"name":"bad-gqa","num_q_heads":6,"num_kv_heads":4,"head_dim":128,"num_layers":1})");
   write_file(dir / "d96.json",
              R"({"name":"bad-d","num_q_heads":8,"num_kv_heads":4,"head_dim":96,"num_layers":1})");
   write_file(dir / "unknown_key.json", R"({"batch": [1], "bogus": 1})");
@@ -72,10 +76,12 @@ TEST(CliBadInput, ExitCodeAndMessageNameTheProblem) {
       {"sweep --format xml", {"'xml'", "table", "json", "csv", "md"}},
       {"sweep --model " + d + "/gqa.json", {"num_kv_heads", "must divide num_q_heads"}},
       {"sweep --model " + d + "/d96.json", {"head_dim 96", "64, 128, 256"}},
-      {"sweep --config " + d + "/unknown_key.json", {d + "/unknown_key.json", "'bogus'", "valid keys"}},
+      {"sweep --config " + d + "/unknown_key.json",
+       {d + "/unknown_key.json", "'bogus'", "valid keys"}},
       {"sweep --config " + d + "/bad_value.json", {d + "/bad_value.json", "batch[1]", "-2"}},
       {"sweep --config " + d + "/missing.json", {d + "/missing.json"}},
-      {"sweep --backend cpu --batch 1,8 --dump " + d + "/dump", {"--dump", "one point", "2 points"}},
+      {"sweep --backend cpu --batch 1,8 --dump " + d + "/dump",
+       {"--dump", "one point", "2 points"}},
       {"sweep --shard 2/2", {"shard"}},
       {"sweep --bogus-flag", {"--bogus-flag"}},
       {"model --device nope", {"unknown device 'nope'", "devices.json", "h100-sxm", "h200"}},
@@ -113,15 +119,17 @@ TEST(CliBadInput, CeilingsFileOfAnotherDeviceIsRejected) {
   json j = read_json(ceilings);
   j["name"] = "Some Other CPU";
   write_file(dir / "other.json", j.dump());
-  const CliResult r = run_cli(fmt::format("sweep --backend cpu --ceilings '{}' --out ''",
-                                          (dir / "other.json").string()), dir.path());
+  const CliResult r = run_cli(
+      fmt::format("sweep --backend cpu --ceilings '{}' --out ''", (dir / "other.json").string()),
+      dir.path());
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("Some Other CPU"), std::string::npos) << r.err;
 }
 
 TEST(CliHelp, EverySubcommandHasHelp) {
   TempDir dir;
-  for (const char* cmd : {"sweep", "check", "ceilings", "devices", "kernels", "model", "compare", "merge"}) {
+  for (const char* cmd :
+       {"sweep", "check", "ceilings", "devices", "kernels", "model", "compare", "merge"}) {
     const CliResult r = run_cli(std::string(cmd) + " --help", dir.path());
     EXPECT_EQ(r.code, 0) << cmd << ": " << r.err;
     EXPECT_NE(r.out.find("--help"), std::string::npos) << cmd << ": " << r.out;
@@ -130,11 +138,11 @@ TEST(CliHelp, EverySubcommandHasHelp) {
   EXPECT_EQ(v.code, 0) << v.err;
   EXPECT_NE(v.out.find("decodebench "), std::string::npos) << v.out;
   const CliResult r = run_cli("sweep --help", dir.path());
-  for (const char* flag : {"--batch", "--context", "--hit-rate", "--prefix-groups", "--kv-dtype",
-                           "--q-dtype", "--block-size", "--kernel", "--backend", "--device",
-                           "--model", "--config", "--format", "--out", "--seed", "--dump",
-                           "--min-time", "--max-noise", "--min-samples", "--timeout", "--warm",
-                           "--shard", "--ceilings"}) {
+  for (const char* flag :
+       {"--batch",       "--context", "--hit-rate", "--prefix-groups", "--kv-dtype", "--q-dtype",
+        "--block-size",  "--kernel",  "--backend",  "--device",        "--model",    "--config",
+        "--format",      "--out",     "--seed",     "--dump",          "--min-time", "--max-noise",
+        "--min-samples", "--timeout", "--warm",     "--shard",         "--ceilings"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   }
 }
@@ -192,8 +200,9 @@ TEST(CliSweep, TinyCpuSweepWritesAValidReport) {
 TEST(CliSweep, OutputFormats) {
   TempDir dir;
   const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
-  const std::string base = fmt::format("sweep --backend cpu --batch 2 --context 17 {} --ceilings '{}' -q",
-                                       kFastMeasure, ceilings.string());
+  const std::string base =
+      fmt::format("sweep --backend cpu --batch 2 --context 17 {} --ceilings '{}' -q", kFastMeasure,
+                  ceilings.string());
   const CliResult csv = run_cli(base + " --out '' --format csv", dir.path());
   ASSERT_EQ(csv.code, 0) << csv.err;
   const std::string header = csv.out.substr(0, csv.out.find('\n'));
@@ -223,9 +232,10 @@ TEST(CliSweep, ConfigFileThenFlagsOverrideItsAxes) {
   write_file(dir / "sweep.json", R"({"batch": [1, 2, 3], "context": [20], "seed": 5,
                                      "measure": {"min_samples": 2, "min_time_s": 0, "timeout_s": 0.2}})");
   const std::filesystem::path out = dir / "r.json";
-  const CliResult r = run_cli(fmt::format("sweep --backend cpu --config '{}' --batch 4 --ceilings '{}' --out '{}' -q",
-                                          (dir / "sweep.json").string(), ceilings.string(), out.string()),
-                              dir.path());
+  const CliResult r = run_cli(
+      fmt::format("sweep --backend cpu --config '{}' --batch 4 --ceilings '{}' --out '{}' -q",
+                  (dir / "sweep.json").string(), ceilings.string(), out.string()),
+      dir.path());
   ASSERT_EQ(r.code, 0) << r.err;
   const json report = read_json(out);
   ASSERT_EQ(report.at("results").size(), 1u);  // --batch 4 replaced [1, 2, 3]
@@ -237,11 +247,13 @@ TEST(CliSweep, ConfigFileThenFlagsOverrideItsAxes) {
 TEST(CliSweep, ShardsMergeAndCompare) {
   TempDir dir;
   const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
-  const std::string base = fmt::format("sweep --backend cpu --batch 1,2 --context 17,33 {} --ceilings '{}' -q",
-                                       kFastMeasure, ceilings.string());
+  const std::string base =
+      fmt::format("sweep --backend cpu --batch 1,2 --context 17,33 {} --ceilings '{}' -q",
+                  kFastMeasure, ceilings.string());
   for (int i = 0; i < 2; ++i) {
     const CliResult r = run_cli(fmt::format("{} --shard {}/2 --out '{}'", base, i,
-                                            (dir / fmt::format("s{}.json", i)).string()), dir.path());
+                                            (dir / fmt::format("s{}.json", i)).string()),
+                                dir.path());
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(read_json(dir / fmt::format("s{}.json", i)).at("results").size(), 2u);
   }
@@ -262,19 +274,22 @@ TEST(CliSweep, ShardsMergeAndCompare) {
   json slow = merged;
   slow["results"][2]["time_s"]["median"] = slow["results"][2]["time_s"]["median"].get<double>() * 2;
   write_file(dir / "slow.json", slow.dump());
-  const CliResult reg = run_cli(fmt::format("compare '{}' '{}' --max-slowdown 0.5", all,
-                                            (dir / "slow.json").string()), dir.path());
+  const CliResult reg = run_cli(
+      fmt::format("compare '{}' '{}' --max-slowdown 0.5", all, (dir / "slow.json").string()),
+      dir.path());
   EXPECT_EQ(reg.code, 1) << reg.out << reg.err;
   // ... unless the threshold allows it.
-  const CliResult loose = run_cli(fmt::format("compare '{}' '{}' --max-slowdown 1.5", all,
-                                              (dir / "slow.json").string()), dir.path());
+  const CliResult loose = run_cli(
+      fmt::format("compare '{}' '{}' --max-slowdown 1.5", all, (dir / "slow.json").string()),
+      dir.path());
   EXPECT_EQ(loose.code, 0) << loose.out << loose.err;
   // Planted wrong result: fails the gate too.
   json wrong = merged;
   wrong["results"][1]["status"] = "wrong";
   wrong["results"][1]["reason"] = "planted";
   write_file(dir / "wrong.json", wrong.dump());
-  const CliResult w = run_cli(fmt::format("compare '{}' '{}'", all, (dir / "wrong.json").string()), dir.path());
+  const CliResult w =
+      run_cli(fmt::format("compare '{}' '{}'", all, (dir / "wrong.json").string()), dir.path());
   EXPECT_EQ(w.code, 1) << w.out << w.err;
 }
 
@@ -294,7 +309,8 @@ TEST(CliSweep, CtrlCKeepsFinishedPoints) {
                          "while [ ! -f '{}' ] && kill -0 $pid 2>/dev/null; do sleep 0.02; done\n"
                          "kill -INT $pid\nwait $pid\necho $? > '{}'\n",
                          sweep, out.string(), (dir / "rc").string()));
-  ASSERT_EQ(std::system(fmt::format("sh '{}' >/dev/null 2>&1", (dir / "ctrl_c.sh").string()).c_str()), 0);
+  ASSERT_EQ(
+      std::system(fmt::format("sh '{}' >/dev/null 2>&1", (dir / "ctrl_c.sh").string()).c_str()), 0);
   EXPECT_EQ(std::stoi(read_file(dir / "rc")), 130);
   const json report = read_json(out);
   const std::size_t done = report.at("results").size();
@@ -310,7 +326,8 @@ TEST(CliInfo, KernelsListsTheLadder) {
   TempDir dir;
   const CliResult r = run_cli("kernels", dir.path());
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* s : {"naive", "idea:", "head_dim:", "kv dtypes:", "block sizes:", "GQA group:", "cpu", "emu"}) {
+  for (const char* s :
+       {"naive", "idea:", "head_dim:", "kv dtypes:", "block sizes:", "GQA group:", "cpu", "emu"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
   const CliResult j = run_cli("kernels --format json", dir.path());
@@ -325,7 +342,8 @@ TEST(CliInfo, DevicesListsBackendsAndDatasheets) {
   TempDir dir;
   const CliResult r = run_cli("devices", dir.path());
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* s : {"cpu", "emu", "h100-sxm", "h200", "4.80 TB/s", "3.35 TB/s", "H100 80GB HBM3"}) {
+  for (const char* s :
+       {"cpu", "emu", "h100-sxm", "h200", "4.80 TB/s", "3.35 TB/s", "H100 80GB HBM3"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
 }
@@ -333,8 +351,10 @@ TEST(CliInfo, DevicesListsBackendsAndDatasheets) {
 TEST(CliModel, Llama8bOnH200MatchesHandComputedValues) {
   TempDir dir;
   const CliResult r = run_cli(
-      "model --model llama-3.1-8b --device h200 --context 8192 --batch 1,64 --kv-dtype f16,fp8_e4m3 "
-      "--format json", dir.path());
+      "model --model llama-3.1-8b --device h200 --context 8192 --batch 1,64 --kv-dtype "
+      "f16,fp8_e4m3 "
+      "--format json",
+      dir.path());
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = json::parse(r.out);
   ASSERT_EQ(j.at("rows").size(), 4u);
@@ -347,7 +367,8 @@ TEST(CliModel, Llama8bOnH200MatchesHandComputedValues) {
   EXPECT_EQ(f16.at("bytes_per_step_all_layers").get<double>(), 33572868.0 * 32);
   EXPECT_EQ(f16.at("bound"), "memory");
   EXPECT_NEAR(f16.at("t_roof_s").get<double>(), 33572868.0 * 32 / 4.8e12, 1e-12);
-  EXPECT_NEAR(f16.at("tokens_per_s_attention_only").get<double>(), 4.8e12 / (33572868.0 * 32), 1e-6);
+  EXPECT_NEAR(f16.at("tokens_per_s_attention_only").get<double>(), 4.8e12 / (33572868.0 * 32),
+              1e-6);
   // 141e9 B / (8192 tokens x 131072 B) = 131.3 -> 131 sequences.
   EXPECT_EQ(f16.at("max_batch_in_memory"), 131);
   const json& f16_64 = j.at("rows")[1];
@@ -360,7 +381,8 @@ TEST(CliModel, Llama8bOnH200MatchesHandComputedValues) {
   EXPECT_EQ(fp8.at("max_batch_in_memory"), 262);  // 141e9 / (8192 x 65536)
 
   // Weights subtracted: (141e9 - 16e9) / 2^30 = 116.4 -> 116.
-  const CliResult w = run_cli("model --device h200 --context 8192 --weights-bytes 16e9 --format json", dir.path());
+  const CliResult w =
+      run_cli("model --device h200 --context 8192 --weights-bytes 16e9 --format json", dir.path());
   ASSERT_EQ(w.code, 0) << w.err;
   EXPECT_EQ(json::parse(w.out).at("rows")[0].at("max_batch_in_memory"), 116);
   // A device name resolves through the datasheet's name patterns.
@@ -390,7 +412,8 @@ TEST(CliDump, CpuDumpRecomputesWithNumpySemantics) {
       fmt::format("sweep --backend cpu --model '{}' --batch 3 --context 20-45 --hit-rate 0.5 "
                   "--block-size 8 --kv-dtype fp8_e4m3 --seed 11 {} --ceilings '{}' --out '' "
                   "--dump '{}' -q",
-                  (dir / "tiny.json").string(), kFastMeasure, ceilings.string(), (dir / "dump").string()),
+                  (dir / "tiny.json").string(), kFastMeasure, ceilings.string(),
+                  (dir / "dump").string()),
       dir.path());
   ASSERT_EQ(r.code, 0) << r.err;
   const json meta = read_json(dir / "dump" / "meta.json");

@@ -19,10 +19,12 @@ using nlohmann::json;
 
 // Recomputes the attention output from the dumped arrays alone, as a numpy user would, in double.
 inline std::vector<double> recompute(const NpyArray& q, const NpyArray& k, const NpyArray& v,
-                              const NpyArray& tables, const NpyArray& lens, const json& meta) {
+                                     const NpyArray& tables, const NpyArray& lens,
+                                     const json& meta) {
   const std::vector<float> qv = q.as_float(), kv = k.as_float(), vv = v.as_float();
   const std::vector<std::int32_t> tv = tables.as_int32(), lv = lens.as_int32();
-  const int batch = static_cast<int>(q.shape[0]), hq = meta.at("num_q_heads"), hkv = meta.at("num_kv_heads");
+  const int batch = static_cast<int>(q.shape[0]), hq = meta.at("num_q_heads"),
+            hkv = meta.at("num_kv_heads");
   const int d = meta.at("head_dim"), p = meta.at("block_size");
   const int max_blocks = static_cast<int>(tables.shape[1]);
   const double scale = meta.at("softmax_scale").get<double>() * meta.at("k_scale").get<double>();
@@ -37,7 +39,8 @@ inline std::vector<double> recompute(const NpyArray& q, const NpyArray& k, const
         const int block = tv[b * max_blocks + t / p];
         const std::size_t row = ((static_cast<std::size_t>(block) * hkv + kvh) * p + t % p) * d;
         double dot = 0;
-        for (int i = 0; i < d; ++i) dot += qv[(b * hq + h) * d + i] * static_cast<double>(kv[row + i]);
+        for (int i = 0; i < d; ++i)
+          dot += qv[(b * hq + h) * d + i] * static_cast<double>(kv[row + i]);
         s[t] = dot * scale;
         mx = std::max(mx, s[t]);
       }
@@ -53,16 +56,17 @@ inline std::vector<double> recompute(const NpyArray& q, const NpyArray& k, const
   return out;
 }
 
-inline void expect_valid_dump(const std::filesystem::path& dir, const std::string& backend, int batch,
-                       double out_tolerance) {
+inline void expect_valid_dump(const std::filesystem::path& dir, const std::string& backend,
+                              int batch, double out_tolerance) {
   const json meta = read_json(dir / "meta.json");
   for (const char* key : {"kernel", "backend", "model", "num_q_heads", "num_kv_heads", "head_dim",
-                          "block_size", "kv_dtype", "q_dtype", "softmax_scale", "k_scale", "v_scale",
-                          "hit_rate", "hit_rate_actual", "prefix_groups", "seed"}) {
+                          "block_size", "kv_dtype", "q_dtype", "softmax_scale", "k_scale",
+                          "v_scale", "hit_rate", "hit_rate_actual", "prefix_groups", "seed"}) {
     EXPECT_TRUE(meta.contains(key)) << key;
   }
   EXPECT_EQ(meta.at("backend"), backend);
-  const std::int64_t hq = meta.at("num_q_heads"), hkv = meta.at("num_kv_heads"), d = meta.at("head_dim");
+  const std::int64_t hq = meta.at("num_q_heads"), hkv = meta.at("num_kv_heads"),
+                     d = meta.at("head_dim");
   const std::int64_t p = meta.at("block_size");
   const NpyArray q = read_npy(dir / "q.npy"), k = read_npy(dir / "k_cache.npy"),
                  v = read_npy(dir / "v_cache.npy"), tables = read_npy(dir / "block_tables.npy"),

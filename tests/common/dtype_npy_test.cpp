@@ -51,7 +51,8 @@ TEST(Dtype, EncodeDecode) {
   EXPECT_EQ(decode_value(DType::f32, buf), 0.1f);
 
   std::vector<std::byte> many(3 * 2);
-  for (int i = 0; i < 3; ++i) encode_value(DType::f16, static_cast<float>(i) + 0.5f, many.data() + 2 * i);
+  for (int i = 0; i < 3; ++i)
+    encode_value(DType::f16, static_cast<float>(i) + 0.5f, many.data() + 2 * i);
   EXPECT_EQ(decode_to_float(many, DType::f16), (std::vector<float>{0.5f, 1.5f, 2.5f}));
   EXPECT_THROW(decode_to_float(std::span(many).first(5), DType::f16), InputError);
   EXPECT_EQ(fp8_max(DType::fp8_e4m3), 448.0f);
@@ -87,7 +88,8 @@ TEST_F(Npy, FloatRoundTripAndHeader) {
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_GE(bytes.size(), 64u + 24u);
   EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
-  const std::size_t header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+  const std::size_t header_len =
+      static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
   EXPECT_EQ((10 + header_len) % 64, 0u);
   EXPECT_EQ(bytes.size(), 10 + header_len + data.size() * 4);
   EXPECT_EQ(bytes[10 + header_len - 1], '\n');

@@ -1,11 +1,11 @@
 // Helpers shared by the harness tests: temporary files, a tiny model, fake backends.
 #pragma once
 
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 namespace decodebench::test {
 
@@ -13,7 +13,8 @@ namespace decodebench::test {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "decodebench-test-XXXXXX").string();
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "decodebench-test-XXXXXX").string();
     if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
     path_ = tmpl;
   }

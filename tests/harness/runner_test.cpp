@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
-#include "harness/runner.h"
 #include "harness/harness_test_util.h"
+#include "harness/runner.h"
 #include "reference/reference.h"
 
 namespace decodebench {
@@ -21,7 +21,8 @@ class FakePrepared : public PreparedPoint {
   FakePrepared(const Workload& w, int bad_row, float delta, int* time_calls)
       : out_(reference_decode(w)), time_calls_(time_calls) {
     if (bad_row >= 0) {
-      const std::size_t row = static_cast<std::size_t>(w.spec.model.num_q_heads) * w.spec.model.head_dim;
+      const std::size_t row =
+          static_cast<std::size_t>(w.spec.model.num_q_heads) * w.spec.model.head_dim;
       out_[bad_row * row + row / 2 + 1] += delta;  // one element in the middle of the row
     }
   }
@@ -87,7 +88,7 @@ class FakeBackend : public Backend {
   int fail_on_prepare = -1;
   int throw_logic_on_prepare = -1;
   int skip_above_batch = 1 << 30;
-  int bad_row = -1;      // -1: the last row
+  int bad_row = -1;  // -1: the last row
   bool accepts_layout_only = false;
   int layout_only_offers = 0;
   float delta = 0.25f;
@@ -297,7 +298,7 @@ TEST_F(RunnerTest, Fp8PointsReportTheQuantizationError) {
   const Report r = run_sweep(be, c);
   ASSERT_EQ(r.results.size(), 2u);
   EXPECT_EQ(r.results[0].status, PointStatus::ok);
-  EXPECT_GT(r.results[0].error.quant_rel, 1e-4);   // e4m3 has 3 mantissa bits
+  EXPECT_GT(r.results[0].error.quant_rel, 1e-4);  // e4m3 has 3 mantissa bits
   EXPECT_LT(r.results[0].error.quant_rel, 0.2);
   EXPECT_TRUE(std::isnan(r.results[1].error.quant_rel));  // f16: not reported
 }

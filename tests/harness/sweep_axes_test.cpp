@@ -125,15 +125,24 @@ TEST(SweepAxes, TheSeedShapesTheWorkload) {
 }
 
 TEST(SweepAxes, UnknownKeysListTheValidOnes) {
-  expect_input_error([] { sweep_config_from_json({{"batchs", 1}}, "f.json"); },
-                     "f.json: key 'batchs': unknown key; valid keys: model, kernel, kv_dtype, "
-                     "q_dtype, block_size, prefix_groups, hit_rate, context, batch, backend, "
-                     "shard, seed, validate_max_rows, measure, name, description");
-  expect_input_error([] { sweep_config_from_json({{"measure", {{"warm", true}}}}, "f.json"); },
-                     "f.json: key 'measure.warm': unknown key; valid keys: min_time_s, max_noise, "
-                     "min_samples, timeout_s, warm_l2");
-  expect_input_error([] { sweep_config_from_json({{"measure", 1}}, "f.json"); },
-                     "f.json: key 'measure': expected an object, got number");
+  expect_input_error(
+      [] {
+        sweep_config_from_json({{"batchs", 1}}, "f.json");
+      },
+      "f.json: key 'batchs': unknown key; valid keys: model, kernel, kv_dtype, "
+      "q_dtype, block_size, prefix_groups, hit_rate, context, batch, backend, "
+      "shard, seed, validate_max_rows, measure, name, description");
+  expect_input_error(
+      [] {
+        sweep_config_from_json({{"measure", {{"warm", true}}}}, "f.json");
+      },
+      "f.json: key 'measure.warm': unknown key; valid keys: min_time_s, max_noise, "
+      "min_samples, timeout_s, warm_l2");
+  expect_input_error(
+      [] {
+        sweep_config_from_json({{"measure", 1}}, "f.json");
+      },
+      "f.json: key 'measure': expected an object, got number");
 }
 
 // The field counter the static_asserts rely on sees one more member.
@@ -171,11 +180,11 @@ std::map<std::string, std::string> options_of(bool measure) {
 
 TEST(SweepAxes, FlagsAndTheirTypesAreThoseOfBefore) {
   std::map<std::string, std::string> check = {
-      {"--config", "TEXT"},        {"--model", "TEXT"},      {"--batch", "TEXT"},
-      {"--context", "TEXT"},       {"--hit-rate", "TEXT"},   {"--prefix-groups", "TEXT"},
-      {"--kv-dtype", "TEXT"},      {"--q-dtype", "TEXT"},    {"--block-size", "TEXT"},
-      {"--kernel", "TEXT"},        {"--backend", "TEXT"},    {"--shard", "TEXT"},
-      {"--device", "INT"},         {"--seed", "UINT"},       {"--validate-rows", "INT"},
+      {"--config", "TEXT"},   {"--model", "TEXT"},    {"--batch", "TEXT"},
+      {"--context", "TEXT"},  {"--hit-rate", "TEXT"}, {"--prefix-groups", "TEXT"},
+      {"--kv-dtype", "TEXT"}, {"--q-dtype", "TEXT"},  {"--block-size", "TEXT"},
+      {"--kernel", "TEXT"},   {"--backend", "TEXT"},  {"--shard", "TEXT"},
+      {"--device", "INT"},    {"--seed", "UINT"},     {"--validate-rows", "INT"},
   };
   EXPECT_EQ(options_of(/*measure=*/false), check);
   std::map<std::string, std::string> sweep = check;
@@ -196,7 +205,8 @@ TEST(SweepAxes, ResolvedConfigJsonIsThatOfBefore) {
     "prefix_groups": [1], "kv_dtype": ["f16"], "q_dtype": ["f16"], "block_size": [16],
     "kernel": ["auto"], "backend": "auto", "seed": 0, "validate_max_rows": 64, "shard": "0/1",
     "measure": {"min_samples": 10, "min_time_s": 0.5, "max_noise": 0.005, "timeout_s": 10.0,
-                "warm_l2": false}})").dump());
+                "warm_l2": false}})")
+                                               .dump());
 
   const std::string file = (configs_dir() / "sweeps" / "default.json").string();
   EXPECT_EQ(to_json(parse_flags(fmt::format("--config '{}'", file))).dump(), json::parse(R"({
@@ -205,7 +215,8 @@ TEST(SweepAxes, ResolvedConfigJsonIsThatOfBefore) {
     "block_size": [16], "kernel": ["auto"], "backend": "auto", "seed": 0,
     "validate_max_rows": 64, "shard": "0/1",
     "measure": {"min_samples": 10, "min_time_s": 0.3, "max_noise": 0.005, "timeout_s": 4.0,
-                "warm_l2": false}})").dump());
+                "warm_l2": false}})")
+                                                                                 .dump());
 
   const SweepConfig flagged = parse_flags(fmt::format(
       "--config '{}' --model qwen2.5-7b,llama-3.1-8b --batch 2,4 --context 17,9-40,1k "
@@ -219,7 +230,8 @@ TEST(SweepAxes, ResolvedConfigJsonIsThatOfBefore) {
     "q_dtype": ["bf16"], "block_size": [8], "kernel": ["gqa", "all"], "backend": "cpu",
     "seed": 9, "validate_max_rows": 7, "shard": "1/3",
     "measure": {"min_samples": 4, "min_time_s": 0.1, "max_noise": 0.01, "timeout_s": 2.5,
-                "warm_l2": true}})").dump());
+                "warm_l2": true}})")
+                                         .dump());
 }
 
 // Expansion order and indices of before: the nested loops model > kernel > kv_dtype > q_dtype >

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
-#include "harness/sweep_config.h"
 #include "harness/harness_test_util.h"
+#include "harness/sweep_config.h"
 
 #include <fmt/format.h>
 
@@ -34,7 +34,8 @@ void expect_input_error(F&& f, std::initializer_list<std::string> parts) {
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    for (const auto& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
   }
 }
 
@@ -221,7 +222,8 @@ TEST(LoadSweepConfig, ErrorsNameTheFileAndTheKey) {
       ADD_FAILURE() << "expected InputError for " << cases[i].json;
     } catch (const InputError& e) {
       const std::string msg = e.what();
-      for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+      for (const auto& p : parts)
+        EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
     }
   }
   expect_input_error([&] { load_sweep_config(dir.path() / "missing.json"); },

@@ -15,8 +15,9 @@ namespace decodebench {
 namespace {
 
 // A hand-built workload: KV stored as `kv` dtype, Q as f16; the caller fills the values.
-Workload hand_workload(int hq, int hkv, int d, int block_size, DType kv, std::vector<std::int32_t> lens,
-                       std::vector<std::int32_t> tables, int max_blocks, int num_blocks) {
+Workload hand_workload(int hq, int hkv, int d, int block_size, DType kv,
+                       std::vector<std::int32_t> lens, std::vector<std::int32_t> tables,
+                       int max_blocks, int num_blocks) {
   Workload w;
   w.spec.model = {"hand", hq, hkv, d, 1, ""};
   w.spec.batch = static_cast<int>(lens.size());
@@ -84,10 +85,10 @@ TEST(Reference, GqaMapsQueryHeadsToTheirKvHeadWithScales) {
   w.k_scale = 0.5f;
   w.v_scale = 0.25f;
   for (int i = 0; i < 2; ++i) {
-    set(w.k_cache, DType::fp8_e4m3, 0 * 2 + i, 1.0f);       // kv head 0
-    set(w.k_cache, DType::fp8_e4m3, 1 * 2 + i, 2.0f);       // kv head 1
-    set(w.v_cache, DType::fp8_e4m3, 0 * 2 + i, 2.0f + i);   // (2, 3)
-    set(w.v_cache, DType::fp8_e4m3, 1 * 2 + i, 8.0f - i);   // (8, 7)
+    set(w.k_cache, DType::fp8_e4m3, 0 * 2 + i, 1.0f);      // kv head 0
+    set(w.k_cache, DType::fp8_e4m3, 1 * 2 + i, 2.0f);      // kv head 1
+    set(w.v_cache, DType::fp8_e4m3, 0 * 2 + i, 2.0f + i);  // (2, 3)
+    set(w.v_cache, DType::fp8_e4m3, 1 * 2 + i, 8.0f - i);  // (8, 7)
   }
   for (int j = 0; j < 8; ++j) set(w.q, DType::f16, j, 1.0f);
   const std::vector<float> out = reference_decode(w);
@@ -226,9 +227,9 @@ TEST(Tolerance, DroppedTokenIsCaught) {
   const Workload w = make_workload(small_spec(DType::f16));
   Workload dropped = w;
   dropped.layout.context_lens[1] -= 1;
-  const Comparison c = compare_outputs(round_to(DType::f16, reference_decode(dropped)),
-                                       reference_decode(w), 8, 64,
-                                       tolerance_for(DType::f16, DType::f16));
+  const Comparison c =
+      compare_outputs(round_to(DType::f16, reference_decode(dropped)), reference_decode(w), 8, 64,
+                      tolerance_for(DType::f16, DType::f16));
   EXPECT_FALSE(c.ok);
   EXPECT_NE(c.report.find("  [1]["), std::string::npos) << c.report;
   EXPECT_EQ(c.report.find("  [0]["), std::string::npos) << c.report;  // other rows untouched

@@ -28,8 +28,8 @@ inline PointResult ok_point(int index, int batch, double median_s, double achiev
   p.seed = 18446744073709551615ull;  // max uint64 survives the round trip
   p.status = PointStatus::ok;
   p.samples = {median_s * 0.99, median_s, median_s * 1.01};
-  p.time_s = {median_s, median_s * 0.99, median_s * 1.01, median_s * 0.992, median_s * 1.008,
-              median_s, 0.0012345678901234567, 3};
+  p.time_s = {median_s,         median_s * 0.99, median_s * 1.01,       median_s * 0.992,
+              median_s * 1.008, median_s,        0.0012345678901234567, 3};
   p.bytes = {1.0e9 * batch, 0.6e9 * batch, 0.6e9 * batch + 123456};
   p.flops = 4.0 * 32 * 8192 * 128 * batch;
   p.arithmetic_intensity = p.flops / p.bytes.min;

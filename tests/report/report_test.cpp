@@ -72,23 +72,41 @@ TEST(ToolInfo, NamesTheBuildsCommit) {
 
 TEST(ReportJson, HasEveryKeyOfTheDesign) {
   const nlohmann::json j = to_json(sample_report());
-  for (const char* k : {"schema_version", "tool", "created", "host", "devices", "config",
-                        "results", "knees"}) {
+  for (const char* k :
+       {"schema_version", "tool", "created", "host", "devices", "config", "results", "knees"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["schema_version"], 1);
   for (const char* k : {"name", "version", "git_sha"}) EXPECT_TRUE(j["tool"].contains(k)) << k;
   const auto& d = j["devices"][0];
-  for (const char* k : {"backend", "name", "sm_count", "l2_bytes", "mem_bytes", "bandwidth",
-                        "flops_peak"}) {
+  for (const char* k :
+       {"backend", "name", "sm_count", "l2_bytes", "mem_bytes", "bandwidth", "flops_peak"}) {
     EXPECT_TRUE(d.contains(k)) << k;
   }
-  for (const char* k : {"read", "copy", "triad"}) EXPECT_TRUE(d["bandwidth"]["measured"].contains(k));
+  for (const char* k : {"read", "copy", "triad"})
+    EXPECT_TRUE(d["bandwidth"]["measured"].contains(k));
   const auto& p = j["results"][0];
-  for (const char* k :
-       {"kernel", "backend", "model", "kv_dtype", "q_dtype", "block_size", "batch", "context",
-        "hit_rate", "hit_rate_actual", "prefix_groups", "status", "reason", "time_s", "bytes",
-        "flops", "arithmetic_intensity", "bandwidth", "roofline", "tokens_per_s", "error"}) {
+  for (const char* k : {"kernel",
+                        "backend",
+                        "model",
+                        "kv_dtype",
+                        "q_dtype",
+                        "block_size",
+                        "batch",
+                        "context",
+                        "hit_rate",
+                        "hit_rate_actual",
+                        "prefix_groups",
+                        "status",
+                        "reason",
+                        "time_s",
+                        "bytes",
+                        "flops",
+                        "arithmetic_intensity",
+                        "bandwidth",
+                        "roofline",
+                        "tokens_per_s",
+                        "error"}) {
     EXPECT_TRUE(p.contains(k)) << k;
   }
   for (const char* k : {"median", "min", "max", "p10", "p90", "mean", "rel_noise", "samples"}) {
@@ -114,7 +132,8 @@ TEST(ReportJson, ReadingErrorsNameTheKey) {
     report_from_json(j);
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("results[2].time_s.median"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("results[2].time_s.median"), std::string::npos)
+        << e.what();
   }
   j = to_json(sample_report());
   j["results"][0]["status"] = "great";
@@ -249,7 +268,7 @@ TEST(Format, TableHasDeviceHeaderAlignedRowsAndStatus) {
   EXPECT_NE(t.find("skipped"), std::string::npos);
   EXPECT_NE(t.find("needs 90.1 GB"), std::string::npos);  // the reason below the table
   EXPECT_NE(t.find("1000:9000"), std::string::npos);
-  EXPECT_NE(t.find("4000.0"), std::string::npos);            // 4 TB/s in the GB/s column
+  EXPECT_NE(t.find("4000.0"), std::string::npos);  // 4 TB/s in the GB/s column
   EXPECT_NE(t.find("80.0%"), std::string::npos);
   // Rows of the table proper all have the same display width.
   std::istringstream in(t);

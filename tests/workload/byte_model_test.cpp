@@ -21,15 +21,15 @@ WorkloadSpec llama_8b(int batch, int context, double h, DType kv) {
 TEST(ByteModel, Llama8bBatch8Context8192Fp16NoSharing) {
   const WorkloadSpec spec = llama_8b(8, 8192, 0.0, DType::f16);
   const ByteModel b = byte_model(spec, build_layout(spec));
-  EXPECT_EQ(b.kv_bytes_per_token, 4096);             // 2 (K,V) * 8 heads * 128 * 2 bytes
-  EXPECT_EQ(b.kv_logical, 268435456);                // 8 * 8192 * 4096 = 256 MiB
-  EXPECT_EQ(b.kv_unique, 268435456);                 // nothing shared
-  EXPECT_EQ(b.q, 65536);                             // 8 * 32 * 128 * 2
+  EXPECT_EQ(b.kv_bytes_per_token, 4096);  // 2 (K,V) * 8 heads * 128 * 2 bytes
+  EXPECT_EQ(b.kv_logical, 268435456);     // 8 * 8192 * 4096 = 256 MiB
+  EXPECT_EQ(b.kv_unique, 268435456);      // nothing shared
+  EXPECT_EQ(b.q, 65536);                  // 8 * 32 * 128 * 2
   EXPECT_EQ(b.out, 65536);
-  EXPECT_EQ(b.block_table, 16384);                   // 8 * 512 entries * 4
+  EXPECT_EQ(b.block_table, 16384);  // 8 * 512 entries * 4
   EXPECT_EQ(b.context_lens, 32);
   EXPECT_EQ(b.min, 268435456 + 65536 + 65536 + 16384 + 32);
-  EXPECT_DOUBLE_EQ(b.flops, 1073741824.0);           // 4 * 32 * 8192 * 128 * 8
+  EXPECT_DOUBLE_EQ(b.flops, 1073741824.0);                               // 4 * 32 * 8192 * 128 * 8
   EXPECT_DOUBLE_EQ(b.arithmetic_intensity, 1073741824.0 / 268582944.0);  // ~4 FLOP/byte
 }
 
@@ -48,11 +48,11 @@ TEST(ByteModel, SharedPrefixCountsUniqueBytesOnce) {
   const PagedLayout layout = build_layout(spec);
   const ByteModel b = byte_model(spec, layout);
   EXPECT_DOUBLE_EQ(layout.hit_rate_actual, 0.5);
-  EXPECT_EQ(b.kv_logical, 268435456);                // a prefix-unaware kernel still streams all
+  EXPECT_EQ(b.kv_logical, 268435456);  // a prefix-unaware kernel still streams all
   EXPECT_EQ(b.kv_unique, (8LL * 8192 - 7 * 4096) * 4096);  // 36864 distinct tokens
-  EXPECT_EQ(b.block_table, 16384);                   // every entry is still read
+  EXPECT_EQ(b.block_table, 16384);                         // every entry is still read
   EXPECT_EQ(b.min, 150994944 + 65536 + 65536 + 16384 + 32);
-  EXPECT_DOUBLE_EQ(b.flops, 1073741824.0);           // sharing saves bytes, not FLOPs
+  EXPECT_DOUBLE_EQ(b.flops, 1073741824.0);  // sharing saves bytes, not FLOPs
 }
 
 TEST(ByteModel, RaggedPartialBlocks) {

@@ -20,9 +20,7 @@
 namespace decodebench {
 namespace {
 
-ModelShape tiny_model(int hq = 8, int hkv = 2, int d = 64) {
-  return {"tiny", hq, hkv, d, 1, ""};
-}
+ModelShape tiny_model(int hq = 8, int hkv = 2, int d = 64) { return {"tiny", hq, hkv, d, 1, ""}; }
 
 WorkloadSpec spec_of(int batch, ContextSpec ctx, double h, int groups, int block_size = 16,
                      DType kv = DType::f16, std::uint64_t seed = 7) {
@@ -50,11 +48,13 @@ std::string message_of(const std::function<void()>& f) {
 // ---- models -------------------------------------------------------------------------------
 
 TEST(Models, PresetsHaveTheirRealShapes) {
-  struct Expected { const char* name; int hq, hkv, d, layers; };
-  const Expected expected[] = {
-      {"llama-3.1-8b", 32, 8, 128, 32}, {"llama-3.1-70b", 64, 8, 128, 80},
-      {"mistral-7b", 32, 8, 128, 32},   {"qwen2.5-7b", 28, 4, 128, 28},
-      {"llama-2-7b", 32, 32, 128, 32},  {"gemma-2-9b", 16, 8, 256, 42}};
+  struct Expected {
+    const char* name;
+    int hq, hkv, d, layers;
+  };
+  const Expected expected[] = {{"llama-3.1-8b", 32, 8, 128, 32}, {"llama-3.1-70b", 64, 8, 128, 80},
+                               {"mistral-7b", 32, 8, 128, 32},   {"qwen2.5-7b", 28, 4, 128, 28},
+                               {"llama-2-7b", 32, 32, 128, 32},  {"gemma-2-9b", 16, 8, 256, 42}};
   const std::vector<std::string> presets = model_presets();
   for (const Expected& e : expected) {
     EXPECT_TRUE(std::find(presets.begin(), presets.end(), e.name) != presets.end()) << e.name;
@@ -73,7 +73,8 @@ class ModelFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() /
-           (std::string("decodebench_models_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           (std::string("decodebench_models_") +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -86,31 +87,43 @@ class ModelFiles : public ::testing::Test {
 };
 
 TEST_F(ModelFiles, ErrorsNameTheFileAndTheKey) {
-  EXPECT_EQ(load_model(write("ok.json", R"({"name":"m","num_q_heads":8,"num_kv_heads":2,"head_dim":64,"num_layers":3})")).num_kv_heads, 2);
+  EXPECT_EQ(
+      load_model(
+          write("ok.json",
+                R"({"name":"m","num_q_heads":8,"num_kv_heads":2,"head_dim":64,"num_layers":3})"))
+          .num_kv_heads,
+      2);
 
-  const std::string unknown = write("unknown.json",
+  const std::string unknown = write(
+      "unknown.json",
       R"({"name":"m","num_q_heads":8,"num_kv_heads":2,"head_dim":64,"num_layers":3,"rope_theta":1})");
   std::string msg = message_of([&] { load_model(unknown); });
   EXPECT_NE(msg.find("unknown.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'rope_theta'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("num_kv_heads"), std::string::npos) << msg;  // lists the valid keys
 
-  const std::string missing = write("missing.json", R"({"name":"m","num_q_heads":8,"head_dim":64,"num_layers":3})");
+  const std::string missing =
+      write("missing.json", R"({"name":"m","num_q_heads":8,"head_dim":64,"num_layers":3})");
   msg = message_of([&] { load_model(missing); });
   EXPECT_NE(msg.find("missing.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("missing key 'num_kv_heads'"), std::string::npos) << msg;
 
-  const std::string gqa = write("gqa.json", R"({"name":"m","num_q_heads":28,"num_kv_heads":8,"head_dim":128,"num_layers":3})");
+  const std::string gqa =
+      write("gqa.json",
+            R"({"name":"m","num_q_heads":28,"num_kv_heads":8,"head_dim":128,"num_layers":3})");
   msg = message_of([&] { load_model(gqa); });
   EXPECT_NE(msg.find("gqa.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'num_kv_heads'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("28"), std::string::npos) << msg;
 
-  const std::string negative = write("neg.json", R"({"name":"m","num_q_heads":-8,"num_kv_heads":2,"head_dim":64,"num_layers":3})");
+  const std::string negative = write(
+      "neg.json", R"({"name":"m","num_q_heads":-8,"num_kv_heads":2,"head_dim":64,"num_layers":3})");
   msg = message_of([&] { load_model(negative); });
   EXPECT_NE(msg.find("'num_q_heads' must be a positive integer"), std::string::npos) << msg;
 
-  const std::string text = write("text.json", R"({"name":"m","num_q_heads":"8","num_kv_heads":2,"head_dim":64,"num_layers":3})");
+  const std::string text =
+      write("text.json",
+            R"({"name":"m","num_q_heads":"8","num_kv_heads":2,"head_dim":64,"num_layers":3})");
   msg = message_of([&] { load_model(text); });
   EXPECT_NE(msg.find("'num_q_heads'"), std::string::npos) << msg;
 
@@ -170,14 +183,16 @@ void check_layout_invariants(const WorkloadSpec& spec, const PagedLayout& l) {
     EXPECT_EQ(l.group_of[b], b % G);
     const int blocks = (len + P - 1) / P;
     for (int j = 0; j < l.max_blocks_per_seq; ++j) {
-      const std::int32_t id = l.block_tables[static_cast<std::size_t>(b) * l.max_blocks_per_seq + j];
+      const std::int32_t id =
+          l.block_tables[static_cast<std::size_t>(b) * l.max_blocks_per_seq + j];
       if (j >= blocks) {
         EXPECT_EQ(id, -1) << "unused entry b=" << b << " j=" << j;
         continue;
       }
       ASSERT_GE(id, 0);
       ASSERT_LT(id, l.num_blocks);
-      EXPECT_TRUE(readers[id].insert(b).second) << "sequence " << b << " reads block " << id << " twice";
+      EXPECT_TRUE(readers[id].insert(b).second)
+          << "sequence " << b << " reads block " << id << " twice";
     }
     total += len;
     hit_tokens += static_cast<std::int64_t>(l.shared_blocks_of_group[b % G]) * P;
@@ -204,7 +219,8 @@ void check_layout_invariants(const WorkloadSpec& spec, const PagedLayout& l) {
     // Distinct slots read: the longest reader's slots in this block.
     int slots = 0;
     for (int b : seqs) {
-      const std::int32_t* row = l.block_tables.data() + static_cast<std::size_t>(b) * l.max_blocks_per_seq;
+      const std::int32_t* row =
+          l.block_tables.data() + static_cast<std::size_t>(b) * l.max_blocks_per_seq;
       const int j = static_cast<int>(std::find(row, row + l.max_blocks_per_seq, id) - row);
       slots = std::max(slots, std::min(P, l.context_lens[b] - j * P));
     }
@@ -220,7 +236,8 @@ void check_layout_invariants(const WorkloadSpec& spec, const PagedLayout& l) {
 TEST(Layout, InvariantsAcrossHitRatesGroupsAndContexts) {
   for (double h : {0.0, 0.5, 1.0}) {
     for (int G : {1, 3}) {
-      for (ContextSpec ctx : {ContextSpec::fixed(97), ContextSpec::fixed(16), ContextSpec::ragged(1, 300)}) {
+      for (ContextSpec ctx :
+           {ContextSpec::fixed(97), ContextSpec::fixed(16), ContextSpec::ragged(1, 300)}) {
         for (int P : {8, 16}) {
           const WorkloadSpec spec = spec_of(7, ctx, h, G, P);
           SCOPED_TRACE(testing::Message() << "h=" << h << " G=" << G << " ctx=[" << ctx.lo << ","
@@ -306,8 +323,10 @@ TEST(Layout, MoreGroupsThanSequences) {
 // The stored value of K (or V) of token t of row r, kv head h, element i, decoded.
 float kv_at(const Workload& w, const std::vector<std::byte>& cache, int r, int t, int h, int i) {
   const ModelShape& m = w.spec.model;
-  const std::size_t off = token_row_offset(w.layout.block_tables.data(), w.layout.max_blocks_per_seq,
-                                           r, t, h, m.num_kv_heads, w.spec.block_size, m.head_dim) + i;
+  const std::size_t off =
+      token_row_offset(w.layout.block_tables.data(), w.layout.max_blocks_per_seq, r, t, h,
+                       m.num_kv_heads, w.spec.block_size, m.head_dim) +
+      i;
   return decode_value(w.spec.kv_dtype, cache.data() + off * dtype_size(w.spec.kv_dtype));
 }
 
@@ -331,9 +350,11 @@ TEST(Values, GeneratorValuesEncodedAndScaled) {
     for (std::size_t i = 0; i < elems; i += 37) {
       std::byte expected[4];
       encode_value(kv, counter_normal(spec.seed, 1, i) * inv, expected);
-      ASSERT_EQ(std::memcmp(expected, w.k_cache.data() + i * dtype_size(kv), dtype_size(kv)), 0) << i;
+      ASSERT_EQ(std::memcmp(expected, w.k_cache.data() + i * dtype_size(kv), dtype_size(kv)), 0)
+          << i;
       encode_value(kv, counter_normal(spec.seed, 2, i) * inv, expected);
-      ASSERT_EQ(std::memcmp(expected, w.v_cache.data() + i * dtype_size(kv), dtype_size(kv)), 0) << i;
+      ASSERT_EQ(std::memcmp(expected, w.v_cache.data() + i * dtype_size(kv), dtype_size(kv)), 0)
+          << i;
     }
     // Q [B][Hq][d] in q_dtype from tensor 0; never all zeros; fp8 never saturates.
     ASSERT_EQ(w.q.size(), 3u * 8 * 64 * 2);
@@ -374,7 +395,8 @@ TEST(Values, SubsetHasTheSameValues) {
     const int s = rows[r];
     ASSERT_EQ(sub.layout.context_lens[r], full.layout.context_lens[s]);
     EXPECT_EQ(sub.layout.group_of[r], full.layout.group_of[s]);
-    EXPECT_EQ(std::memcmp(sub.q.data() + r * 8 * 64 * 2, full.q.data() + s * 8 * 64 * 2, 8 * 64 * 2), 0);
+    EXPECT_EQ(
+        std::memcmp(sub.q.data() + r * 8 * 64 * 2, full.q.data() + s * 8 * 64 * 2, 8 * 64 * 2), 0);
     for (int t = 0; t < sub.layout.context_lens[r]; ++t) {
       for (int h = 0; h < 2; ++h) {
         for (int i : {0, 17, 63}) {
@@ -414,9 +436,10 @@ TEST(Values, ValidationSubsetCoversGroupsAndEnds) {
 TEST(Values, HostBytes) {
   const WorkloadSpec spec = spec_of(3, ContextSpec::fixed(20), 0.0, 1, 8);
   const Workload w = make_workload(spec);
-  const std::int64_t expected = static_cast<std::int64_t>(w.q.size() + w.k_cache.size() + w.v_cache.size() +
-                                                          4 * (w.layout.block_tables.size() + w.layout.context_lens.size() +
-                                                               w.source_block_ids.size()));
+  const std::int64_t expected =
+      static_cast<std::int64_t>(w.q.size() + w.k_cache.size() + w.v_cache.size() +
+                                4 * (w.layout.block_tables.size() + w.layout.context_lens.size() +
+                                     w.source_block_ids.size()));
   EXPECT_EQ(workload_host_bytes(spec, w.layout), expected);
 }
 

@@ -15,8 +15,8 @@
 #include "backends/cpu/cpu_ceilings.h"
 #include "backends/cpu/cpu_decode.h"
 #include "common/dtype.h"
-#include "common/host_facts.h"
 #include "common/errors.h"
+#include "common/host_facts.h"
 
 namespace decodebench {
 namespace {
@@ -37,8 +37,10 @@ class CpuPoint final : public PreparedPoint {
  public:
   // `flusher` (owned by the backend) empties the caches before every timed sample; nullptr
   // times warm samples (--warm).
-  CpuPoint(const Workload& w, cpu::CacheFlusher* flusher) : w_(w), params_(w.params()), flusher_(flusher) {
-    if (const std::string why = cpu::unsupported_reason(params_); !why.empty()) throw InputError(why);
+  CpuPoint(const Workload& w, cpu::CacheFlusher* flusher)
+      : w_(w), params_(w.params()), flusher_(flusher) {
+    if (const std::string why = cpu::unsupported_reason(params_); !why.empty())
+      throw InputError(why);
     out_.resize(static_cast<std::size_t>(w.rows()) * params_.num_q_heads * params_.head_dim *
                 dtype_size(params_.q_dtype));
     params_.out = out_.data();
@@ -80,10 +82,10 @@ class CpuPoint final : public PreparedPoint {
   }
 
  private:
-  const Workload& w_;              // owned by the caller; outlives this point
+  const Workload& w_;  // owned by the caller; outlives this point
   k::PagedDecodeParams params_;
-  std::vector<std::byte> out_;     // [rows][Hq][d] q_dtype
-  cpu::CacheFlusher* flusher_;     // nullptr: warm samples
+  std::vector<std::byte> out_;       // [rows][Hq][d] q_dtype
+  cpu::CacheFlusher* flusher_;       // nullptr: warm samples
   std::vector<double> paired_read_;  // B/s of each timed flush, one per sample
   std::vector<std::pair<const void*, std::size_t>> inputs_;  // evicted before a cold sample
 };
@@ -134,7 +136,8 @@ class CpuBackend final : public Backend {
   std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
                                          const TimingOptions& timing) override {
     if (kernel != kKernelName)
-      throw InputError("unknown kernel '" + std::string(kernel) + "' for the cpu backend (valid: cpu)");
+      throw InputError("unknown kernel '" + std::string(kernel) +
+                       "' for the cpu backend (valid: cpu)");
     if (!timing.warm_l2 && !flusher_) flusher_ = std::make_unique<cpu::CacheFlusher>();
     return std::make_unique<CpuPoint>(w, timing.warm_l2 ? nullptr : flusher_.get());
   }

@@ -132,7 +132,8 @@ void evict_from_caches(const void* data, std::size_t bytes, int threads) {
 
 CacheFlusher::CacheFlusher(std::int64_t llc_bytes, int threads) : threads_(threads) {
   constexpr std::size_t kMinBytes = std::size_t{64} << 20;
-  const std::size_t want = std::max(kMinBytes, 2 * static_cast<std::size_t>(std::max<std::int64_t>(llc_bytes, 0)));
+  const std::size_t want =
+      std::max(kMinBytes, 2 * static_cast<std::size_t>(std::max<std::int64_t>(llc_bytes, 0)));
   const std::size_t per_chunk = kCeilingChunk * sizeof(float);
   floats_ = (want + per_chunk - 1) / per_chunk * kCeilingChunk;
   data_ = allocate(kRegions * floats_).release();
@@ -185,7 +186,8 @@ void copy_kernel(const float* src, float* dst, std::size_t n, int threads) {
   }
 }
 
-void triad_kernel(float* a, const float* b, const float* c, float scalar, std::size_t n, int threads) {
+void triad_kernel(float* a, const float* b, const float* c, float scalar, std::size_t n,
+                  int threads) {
   require_chunked(n, "triad_kernel");
 #pragma omp parallel num_threads(resolve_threads(threads))
   {
@@ -245,8 +247,7 @@ Backend::SelfCheck verify_read(std::span<const float> src, double kernel_sum) {
 }
 
 Backend::SelfCheck verify_copy(std::span<const float> src, std::span<const float> dst) {
-  if (src.size() != dst.size())
-    return make_check("bandwidth.copy", false, "sizes differ");
+  if (src.size() != dst.size()) return make_check("bandwidth.copy", false, "sizes differ");
   for (std::size_t i = 0; i < src.size(); ++i) {
     if (std::memcmp(&src[i], &dst[i], sizeof(float)) != 0)
       return make_check("bandwidth.copy", false,
@@ -272,7 +273,8 @@ Backend::SelfCheck verify_triad(std::span<const float> a, std::span<const float>
 Backend::SelfCheck verify_fma(double kernel_value, std::int64_t iterations, float m) {
   // Every lane converges to 1: x_n = 1 - (1 - x_0) m^n; the mean over lanes likewise.
   const double expected =
-      1.0 - (1.0 - fma_mean_start()) * std::pow(static_cast<double>(m), static_cast<double>(iterations));
+      1.0 -
+      (1.0 - fma_mean_start()) * std::pow(static_cast<double>(m), static_cast<double>(iterations));
   const double rel = std::abs(kernel_value - expected) / std::abs(expected);
   return make_check("flops.fma", rel <= 1e-3,
                     "mean lane after " + std::to_string(iterations) + " iterations: kernel " +
@@ -311,7 +313,8 @@ Ceilings measure_ceilings(const CeilingOptions& options) {
     char* end = nullptr;
     const long long v = std::strtoll(env, &end, 10);
     if (*end != '\0' || v <= 0)
-      throw InputError("DECODEBENCH_CEILING_BYTES='" + std::string(env) + "' is not a positive byte count");
+      throw InputError("DECODEBENCH_CEILING_BYTES='" + std::string(env) +
+                       "' is not a positive byte count");
     bytes = v;
     how = "buffer size from DECODEBENCH_CEILING_BYTES";
   } else if (bytes <= 0) {
@@ -324,9 +327,9 @@ Ceilings measure_ceilings(const CeilingOptions& options) {
   const std::int64_t avail = available_memory_bytes();
   if (avail > 0 && 3 * bytes > avail / 2) {
     const std::int64_t capped = avail / 6;
-    how += (how.empty() ? "" : "; ") + std::string("buffers capped at ") + gb(static_cast<double>(capped)) +
-           " each (wanted " + gb(static_cast<double>(bytes)) + "; 3 buffers must fit in half of the " +
-           gb(static_cast<double>(avail)) + " available)";
+    how += (how.empty() ? "" : "; ") + std::string("buffers capped at ") +
+           gb(static_cast<double>(capped)) + " each (wanted " + gb(static_cast<double>(bytes)) +
+           "; 3 buffers must fit in half of the " + gb(static_cast<double>(avail)) + " available)";
     bytes = capped;
   }
   const std::int64_t chunk_bytes = kCeilingChunk * sizeof(float);
@@ -344,11 +347,15 @@ Ceilings measure_ceilings(const CeilingOptions& options) {
   volatile double sink = 0;  // keeps the read sum live across repetitions
   out.read = dbytes / best_seconds(reps, [&] { sink = sink + read_kernel(b.get(), n, threads); });
   out.copy = 2 * dbytes / best_seconds(reps, [&] { copy_kernel(b.get(), a.get(), n, threads); });
-  out.triad = 3 * dbytes / best_seconds(reps, [&] { triad_kernel(a.get(), b.get(), c.get(), 3.0f, n, threads); });
+  out.triad = 3 * dbytes / best_seconds(reps, [&] {
+                triad_kernel(a.get(), b.get(), c.get(), 3.0f, n, threads);
+              });
 
   const std::int64_t iters = std::max<std::int64_t>(1, options.fma_iterations);
-  const double t_fma = best_seconds(reps, [&] { sink = sink + fma_kernel(iters, 0.9999999f, threads); });
-  out.fma_flops = static_cast<double>(fma_flops_per_iteration()) * static_cast<double>(iters) * threads / t_fma;
+  const double t_fma =
+      best_seconds(reps, [&] { sink = sink + fma_kernel(iters, 0.9999999f, threads); });
+  out.fma_flops =
+      static_cast<double>(fma_flops_per_iteration()) * static_cast<double>(iters) * threads / t_fma;
   return out;
 }
 
@@ -359,7 +366,8 @@ std::int64_t last_level_cache_bytes() {
   int best_level = 0;
   std::int64_t best = 0;
   for (int index = 0; index < 16; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    const std::string dir =
+        "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
     std::ifstream level_in(dir + "level"), size_in(dir + "size"), type_in(dir + "type");
     if (!level_in || !size_in) break;
     int level = 0;

@@ -27,8 +27,8 @@ struct CeilingOptions {
   // variable DECODEBENCH_CEILING_BYTES, when set, overrides both (for tests and small machines).
   std::int64_t buffer_bytes = 0;
   double llc_multiple = 8;
-  int repetitions = 5;          // best of
-  int num_threads = 0;          // 0: omp_get_max_threads()
+  int repetitions = 5;                       // best of
+  int num_threads = 0;                       // 0: omp_get_max_threads()
   std::int64_t fma_iterations = 20'000'000;  // per thread per repetition
 };
 
@@ -46,9 +46,10 @@ inline constexpr std::size_t kCeilingChunk = 64;  // floats per inner step: 4 x 
 // First-touch fill with the same static partition the kernels use: x[i] = pattern(i).
 // pattern(i) = (i % 4) + offset, small integers, so sums stay exact in fp32.
 void fill_pattern(float* x, std::size_t n, float offset, int threads);
-double read_kernel(const float* src, std::size_t n, int threads);          // returns the sum
+double read_kernel(const float* src, std::size_t n, int threads);  // returns the sum
 void copy_kernel(const float* src, float* dst, std::size_t n, int threads);
-void triad_kernel(float* a, const float* b, const float* c, float scalar, std::size_t n, int threads);
+void triad_kernel(float* a, const float* b, const float* c, float scalar, std::size_t n,
+                  int threads);
 // x <- x * m + (1 - m) on every lane of 16 independent chains, `iterations` times, chain k
 // starting from 0.5 k / 16, on each thread; returns the mean final value over all lanes
 // (1 - (1 - mean start) m^iterations analytically).
@@ -64,8 +65,8 @@ Backend::SelfCheck verify_triad(std::span<const float> a, std::span<const float>
 Backend::SelfCheck verify_fma(double kernel_value, std::int64_t iterations, float m);
 
 // ---- Host facts ----------------------------------------------------------------------------
-std::int64_t last_level_cache_bytes();      // sysfs cache hierarchy, else sysconf; 0 if unknown
-std::int64_t available_memory_bytes();      // /proc/meminfo MemAvailable; 0 if unknown
+std::int64_t last_level_cache_bytes();  // sysfs cache hierarchy, else sysconf; 0 if unknown
+std::int64_t available_memory_bytes();  // /proc/meminfo MemAvailable; 0 if unknown
 
 // ---- Cold caches for the timed samples --------------------------------------------------------
 // The CPU counterpart of the GPU's L2 flush (DESIGN.md, Timing). Before a cold sample the cpu
@@ -103,7 +104,7 @@ class CacheFlusher {
   float* data_ = nullptr;  // kRegions regions of floats_ floats
   std::size_t floats_ = 0;
   int threads_ = 0;
-  int next_ = 0;           // region the next flush reads
+  int next_ = 0;  // region the next flush reads
 };
 
 }  // namespace decodebench::cpu

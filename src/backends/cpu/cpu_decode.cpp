@@ -24,11 +24,16 @@ extern template void decode_for_dtype<DType::f16>(const PagedDecodeParams&, int,
 extern template void decode_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int, bool);
 extern template void decode_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int, int, bool);
 extern template void decode_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int, int, bool);
-extern template std::uint64_t read_walk_for_dtype<DType::f32>(const PagedDecodeParams&, int, int, bool);
-extern template std::uint64_t read_walk_for_dtype<DType::f16>(const PagedDecodeParams&, int, int, bool);
-extern template std::uint64_t read_walk_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int, bool);
-extern template std::uint64_t read_walk_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int, int, bool);
-extern template std::uint64_t read_walk_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int, int, bool);
+extern template std::uint64_t read_walk_for_dtype<DType::f32>(const PagedDecodeParams&, int, int,
+                                                              bool);
+extern template std::uint64_t read_walk_for_dtype<DType::f16>(const PagedDecodeParams&, int, int,
+                                                              bool);
+extern template std::uint64_t read_walk_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int,
+                                                               bool);
+extern template std::uint64_t read_walk_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int,
+                                                                   int, bool);
+extern template std::uint64_t read_walk_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int,
+                                                                   int, bool);
 }  // namespace detail
 
 namespace {
@@ -93,11 +98,15 @@ struct Launch {
   int threads;
   int splits;
 };
-Launch checked_launch(const kernels::PagedDecodeParams& p, const DecodeOptions& options, bool needs_q_out) {
+Launch checked_launch(const kernels::PagedDecodeParams& p, const DecodeOptions& options,
+                      bool needs_q_out) {
   if (std::string why = unsupported_reason(p); !why.empty()) throw InputError(why);
   if (options.path == DecodePath::avx512 && !avx512_compiled())
-    throw InputError("the avx512 cpu path is not compiled into this build (needs DECODEBENCH_NATIVE on an AVX-512 machine)");
-  if (!p.k_cache || !p.v_cache || !p.block_tables || !p.context_lens || (needs_q_out && (!p.q || !p.out)))
+    throw InputError(
+        "the avx512 cpu path is not compiled into this build (needs DECODEBENCH_NATIVE on an "
+        "AVX-512 machine)");
+  if (!p.k_cache || !p.v_cache || !p.block_tables || !p.context_lens ||
+      (needs_q_out && (!p.q || !p.out)))
     throw InputError("cpu decode: a tensor pointer of the params is null");
   const int threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
   return {options.path != DecodePath::portable && avx512_compiled(), threads,
@@ -110,20 +119,31 @@ void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& opti
   switch (p.kv_dtype) {
     case DType::f32: detail::decode_for_dtype<DType::f32>(p, l.threads, l.splits, l.avx512); break;
     case DType::f16: detail::decode_for_dtype<DType::f16>(p, l.threads, l.splits, l.avx512); break;
-    case DType::bf16: detail::decode_for_dtype<DType::bf16>(p, l.threads, l.splits, l.avx512); break;
-    case DType::fp8_e4m3: detail::decode_for_dtype<DType::fp8_e4m3>(p, l.threads, l.splits, l.avx512); break;
-    case DType::fp8_e5m2: detail::decode_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.avx512); break;
+    case DType::bf16:
+      detail::decode_for_dtype<DType::bf16>(p, l.threads, l.splits, l.avx512);
+      break;
+    case DType::fp8_e4m3:
+      detail::decode_for_dtype<DType::fp8_e4m3>(p, l.threads, l.splits, l.avx512);
+      break;
+    case DType::fp8_e5m2:
+      detail::decode_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.avx512);
+      break;
   }
 }
 
 std::uint64_t paged_kv_read(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
   const Launch l = checked_launch(p, options, /*needs_q_out=*/false);
   switch (p.kv_dtype) {
-    case DType::f32: return detail::read_walk_for_dtype<DType::f32>(p, l.threads, l.splits, l.avx512);
-    case DType::f16: return detail::read_walk_for_dtype<DType::f16>(p, l.threads, l.splits, l.avx512);
-    case DType::bf16: return detail::read_walk_for_dtype<DType::bf16>(p, l.threads, l.splits, l.avx512);
-    case DType::fp8_e4m3: return detail::read_walk_for_dtype<DType::fp8_e4m3>(p, l.threads, l.splits, l.avx512);
-    case DType::fp8_e5m2: return detail::read_walk_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.avx512);
+    case DType::f32:
+      return detail::read_walk_for_dtype<DType::f32>(p, l.threads, l.splits, l.avx512);
+    case DType::f16:
+      return detail::read_walk_for_dtype<DType::f16>(p, l.threads, l.splits, l.avx512);
+    case DType::bf16:
+      return detail::read_walk_for_dtype<DType::bf16>(p, l.threads, l.splits, l.avx512);
+    case DType::fp8_e4m3:
+      return detail::read_walk_for_dtype<DType::fp8_e4m3>(p, l.threads, l.splits, l.avx512);
+    case DType::fp8_e5m2:
+      return detail::read_walk_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.avx512);
   }
   return 0;
 }
@@ -150,7 +170,8 @@ void convert_typed(const std::byte* src, std::size_t count, float* dst, bool avx
 }
 }  // namespace
 
-void convert_kv_to_float(DType kv_dtype, const void* src, std::size_t count, float* dst, DecodePath path) {
+void convert_kv_to_float(DType kv_dtype, const void* src, std::size_t count, float* dst,
+                         DecodePath path) {
   if (path == DecodePath::avx512 && !avx512_compiled())
     throw InputError("the avx512 cpu path is not compiled into this build");
   const bool avx512 = path != DecodePath::portable && avx512_compiled();
@@ -175,7 +196,8 @@ void advise_huge_pages(const void* data, std::size_t bytes) {
 #if !defined(MADV_COLLAPSE)
   constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older C library headers lack the name
 #endif
-  if (::madvise(start, end - begin, MADV_COLLAPSE) != 0) ::madvise(start, end - begin, MADV_HUGEPAGE);
+  if (::madvise(start, end - begin, MADV_COLLAPSE) != 0)
+    ::madvise(start, end - begin, MADV_HUGEPAGE);
 #else
   (void)data;
   (void)bytes;

@@ -29,8 +29,8 @@ namespace decodebench::cpu {
 enum class DecodePath { automatic, avx512, portable };
 
 struct DecodeOptions {
-  int num_threads = 0;   // 0: omp_get_max_threads()
-  int num_splits = 0;    // context splits per (sequence, KV head); 0: planned from the threads
+  int num_threads = 0;  // 0: omp_get_max_threads()
+  int num_splits = 0;   // context splits per (sequence, KV head); 0: planned from the threads
   DecodePath path = DecodePath::automatic;
 };
 
@@ -68,8 +68,9 @@ void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& opti
 std::uint64_t paged_kv_read(const kernels::PagedDecodeParams& p, const DecodeOptions& options = {});
 
 // Decodes `count` stored KV elements of `kv_dtype` at `src` to float with the loaders the tile
-// kernels use on `path` (vcvtph2ps, the fp8 byte tables and bit tricks on avx512), load scale applied, so
-// the result must equal the bit-exact scalar conversion. For tests and the microbenchmarks.
+// kernels use on `path` (vcvtph2ps, the fp8 byte tables and bit tricks on avx512), load scale
+// applied, so the result must equal the bit-exact scalar conversion. For tests and the
+// microbenchmarks.
 void convert_kv_to_float(DType kv_dtype, const void* src, std::size_t count, float* dst,
                          DecodePath path = DecodePath::automatic);
 

@@ -26,16 +26,19 @@ inline __m512 load16(const std::byte* row, std::size_t i) {
   } else if constexpr (kKv == DType::f16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
   } else if constexpr (kKv == DType::bf16) {  // bf16 is the top half of a float
-    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+    const __m512i w =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
   } else if constexpr (kKv == DType::fp8_e5m2) {  // e5m2 is the top byte of an f16, exactly
-    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
+    const __m256i w =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
     return _mm512_cvtph_ps(_mm256_slli_epi16(w, 8));
   } else {
     // e4m3 -> f16 with the same bits moved: sign to bit 15, exponent+mantissa (7 bits) to bits
     // 13..7. The f16 then reads value * 2^-8 (exponent bias 15 vs 7), subnormals included, so
     // kLoadScale = 256 is folded into the softmax and output scales. 0x7f is e4m3's NaN.
-    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
+    const __m256i w =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
     const __m256i mag = _mm256_and_si256(w, _mm256_set1_epi16(0x7f));
     __m256i h = _mm256_or_si256(_mm256_slli_epi16(mag, 7),
                                 _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
@@ -56,7 +59,8 @@ inline __m512 load16(const std::byte* row, std::size_t i) {
 struct Fp8ByteTables {
   alignas(64) std::uint8_t lo[128];
   alignas(64) std::uint8_t hi[128];
-  alignas(64) std::uint8_t place[4][64];  // float 16 q + i <- bytes (lo, hi)[16 q + i] in bits 16..31
+  // float 16 q + i <- bytes (lo, hi)[16 q + i] in bits 16..31
+  alignas(64) std::uint8_t place[4][64];
 };
 
 // Built once at start-up from the project's bit-exact scalar decoders (float_formats.h): the
@@ -68,7 +72,8 @@ Fp8ByteTables make_fp8_tables() {
   Fp8ByteTables t{};
   for (int m = 0; m < 128; ++m) {
     const auto code = static_cast<std::uint8_t>(m);
-    const float value = kKv == DType::fp8_e4m3 ? floatfmt::e4m3_to_float(code) : floatfmt::e5m2_to_float(code);
+    const float value =
+        kKv == DType::fp8_e4m3 ? floatfmt::e4m3_to_float(code) : floatfmt::e5m2_to_float(code);
     const std::uint32_t bf16 = std::bit_cast<std::uint32_t>(value / kAvx512LoadScale<kKv>) >> 16;
     t.lo[m] = static_cast<std::uint8_t>(bf16 & 0xff);
     t.hi[m] = static_cast<std::uint8_t>(bf16 >> 8);
@@ -91,11 +96,13 @@ inline void fp8_load64(const std::byte* src, __m512* out) {
   const auto table = [](const std::uint8_t* t) { return _mm512_load_si512(t); };
   const __m512i lo = _mm512_permutex2var_epi8(table(tables.lo), codes, table(tables.lo + 64));
   __m512i hi = _mm512_permutex2var_epi8(table(tables.hi), codes, table(tables.hi + 64));
-  hi = _mm512_ternarylogic_epi32(hi, codes, _mm512_set1_epi8(static_cast<char>(0x80)), 0xf8);  // hi | (codes & 0x80)
+  // hi | (codes & 0x80)
+  hi = _mm512_ternarylogic_epi32(hi, codes, _mm512_set1_epi8(static_cast<char>(0x80)), 0xf8);
   constexpr __mmask64 kTopHalves = 0xccccccccccccccccull;  // bytes 2 and 3 of every 32-bit lane
 #pragma GCC unroll 4
   for (int q = 0; q < 4; ++q)
-    out[q] = _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi8(kTopHalves, lo, table(tables.place[q]), hi));
+    out[q] = _mm512_castsi512_ps(
+        _mm512_maskz_permutex2var_epi8(kTopHalves, lo, table(tables.place[q]), hi));
 }
 #endif
 

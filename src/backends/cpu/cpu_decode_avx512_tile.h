@@ -23,15 +23,18 @@ inline __m512 sum16_transposed(const __m512* v) {
   __m512 t[8];  // per 128-bit lane: [v2i even, v2i+1 even, v2i odd, v2i+1 odd] partial sums
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i)
-    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
   __m512 u[4];  // per 128-bit lane: that lane's sums of v4i .. v4i+3
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i)
     u[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0x44),
                          _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0xee));
   // Fold the four 128-bit lanes: [u0 L0+L1, u0 L2+L3, u1 L0+L1, u1 L2+L3], then the totals.
-  const __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xdd));
-  const __m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xdd));
+  const __m512 w0 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xdd));
+  const __m512 w1 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xdd));
   return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xdd));
 }
 
@@ -46,14 +49,15 @@ struct Avx512Tile {
   static constexpr int kRowBytes = kHeadDim * static_cast<int>(dtype_size(kKv));
   static constexpr int kLinesPerRow = kRowBytes / 64;
 
-  TileUnit<kTile> unit;           // the rows being computed
-  TileUnit<kTile> next;           // the rows requested meanwhile
+  TileUnit<kTile> unit;             // the rows being computed
+  TileUnit<kTile> next;             // the rows requested meanwhile
   bool k_prefetch_pending = false;  // next's K rows: during the first scores pass
   bool v_prefetch_pending = false;  // next's V rows: spread over the accumulate slices
 
   // softmax_update in intrinsics: the tile's <= kTile scores in kTile / 16 registers, 2^x by
   // vrndscaleps + fast_exp2's polynomial + vscalefps (no integer detour), masks for a short tile.
-  static void softmax(float* __restrict s, int n, SoftmaxState<float>& state, float* __restrict acc) {
+  static void softmax(float* __restrict s, int n, SoftmaxState<float>& state,
+                      float* __restrict acc) {
     constexpr int kVecs = kTile / 16;
     __m512 x[kVecs];
     __mmask16 mask[kVecs];
@@ -61,7 +65,9 @@ struct Avx512Tile {
 #pragma GCC unroll 8
     for (int i = 0; i < kVecs; ++i) {
       const int left = n - 16 * i;
-      mask[i] = left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+      mask[i] = left >= 16  ? __mmask16(0xffff)
+                : left <= 0 ? __mmask16(0)
+                            : __mmask16((1u << left) - 1);
       x[i] = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), mask[i], s + 16 * i);
       vmax = _mm512_max_ps(vmax, x[i]);
     }
@@ -69,7 +75,8 @@ struct Avx512Tile {
     if (tile_max > state.max) {
       const __m512 factor = _mm512_set1_ps(state.raise_max(tile_max));
 #pragma GCC unroll 16
-      for (int c = 0; c < kHeadDim; c += 16) _mm512_storeu_ps(acc + c, _mm512_mul_ps(_mm512_loadu_ps(acc + c), factor));
+      for (int c = 0; c < kHeadDim; c += 16)
+        _mm512_storeu_ps(acc + c, _mm512_mul_ps(_mm512_loadu_ps(acc + c), factor));
     }
     const __m512 max = _mm512_set1_ps(state.max);
     __m512 sum = _mm512_setzero_ps();
@@ -150,7 +157,8 @@ struct Avx512Tile {
         }
       }
       for (int h = 0; h < kNH; ++h) {
-        for (int jj = m; jj < 16; ++jj) part[h * 16 + jj] = _mm512_setzero_ps();  // tail: unused lanes
+        for (int jj = m; jj < 16; ++jj)
+          part[h * 16 + jj] = _mm512_setzero_ps();  // tail: unused lanes
         _mm512_storeu_ps(s + h * kTile + j0, sum16_transposed(part + h * 16));
       }
     }
@@ -172,13 +180,15 @@ struct Avx512Tile {
 #pragma GCC unroll 8
       for (int h = 0; h < kNH; ++h)
 #pragma GCC unroll 16
-        for (int c = 0; c < kGroup; ++c) a[h][c] = _mm512_loadu_ps(acc + h * kHeadDim + 16 * (c0 + c));
+        for (int c = 0; c < kGroup; ++c)
+          a[h][c] = _mm512_loadu_ps(acc + h * kHeadDim + 16 * (c0 + c));
       for (int j = 0; j < n; ++j) {
         __m512 pj[kNH];
 #pragma GCC unroll 8
         for (int h = 0; h < kNH; ++h) pj[h] = _mm512_set1_ps(p[h * kTile + j]);
         if (j < n_prefetch) {  // this slice's share of the next unit's V row j
-          for (int line = c0 * kLinesPerRow / kChunks; line < (c0 + kGroup) * kLinesPerRow / kChunks; ++line)
+          for (int line = c0 * kLinesPerRow / kChunks;
+               line < (c0 + kGroup) * kLinesPerRow / kChunks; ++line)
             __builtin_prefetch(next.v(j) + 64 * line, /*rw=*/0, kPrefetchLocality);
         }
         __m512 v[kGroup];
@@ -191,7 +201,8 @@ struct Avx512Tile {
 #pragma GCC unroll 8
       for (int h = 0; h < kNH; ++h)
 #pragma GCC unroll 16
-        for (int c = 0; c < kGroup; ++c) _mm512_storeu_ps(acc + h * kHeadDim + 16 * (c0 + c), a[h][c]);
+        for (int c = 0; c < kGroup; ++c)
+          _mm512_storeu_ps(acc + h * kHeadDim + 16 * (c0 + c), a[h][c]);
     }
   }
 };

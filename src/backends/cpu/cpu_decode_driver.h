@@ -91,13 +91,13 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
   {
     auto tile = std::make_unique<Tile>();
     std::vector<float> acc(static_cast<std::size_t>(num_q_heads) * kHeadDim);  // [Hq][d]
-    std::vector<SoftmaxState<float>> state(num_q_heads);                      // [Hq]
-    alignas(64) float s[kMaxPassHeads * kTile];                               // [pass heads][kTile]
-    TileRows<kTile> rows[2];                                                  // current, next tile
+    std::vector<SoftmaxState<float>> state(num_q_heads);                       // [Hq]
+    alignas(64) float s[kMaxPassHeads * kTile];  // [pass heads][kTile]
+    TileRows<kTile> rows[2];                     // current, next tile
 
 #pragma omp for schedule(static)
     for (std::size_t i = 0; i < q_elems; ++i) q32[i] = load_q(p.q_dtype, p.q, i) * q_scale;
-    // (the loop's implicit barrier publishes q32 to every thread)
+      // (the loop's implicit barrier publishes q32 to every thread)
 
 #pragma omp for schedule(dynamic, 1)
     for (int item = 0; item < num_items; ++item) {
@@ -119,13 +119,16 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
         r.n = std::max(0, std::min(kTile, t_end - t0));
         for (int j = 0; j < r.n;) {
           const int token = t0 + j;
-          const std::int32_t block = physical_block(p.block_tables, p.max_blocks_per_seq, b, token, p.block_size);
+          const std::int32_t block =
+              physical_block(p.block_tables, p.max_blocks_per_seq, b, token, p.block_size);
           const int slot = token % p.block_size;
-          const std::size_t first = kv_row_offset(block, 0, slot, num_kv_heads, p.block_size, kHeadDim);
+          const std::size_t first =
+              kv_row_offset(block, 0, slot, num_kv_heads, p.block_size, kHeadDim);
           // The first lines of the block's K and V stretches (every KV head of the block lies
           // behind them), a whole tile before the per-unit prefetches reach the block: see
           // kBlockStartLines.
-          const std::size_t start = kv_row_offset(block, 0, 0, num_kv_heads, p.block_size, kHeadDim) * kElem;
+          const std::size_t start =
+              kv_row_offset(block, 0, 0, num_kv_heads, p.block_size, kHeadDim) * kElem;
           for (int line = 0; line < kBlockStartLines; ++line) {
             __builtin_prefetch(k_base + start + 64 * line, /*rw=*/0, kPrefetchLocality);
             __builtin_prefetch(v_base + start + 64 * line, /*rw=*/0, kPrefetchLocality);
@@ -144,9 +147,9 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
         find_rows(t0 + kTile, rows[1 - cur]);
         for (int kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
           const TileUnit<kTile> unit{&rows[cur], kv_head * head_stride};
-          const TileUnit<kTile> next = kv_head + 1 < num_kv_heads
-                                           ? TileUnit<kTile>{&rows[cur], (kv_head + 1) * head_stride}
-                                           : TileUnit<kTile>{&rows[1 - cur], 0};
+          const TileUnit<kTile> next =
+              kv_head + 1 < num_kv_heads ? TileUnit<kTile>{&rows[cur], (kv_head + 1) * head_stride}
+                                         : TileUnit<kTile>{&rows[1 - cur], 0};
           tile->load(unit, next);
           const int hq0 = kv_head * group;  // first query head of this KV head's group
           for (int h0 = 0; h0 < group;) {
@@ -155,7 +158,8 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
             tile->scores(q_seq + first_head * kHeadDim, nh, n, s);
             if constexpr (Tile::kArithmetic)
               for (int h = 0; h < nh; ++h)
-                Tile::softmax(s + h * kTile, n, state[first_head + h], acc.data() + (first_head + h) * kHeadDim);
+                Tile::softmax(s + h * kTile, n, state[first_head + h],
+                              acc.data() + (first_head + h) * kHeadDim);
             tile->accumulate(s, nh, n, acc.data() + first_head * kHeadDim);
             h0 += nh;
           }
@@ -170,7 +174,8 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
         if (splits == 1) {
           // len >= 1, so sum >= 1 (the max's own term is exactly 1).
           const float scale = out_scale / state[h].sum;
-          for (int c = 0; c < kHeadDim; ++c) store_out(p.q_dtype, p.out, qh * kHeadDim + c, acc_h[c] * scale);
+          for (int c = 0; c < kHeadDim; ++c)
+            store_out(p.q_dtype, p.out, qh * kHeadDim + c, acc_h[c] * scale);
         } else {
           part_state[qh * splits + split] = state[h];
           std::copy(acc_h, acc_h + kHeadDim, part_acc.data() + (qh * splits + split) * kHeadDim);
@@ -230,16 +235,17 @@ void decode_for_dtype(const PagedDecodeParams& p, int num_threads, int num_split
 // The memory walk of decode_for_dtype's path (paged_kv_read): the driver with ReadOnlyTile at
 // that path's tile size, so tiles, order and prefetch distance are the decode's.
 template <DType kKv>
-std::uint64_t read_walk_for_dtype(const PagedDecodeParams& p, int num_threads, int num_splits, bool avx512) {
+std::uint64_t read_walk_for_dtype(const PagedDecodeParams& p, int num_threads, int num_splits,
+                                  bool avx512) {
   auto run = [&]<int kHeadDim>() -> std::uint64_t {
 #if DECODEBENCH_CPU_AVX512
     if (avx512)
-      return decode_step<ReadOnlyTile<kKv, kHeadDim, kAvx512TileTokens<kHeadDim>>, kKv, kHeadDim>(p, num_threads,
-                                                                                              num_splits);
+      return decode_step<ReadOnlyTile<kKv, kHeadDim, kAvx512TileTokens<kHeadDim>>, kKv, kHeadDim>(
+          p, num_threads, num_splits);
 #endif
     (void)avx512;
-    return decode_step<ReadOnlyTile<kKv, kHeadDim, kPortableTileTokens<kHeadDim>>, kKv, kHeadDim>(p, num_threads,
-                                                                                                num_splits);
+    return decode_step<ReadOnlyTile<kKv, kHeadDim, kPortableTileTokens<kHeadDim>>, kKv, kHeadDim>(
+        p, num_threads, num_splits);
   };
   switch (p.head_dim) {
     case 64: return run.template operator()<64>();

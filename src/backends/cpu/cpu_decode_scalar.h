@@ -19,16 +19,20 @@ namespace decodebench::cpu::detail {
 // relative error ~2e-7), and the integer part added to the exponent field. Inputs below -125
 // return 2^-125 instead of ~0; next to the running max's own term (exactly 1) that is noise.
 // Highest degree first; shared with the AVX-512 softmax.
-inline constexpr float kExp2Poly[7] = {1.535336188319500e-4f, 1.339887440266574e-3f,
-                                       9.618437357674640e-3f, 5.550332471162809e-2f,
-                                       2.402264791363012e-1f, 6.931472028550421e-1f, 1.0f};
+inline constexpr float kExp2Poly[7] = {1.535336188319500e-4f,
+                                       1.339887440266574e-3f,
+                                       9.618437357674640e-3f,
+                                       5.550332471162809e-2f,
+                                       2.402264791363012e-1f,
+                                       6.931472028550421e-1f,
+                                       1.0f};
 
 inline float fast_exp2(float x) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
   x = x < -125.0f ? -125.0f : x;
-  const float r = x + kRound;            // the integer nearest x sits in r's low mantissa bits
+  const float r = x + kRound;  // the integer nearest x sits in r's low mantissa bits
   const float n = r - kRound;
-  const float f = x - n;                 // [-0.5, 0.5]
+  const float f = x - n;  // [-0.5, 0.5]
   float poly = kExp2Poly[0];
   for (int i = 1; i < 7; ++i) poly = poly * f + kExp2Poly[i];
   const std::int32_t ni = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(r) -

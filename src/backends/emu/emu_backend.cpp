@@ -29,13 +29,15 @@ class EmuPoint final : public PreparedPoint {
   EmuPoint(const Workload& w, std::string kernel) : kernel_(std::move(kernel)) {
     // The emulator reads host memory: it cannot fill a layout-only workload (backend.h) itself.
     if (w.q.empty() || w.k_cache.empty() || w.v_cache.empty()) {
-      throw InputError("emu backend: needs a materialized workload (q, k_cache, v_cache on the host)");
+      throw InputError(
+          "emu backend: needs a materialized workload (q, k_cache, v_cache on the host)");
     }
     w_ = w;
     params_ = w_.params();
     const k::KernelInfo* info = find_kernel(kernel_);
     if (info == nullptr) {
-      throw InputError("emu backend: unknown kernel '" + kernel_ + "' (valid: " + ladder_names() + ")");
+      throw InputError("emu backend: unknown kernel '" + kernel_ + "' (valid: " + ladder_names() +
+                       ")");
     }
     // Shapes now, so the output is never sized for a dtype the kernel does not write; the
     // launch checks the rest.
@@ -86,8 +88,8 @@ class EmuPoint final : public PreparedPoint {
   Workload w_;  // an owned copy: emulated points are small (kEmuMaxKvElements)
   std::string kernel_;
   k::PagedDecodeParams params_;
-  std::vector<std::byte> out_;     // [rows][Hq][d] q_dtype
-  std::vector<float> workspace_;   // split_kv partials
+  std::vector<std::byte> out_;    // [rows][Hq][d] q_dtype
+  std::vector<float> workspace_;  // split_kv partials
 };
 
 class EmuBackend final : public Backend {
@@ -201,9 +203,10 @@ std::vector<Backend::SelfCheck> EmuBackend::check_ceiling_kernels() {
         if (std::memcmp(&dst[i], &src[i], sizeof(float)) != 0) bad = i;
       }
       checks.push_back({"bandwidth.copy", bad == kFloats,
-                        bad == kFloats ? std::to_string(kFloats) + " floats equal"
-                                       : "dst[" + std::to_string(bad) + "] = " + std::to_string(dst[bad]) +
-                                             ", src = " + std::to_string(src[bad])});
+                        bad == kFloats
+                            ? std::to_string(kFloats) + " floats equal"
+                            : "dst[" + std::to_string(bad) + "] = " + std::to_string(dst[bad]) +
+                                  ", src = " + std::to_string(src[bad])});
     }
   }
   {  // triad: a[i] == b[i] + scalar * c[i] exactly.
@@ -224,9 +227,10 @@ std::vector<Backend::SelfCheck> EmuBackend::check_ceiling_kernels() {
         if (a[i] != b[i] + p.scalar * c[i]) bad = i;
       }
       checks.push_back({"bandwidth.triad", bad == kFloats,
-                        bad == kFloats ? std::to_string(kFloats) + " values of b + 3c exact"
-                                       : "a[" + std::to_string(bad) + "] = " + std::to_string(a[bad]) +
-                                             ", expected " + std::to_string(b[bad] + p.scalar * c[bad])});
+                        bad == kFloats
+                            ? std::to_string(kFloats) + " values of b + 3c exact"
+                            : "a[" + std::to_string(bad) + "] = " + std::to_string(a[bad]) +
+                                  ", expected " + std::to_string(b[bad] + p.scalar * c[bad])});
     }
   }
   return checks;

@@ -75,21 +75,23 @@ const ContextSpec fixed(int n) { return ContextSpec::fixed(n); }
 
 // A covering subset: every dimension's odd values appear, not their full product.
 const Case kCases[] = {
-    // name                       Hq  Hkv  d   batch context            P  kv                q           h    G
-    {"b1_ctx1_gqa4",              8,  2, 128,  1, fixed(1),           16, DType::f16,      DType::f16},
-    {"b7_ctx15_mha_d64_bf16",     4,  4,  64,  7, fixed(15),           8, DType::bf16,     DType::bf16},
-    {"b7_ctx16_gqa8_d256_e4m3",  16,  2, 256,  7, fixed(16),          16, DType::fp8_e4m3, DType::f16},
-    {"b37_ctx17_gqa4_d64_e5m2",   8,  2,  64, 37, fixed(17),          32, DType::fp8_e5m2, DType::bf16},
-    {"b7_ctx97_gqa8_f32_h05",    16,  2, 128,  7, fixed(97),          16, DType::f32,      DType::f16, 0.5, 2},
-    {"b3_ctx1000_gqa4_h1",        8,  2, 128,  3, fixed(1000),        16, DType::f16,      DType::bf16, 1.0, 1},
-    {"b37_ragged_gqa7",          28,  4, 128, 37, ContextSpec::ragged(1, 300), 8, DType::f16, DType::f16, 0.5, 3},
-    {"b7_ctx97_gqa2_d256_bf16",  16,  8, 256,  7, fixed(97),          32, DType::bf16,     DType::bf16},
-    {"b1_ctx1000_mha_d256_e5m2",  2,  2, 256,  1, fixed(1000),         8, DType::fp8_e5m2, DType::f16},
-    {"b7_ctx97_gqa16_e4m3",      32,  2,  64,  7, fixed(97),          16, DType::fp8_e4m3, DType::bf16, 0.5, 1},
+    // name                       Hq  Hkv  d   batch context            P  kv                q h G
+    {"b1_ctx1_gqa4", 8, 2, 128, 1, fixed(1), 16, DType::f16, DType::f16},
+    {"b7_ctx15_mha_d64_bf16", 4, 4, 64, 7, fixed(15), 8, DType::bf16, DType::bf16},
+    {"b7_ctx16_gqa8_d256_e4m3", 16, 2, 256, 7, fixed(16), 16, DType::fp8_e4m3, DType::f16},
+    {"b37_ctx17_gqa4_d64_e5m2", 8, 2, 64, 37, fixed(17), 32, DType::fp8_e5m2, DType::bf16},
+    {"b7_ctx97_gqa8_f32_h05", 16, 2, 128, 7, fixed(97), 16, DType::f32, DType::f16, 0.5, 2},
+    {"b3_ctx1000_gqa4_h1", 8, 2, 128, 3, fixed(1000), 16, DType::f16, DType::bf16, 1.0, 1},
+    {"b37_ragged_gqa7", 28, 4, 128, 37, ContextSpec::ragged(1, 300), 8, DType::f16, DType::f16, 0.5,
+     3},
+    {"b7_ctx97_gqa2_d256_bf16", 16, 8, 256, 7, fixed(97), 32, DType::bf16, DType::bf16},
+    {"b1_ctx1000_mha_d256_e5m2", 2, 2, 256, 1, fixed(1000), 8, DType::fp8_e5m2, DType::f16},
+    {"b7_ctx97_gqa16_e4m3", 32, 2, 64, 7, fixed(97), 16, DType::fp8_e4m3, DType::bf16, 0.5, 1},
     // The context-split path: batch 1 < threads, so the planner splits the context.
-    {"split_b1_hkv1_planned",     4,  1, 128,  1, fixed(1000),        16, DType::f16,      DType::f16, 0, 1, 8, 0},
-    {"split_b1_ctx17_5splits",    4,  1,  64,  1, fixed(17),          16, DType::bf16,     DType::bf16, 0, 1, 3, 5},
-    {"split_b7_ragged_3splits",   8,  2, 128,  7, ContextSpec::ragged(1, 700), 16, DType::fp8_e4m3, DType::f16, 0.5, 2, 2, 3},
+    {"split_b1_hkv1_planned", 4, 1, 128, 1, fixed(1000), 16, DType::f16, DType::f16, 0, 1, 8, 0},
+    {"split_b1_ctx17_5splits", 4, 1, 64, 1, fixed(17), 16, DType::bf16, DType::bf16, 0, 1, 3, 5},
+    {"split_b7_ragged_3splits", 8, 2, 128, 7, ContextSpec::ragged(1, 700), 16, DType::fp8_e4m3,
+     DType::f16, 0.5, 2, 2, 3},
 };
 
 class CpuDecodeCase : public ::testing::TestWithParam<Case> {};
@@ -164,7 +166,8 @@ TEST(CpuDecode, CorruptedCacheIsCaught) {
   Workload w = make_workload(spec_of(c));
   const std::vector<float> ref = reference_decode(w);
   // First token of sequence 0, kv head 0: physical block block_tables[0][0], slot 0.
-  const std::size_t row = kv_row_offset(w.layout.block_tables[0], 0, 0, c.hkv, c.block_size, c.head_dim);
+  const std::size_t row =
+      kv_row_offset(w.layout.block_tables[0], 0, 0, c.hkv, c.block_size, c.head_dim);
   const std::uint16_t big = floatfmt::float_to_f16(60.0f);
   for (int i = 0; i < c.head_dim; ++i) std::memcpy(&w.v_cache[(row + i) * 2], &big, 2);
   const std::vector<float> out = run_cpu(w, {});
@@ -183,9 +186,9 @@ std::uint64_t expected_walk_sum(const Workload& w) {
   for (int b = 0; b < p.batch; ++b)
     for (int t = 0; t < p.context_lens[b]; ++t)
       for (int h = 0; h < p.num_kv_heads; ++h) {
-        const std::size_t row =
-            token_row_offset(p.block_tables, p.max_blocks_per_seq, b, t, h, p.num_kv_heads, p.block_size, p.head_dim) *
-            elem;
+        const std::size_t row = token_row_offset(p.block_tables, p.max_blocks_per_seq, b, t, h,
+                                                 p.num_kv_heads, p.block_size, p.head_dim) *
+                                elem;
         for (std::size_t line = 0; line < row_bytes; line += 64)
           for (const std::vector<std::byte>* cache : {&w.k_cache, &w.v_cache}) {
             std::uint32_t word;
@@ -226,8 +229,10 @@ TEST(CpuDecode, MemoryWalkSeesAPlantedLine) {
   Workload w = make_workload(spec_of(c));
   const std::uint64_t before = cpu::paged_kv_read(w.params());
   // The last token of sequence 2, KV head 1: line 3 of its V row.
-  const std::size_t row = token_row_offset(w.layout.block_tables.data(), w.layout.max_blocks_per_seq, 2, 99, 1,
-                                           c.hkv, c.block_size, c.head_dim) * 2;
+  const std::size_t row =
+      token_row_offset(w.layout.block_tables.data(), w.layout.max_blocks_per_seq, 2, 99, 1, c.hkv,
+                       c.block_size, c.head_dim) *
+      2;
   std::uint32_t word;
   std::memcpy(&word, w.v_cache.data() + row + 3 * 64, sizeof word);
   const std::uint32_t planted = word + 12345u;

@@ -57,7 +57,7 @@ TEST(CounterRng, MomentsOfANormal) {
   // Standard errors: mean 1/sqrt(N) = 0.0016, variance sqrt(2/N) = 0.0022; allow ~5 sigma.
   EXPECT_NEAR(mean, 0.0, 0.008);
   EXPECT_NEAR(var, 1.0, 0.011);
-  EXPECT_NEAR(sum4 / kN, 3.0, 0.06);                    // kurtosis of a normal
+  EXPECT_NEAR(sum4 / kN, 3.0, 0.06);                              // kurtosis of a normal
   EXPECT_NEAR(static_cast<double>(beyond2) / kN, 0.0455, 0.002);  // P(|x| > 2)
 
   // The two halves of a pair (and neighbouring pairs) are independent: E[xy] = 0, E[x^2 y^2] = 1.

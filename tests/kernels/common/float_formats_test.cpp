@@ -23,25 +23,25 @@ TEST(FloatFormats, F16KnownPatterns) {
   EXPECT_EQ(float_to_f16(-0.0f), 0x8000);
   EXPECT_EQ(float_to_f16(0.1f), 0x2e66);
   EXPECT_EQ(float_to_f16(1.0f / 3.0f), 0x3555);
-  EXPECT_EQ(float_to_f16(65504.0f), 0x7bff);              // largest finite
-  EXPECT_EQ(float_to_f16(65519.99f), 0x7bff);             // below the midpoint to 2^16
-  EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);              // midpoint, ties to even = inf
+  EXPECT_EQ(float_to_f16(65504.0f), 0x7bff);   // largest finite
+  EXPECT_EQ(float_to_f16(65519.99f), 0x7bff);  // below the midpoint to 2^16
+  EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);   // midpoint, ties to even = inf
   EXPECT_EQ(float_to_f16(1e10f), 0x7c00);
   EXPECT_EQ(float_to_f16(-kInf), 0xfc00);
   EXPECT_EQ(float_to_f16(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
   EXPECT_EQ(float_to_f16(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(float_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // tie to even: 0
   EXPECT_EQ(float_to_f16(std::ldexp(1.0001f, -25)), 0x0001);
-  EXPECT_EQ(float_to_f16(std::ldexp(3.0f, -25)), 0x0002);  // tie between 1 and 2: even
-  EXPECT_EQ(float_to_f16(std::ldexp(5.0f, -25)), 0x0002);  // tie between 2 and 3: even
-  EXPECT_EQ(float_to_f16(f(0x3f801000)), 0x3c00);         // 1 + 2^-11: tie, stays even
-  EXPECT_EQ(float_to_f16(f(0x3f803000)), 0x3c02);         // 1 + 3*2^-11: tie, up to even
-  EXPECT_EQ(float_to_f16(f(0x3f801001)), 0x3c01);         // just above the tie
+  EXPECT_EQ(float_to_f16(std::ldexp(3.0f, -25)), 0x0002);      // tie between 1 and 2: even
+  EXPECT_EQ(float_to_f16(std::ldexp(5.0f, -25)), 0x0002);      // tie between 2 and 3: even
+  EXPECT_EQ(float_to_f16(f(0x3f801000)), 0x3c00);              // 1 + 2^-11: tie, stays even
+  EXPECT_EQ(float_to_f16(f(0x3f803000)), 0x3c02);              // 1 + 3*2^-11: tie, up to even
+  EXPECT_EQ(float_to_f16(f(0x3f801001)), 0x3c01);              // just above the tie
   EXPECT_EQ(float_to_f16(std::ldexp(0x7ffp0f, -25)), 0x0400);  // subnormal rounding up to normal
   const std::uint16_t nan = float_to_f16(kNaN);
   EXPECT_EQ(nan & 0x7c00, 0x7c00);
   EXPECT_NE(nan & 0x03ff, 0);
-  EXPECT_NE(float_to_f16(f(0x7f800001)) & 0x03ff, 0);     // NaN with only low payload bits
+  EXPECT_NE(float_to_f16(f(0x7f800001)) & 0x03ff, 0);  // NaN with only low payload bits
 
   EXPECT_EQ(f16_to_float(0x3c00), 1.0f);
   EXPECT_EQ(f16_to_float(0x3555), 0.333251953125f);
@@ -74,7 +74,7 @@ TEST(FloatFormats, E4m3KnownPatterns) {
   EXPECT_EQ(float_to_e4m3(-1.0f), 0xb8);
   EXPECT_EQ(float_to_e4m3(240.0f), 0x77);
   EXPECT_EQ(float_to_e4m3(448.0f), 0x7e);
-  EXPECT_EQ(float_to_e4m3(464.0f), 0x7e);   // satfinite
+  EXPECT_EQ(float_to_e4m3(464.0f), 0x7e);  // satfinite
   EXPECT_EQ(float_to_e4m3(1e6f), 0x7e);
   EXPECT_EQ(float_to_e4m3(kInf), 0x7e);
   EXPECT_EQ(float_to_e4m3(-kInf), 0xfe);
@@ -83,12 +83,12 @@ TEST(FloatFormats, E4m3KnownPatterns) {
   EXPECT_EQ(float_to_e4m3(432.0f), 0x7e);   // tie between 416 and 448: even mantissa 110
   EXPECT_EQ(float_to_e4m3(1.0625f), 0x38);  // tie between 1 and 1.125: even
   EXPECT_EQ(float_to_e4m3(1.1875f), 0x3a);  // tie between 1.125 and 1.25: even
-  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -6)), 0x08);  // smallest normal
-  EXPECT_EQ(float_to_e4m3(std::ldexp(7.0f, -9)), 0x07);  // largest subnormal
-  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -9)), 0x01);  // smallest subnormal
-  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -10)), 0x00); // tie to even: 0
+  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -6)), 0x08);   // smallest normal
+  EXPECT_EQ(float_to_e4m3(std::ldexp(7.0f, -9)), 0x07);   // largest subnormal
+  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -9)), 0x01);   // smallest subnormal
+  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -10)), 0x00);  // tie to even: 0
   EXPECT_EQ(float_to_e4m3(std::ldexp(1.5f, -10)), 0x01);
-  EXPECT_EQ(float_to_e4m3(std::ldexp(3.0f, -10)), 0x02); // tie between 1 and 2: even
+  EXPECT_EQ(float_to_e4m3(std::ldexp(3.0f, -10)), 0x02);  // tie between 1 and 2: even
 
   EXPECT_EQ(e4m3_to_float(0x7e), 448.0f);
   EXPECT_EQ(e4m3_to_float(0xfe), -448.0f);
@@ -107,8 +107,8 @@ TEST(FloatFormats, E5m2KnownPatterns) {
   EXPECT_EQ(float_to_e5m2(kInf), 0x7b);
   EXPECT_EQ(float_to_e5m2(-kInf), 0xfb);
   EXPECT_EQ(float_to_e5m2(kNaN), 0x7f);
-  EXPECT_EQ(float_to_e5m2(1.125f), 0x3c);    // tie between 1 and 1.25: even
-  EXPECT_EQ(float_to_e5m2(1.375f), 0x3e);    // tie between 1.25 and 1.5: even
+  EXPECT_EQ(float_to_e5m2(1.125f), 0x3c);                 // tie between 1 and 1.25: even
+  EXPECT_EQ(float_to_e5m2(1.375f), 0x3e);                 // tie between 1.25 and 1.5: even
   EXPECT_EQ(float_to_e5m2(std::ldexp(1.0f, -16)), 0x01);  // smallest subnormal
   EXPECT_EQ(float_to_e5m2(std::ldexp(1.0f, -17)), 0x00);  // tie to even: 0
   EXPECT_EQ(float_to_e5m2(std::ldexp(1.0f, -14)), 0x04);  // smallest normal
@@ -161,9 +161,9 @@ TEST(FloatFormats, ExhaustiveRoundTrips) {
 // round-to-nearest-even (std::nearbyint in double), then apply the overflow rule.
 struct Grid {
   int mant_bits;
-  int min_exp;      // exponent of the smallest normal
-  double max;       // largest finite
-  bool saturate;    // satfinite (fp8) or overflow to inf (f16, bf16)
+  int min_exp;    // exponent of the smallest normal
+  double max;     // largest finite
+  bool saturate;  // satfinite (fp8) or overflow to inf (f16, bf16)
 };
 
 double model_round(double x, const Grid& g) {
@@ -173,7 +173,8 @@ double model_round(double x, const Grid& g) {
   const double ulp = std::ldexp(1.0, e - g.mant_bits);
   double r = std::nearbyint(a / ulp) * ulp;  // a / ulp is exact: a has 24 significant bits
   // IEEE overflow: round as if the exponent range were unbounded, then inf past max + ulp/2.
-  const double overflow_at = g.max + std::ldexp(1.0, static_cast<int>(std::floor(std::log2(g.max))) - g.mant_bits) / 2;
+  const double overflow_at =
+      g.max + std::ldexp(1.0, static_cast<int>(std::floor(std::log2(g.max))) - g.mant_bits) / 2;
   if (g.saturate ? r > g.max : a >= overflow_at) r = g.saturate ? g.max : HUGE_VAL;
   return std::copysign(r, x);
 }

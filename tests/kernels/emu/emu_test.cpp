@@ -24,9 +24,9 @@ enum class Mode { idx, up, down, bfly };
 
 struct ShflParams {
   Mode mode;
-  int b;        // source lane / delta / lane mask
+  int b;  // source lane / delta / lane mask
   int width;
-  int exit_from;  // lanes >= exit_from return before the shuffle
+  int exit_from;       // lanes >= exit_from return before the shuffle
   std::uint32_t* out;  // [blockDim.x]
 };
 
@@ -38,7 +38,9 @@ __global__ void shfl_kernel(const __grid_constant__ ShflParams p) {
   switch (p.mode) {
     case Mode::idx: r = __shfl_sync(0xffffffffu, v, p.b, p.width); break;
     case Mode::up: r = __shfl_up_sync(0xffffffffu, v, static_cast<unsigned>(p.b), p.width); break;
-    case Mode::down: r = __shfl_down_sync(0xffffffffu, v, static_cast<unsigned>(p.b), p.width); break;
+    case Mode::down:
+      r = __shfl_down_sync(0xffffffffu, v, static_cast<unsigned>(p.b), p.width);
+      break;
     case Mode::bfly: r = __shfl_xor_sync(0xffffffffu, v, p.b, p.width); break;
   }
   p.out[t] = r;
@@ -48,7 +50,8 @@ std::vector<std::uint32_t> run_shfl(Mode mode, int b, int width, int threads = 3
                                     int exit_from = 32) {
   std::vector<std::uint32_t> out(static_cast<std::size_t>(threads), 0xdeadbeefu);
   const ShflParams p{mode, b, width, exit_from, out.data()};
-  const kernels::LaunchResult r = DECODEBENCH_LAUNCH(shfl_kernel, dim3(1), dim3(threads), 0, nullptr, p);
+  const kernels::LaunchResult r =
+      DECODEBENCH_LAUNCH(shfl_kernel, dim3(1), dim3(threads), 0, nullptr, p);
   EXPECT_TRUE(r.ok()) << r.message;
   return out;
 }
@@ -84,11 +87,14 @@ TEST(EmuShuffle, LiteralTable) {
   };
   const Row rows[] = {
       // xor 1: neighbours swap.
-      {Mode::bfly, 1, 32, {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14, 17, 16, 19, 18, 21, 20, 23, 22, 25, 24, 27, 26, 29, 28, 31, 30}},
+      {Mode::bfly, 1, 32, {1,  0,  3,  2,  5,  4,  7,  6,  9,  8,  11, 10, 13, 12, 15, 14,
+                           17, 16, 19, 18, 21, 20, 23, 22, 25, 24, 27, 26, 29, 28, 31, 30}},
       // down 1 in segments of 8: the last lane of each segment keeps its own value.
-      {Mode::down, 1, 8, {1, 2, 3, 4, 5, 6, 7, 7, 9, 10, 11, 12, 13, 14, 15, 15, 17, 18, 19, 20, 21, 22, 23, 23, 25, 26, 27, 28, 29, 30, 31, 31}},
+      {Mode::down, 1, 8, {1,  2,  3,  4,  5,  6,  7,  7,  9,  10, 11, 12, 13, 14, 15, 15,
+                          17, 18, 19, 20, 21, 22, 23, 23, 25, 26, 27, 28, 29, 30, 31, 31}},
       // up 2 in segments of 4: the first two lanes of each segment keep their own.
-      {Mode::up, 2, 4, {0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 16, 17, 16, 17, 20, 21, 20, 21, 24, 25, 24, 25, 28, 29, 28, 29}},
+      {Mode::up, 2, 4, {0,  1,  0,  1,  4,  5,  4,  5,  8,  9,  8,  9,  12, 13, 12, 13,
+                        16, 17, 16, 17, 20, 21, 20, 21, 24, 25, 24, 25, 28, 29, 28, 29}},
       // idx 3 in segments of 16: broadcast of lane 3 and lane 19; src 35 is 35 % 16 = 3 too.
       {Mode::idx, 3, 16, iota_with([](int i) { return i < 16 ? 3 : 19; })},
       {Mode::idx, 35, 16, iota_with([](int i) { return i < 16 ? 3 : 19; })},
@@ -98,7 +104,8 @@ TEST(EmuShuffle, LiteralTable) {
   for (const Row& row : rows) {
     const auto out = run_shfl(row.mode, row.b, row.width);
     for (int lane = 0; lane < 32; ++lane) {
-      EXPECT_EQ(out[static_cast<std::size_t>(lane)], 1000 + row.expect_src[static_cast<std::size_t>(lane)])
+      EXPECT_EQ(out[static_cast<std::size_t>(lane)],
+                1000 + row.expect_src[static_cast<std::size_t>(lane)])
           << "mode " << static_cast<int>(row.mode) << " b " << row.b << " width " << row.width
           << " lane " << lane;
     }
@@ -114,8 +121,8 @@ TEST(EmuShuffle, EveryModeWidthAndOperandMatchesTheGuide) {
           const int src = guide_source(mode, lane, b, width);
           const unsigned expect = 1000 + static_cast<unsigned>(src < 0 ? lane : src);
           ASSERT_EQ(out[static_cast<std::size_t>(lane)], expect)
-              << "mode " << static_cast<int>(mode) << " width " << width << " b " << b
-              << " lane " << lane;
+              << "mode " << static_cast<int>(mode) << " width " << width << " b " << b << " lane "
+              << lane;
         }
       }
     }
@@ -192,7 +199,8 @@ __global__ void bad_width_kernel(const __grid_constant__ WidthErrorParams p) {
 }
 
 TEST(EmuShuffle, WidthThatIsNotAPowerOfTwoIsAnError) {
-  const auto r = DECODEBENCH_LAUNCH(bad_width_kernel, dim3(1), dim3(32), 0, nullptr, WidthErrorParams{12});
+  const auto r =
+      DECODEBENCH_LAUNCH(bad_width_kernel, dim3(1), dim3(32), 0, nullptr, WidthErrorParams{12});
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.message.find("width 12 is not a power of two"), std::string::npos) << r.message;
 }
@@ -202,7 +210,8 @@ __global__ void partial_mask_kernel(const __grid_constant__ WidthErrorParams) {
 }
 
 TEST(EmuShuffle, SubWarpMaskLeavingOutLiveLanesIsReported) {
-  const auto r = DECODEBENCH_LAUNCH(partial_mask_kernel, dim3(1), dim3(32), 0, nullptr, WidthErrorParams{32});
+  const auto r =
+      DECODEBENCH_LAUNCH(partial_mask_kernel, dim3(1), dim3(32), 0, nullptr, WidthErrorParams{32});
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.message.find("sub-warp masks are not emulated"), std::string::npos) << r.message;
 }
@@ -219,7 +228,8 @@ struct RotateParams {
 __global__ void rotate_kernel(const __grid_constant__ RotateParams p) {
   DECODEBENCH_SHARED(int, s, 256);
   const int n = static_cast<int>(blockDim.x * blockDim.y * blockDim.z);
-  const int t = static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  const int t =
+      static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
   int v = t;
   for (int round = 0; round < p.rounds; ++round) {
     s[t] = v;
@@ -236,7 +246,8 @@ TEST(EmuSyncthreads, OrdersEveryRoundIn3dBlocks) {
   const RotateParams p{rounds, out.data()};
   const auto r = DECODEBENCH_LAUNCH(rotate_kernel, dim3(1), dim3(4, 6, 4), 0, nullptr, p);
   ASSERT_TRUE(r.ok()) << r.message;
-  for (int t = 0; t < 96; ++t) EXPECT_EQ(out[static_cast<std::size_t>(t)], (t + rounds) % 96 + rounds) << t;
+  for (int t = 0; t < 96; ++t)
+    EXPECT_EQ(out[static_cast<std::size_t>(t)], (t + rounds) % 96 + rounds) << t;
 }
 
 struct EarlyExitParams {
@@ -278,7 +289,8 @@ __global__ void divergent_kernel(const __grid_constant__ EarlyExitParams p) {
 }
 
 TEST(EmuSyncthreads, DivergentBarrierIsReportedWithBothSites) {
-  const auto r = DECODEBENCH_LAUNCH(divergent_kernel, dim3(3), dim3(64), 0, nullptr, (EarlyExitParams{40, nullptr}));
+  const auto r = DECODEBENCH_LAUNCH(divergent_kernel, dim3(3), dim3(64), 0, nullptr,
+                                    (EarlyExitParams{40, nullptr}));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message.find("divergent_kernel"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("block (0,0,0)"), std::string::npos) << r.message;
@@ -298,7 +310,8 @@ __global__ void deadlock_kernel(const __grid_constant__ EarlyExitParams) {
 }
 
 TEST(EmuSyncthreads, DeadlockIsReportedNotHung) {
-  const auto r = DECODEBENCH_LAUNCH(deadlock_kernel, dim3(1), dim3(32), 0, nullptr, EarlyExitParams{});
+  const auto r =
+      DECODEBENCH_LAUNCH(deadlock_kernel, dim3(1), dim3(32), 0, nullptr, EarlyExitParams{});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message.find("deadlock"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("__shfl_xor_sync"), std::string::npos) << r.message;
@@ -342,7 +355,8 @@ TEST(EmuSharedMemory, StaticAndDynamicArePoisonedPerBlockAndAligned) {
   std::vector<std::uintptr_t> address(kGrid);
   std::vector<int> sum(kGrid);
   const SmemParams p{kN, first_static.data(), first_dynamic.data(), address.data(), sum.data()};
-  const auto r = DECODEBENCH_LAUNCH(smem_kernel, dim3(kGrid), dim3(kN), kN * sizeof(int), nullptr, p);
+  const auto r =
+      DECODEBENCH_LAUNCH(smem_kernel, dim3(kGrid), dim3(kN), kN * sizeof(int), nullptr, p);
   ASSERT_TRUE(r.ok()) << r.message;
   for (int b = 0; b < kGrid; ++b) {
     // Block 1 and 2 see poison again although block 0 wrote 7s.
@@ -381,7 +395,8 @@ void check_cp_async(int src_bytes) {
   ASSERT_TRUE(r.ok()) << r.message;
   const int copied = src_bytes < 0 ? 0 : (src_bytes > N ? N : src_bytes);
   for (int i = 0; i < 16; ++i) {
-    const int expect = i < copied ? 0x10 + i : (i < N ? 0x00 : 0xFF);  // data, zero-fill, untouched poison
+    const int expect =
+        i < copied ? 0x10 + i : (i < N ? 0x00 : 0xFF);  // data, zero-fill, untouched poison
     EXPECT_EQ(out[i], expect) << "N " << N << " src_bytes " << src_bytes << " byte " << i;
   }
 }
@@ -404,7 +419,7 @@ __global__ void wait_group_kernel(const __grid_constant__ GroupParams p) {
     dev::cp_async_commit();
   }
   dev::cp_async<4>(&s[3], &p.src[3], 4);  // issued, never committed before the waits below
-  dev::cp_async_wait<2>();  // group 0 has landed; 1 and 2 may be in flight
+  dev::cp_async_wait<2>();                // group 0 has landed; 1 and 2 may be in flight
   for (int i = 0; i < 4; ++i) p.seen[i] = s[i];
   dev::cp_async_wait<1>();  // groups 0 and 1
   for (int i = 0; i < 4; ++i) p.seen[4 + i] = s[i];
@@ -417,7 +432,8 @@ __global__ void wait_group_kernel(const __grid_constant__ GroupParams p) {
 TEST(EmuCpAsync, WaitGroupLeavesTheNewestGroupsInFlight) {
   const std::uint32_t src[4] = {11, 22, 33, 44};
   std::uint32_t seen[13];
-  const auto r = DECODEBENCH_LAUNCH(wait_group_kernel, dim3(1), dim3(1), 0, nullptr, (GroupParams{src, seen}));
+  const auto r =
+      DECODEBENCH_LAUNCH(wait_group_kernel, dim3(1), dim3(1), 0, nullptr, (GroupParams{src, seen}));
   ASSERT_TRUE(r.ok()) << r.message;
   const std::uint32_t P = kPoison;
   const std::uint32_t expect[13] = {11, P, P, P, 11, 22, P, P, 11, 22, 33, P, 44};
@@ -432,9 +448,9 @@ struct MisuseParams {
 __global__ void misuse_kernel(const __grid_constant__ MisuseParams p) {
   DECODEBENCH_SHARED(unsigned char, s, 64);
   switch (p.which) {
-    case 0: dev::cp_async<16>(s + 4, p.global, 16); break;       // misaligned destination
+    case 0: dev::cp_async<16>(s + 4, p.global, 16); break;          // misaligned destination
     case 1: dev::cp_async<16>(p.global, p.global + 16, 16); break;  // destination not shared
-    case 2: (void)dev::ld_global_nc_v4(p.global + 8); break;     // misaligned 16-byte load
+    case 2: (void)dev::ld_global_nc_v4(p.global + 8); break;        // misaligned 16-byte load
   }
 }
 
@@ -443,7 +459,8 @@ TEST(EmuCpAsync, MisuseIsReported) {
   const char* expect[] = {"not 16-byte aligned", "not inside this block's shared memory",
                           "ld_global_nc_v4: address"};
   for (int which = 0; which < 3; ++which) {
-    const auto r = DECODEBENCH_LAUNCH(misuse_kernel, dim3(1), dim3(1), 0, nullptr, (MisuseParams{which, global}));
+    const auto r = DECODEBENCH_LAUNCH(misuse_kernel, dim3(1), dim3(1), 0, nullptr,
+                                      (MisuseParams{which, global}));
     ASSERT_FALSE(r.ok()) << which;
     EXPECT_NE(r.message.find(expect[which]), std::string::npos) << r.message;
     EXPECT_NE(r.message.find("misuse_kernel"), std::string::npos) << r.message;
@@ -453,9 +470,9 @@ TEST(EmuCpAsync, MisuseIsReported) {
 // --- atomics ----------------------------------------------------------------------------------
 
 struct AtomicParams {
-  int* i;            // [4]: add, max, min, exch
-  unsigned* u;       // [2]: add, cas counter
-  float* f;          // [1]
+  int* i;       // [4]: add, max, min, exch
+  unsigned* u;  // [2]: add, cas counter
+  float* f;     // [1]
   unsigned long long* ull;
 };
 
@@ -467,7 +484,7 @@ __global__ void atomic_kernel(const __grid_constant__ AtomicParams p) {
   atomicExch(&p.i[3], 5);
   atomicAdd(&p.u[0], 2u);
   unsigned old = atomicAdd(&p.u[1], 0u);  // an atomic read (a plain one would race)
-  for (;;) {  // a CAS loop, as kernels write them
+  for (;;) {                              // a CAS loop, as kernels write them
     const unsigned seen = atomicCAS(&p.u[1], old, old + 3);
     if (seen == old) break;
     old = seen;
@@ -481,7 +498,8 @@ TEST(EmuAtomics, ManyThreadsManyBlocks) {
   unsigned u[2] = {0, 0};
   float f = 0;
   unsigned long long ull = 0;
-  const auto r = DECODEBENCH_LAUNCH(atomic_kernel, dim3(3), dim3(96), 0, nullptr, (AtomicParams{i, u, &f, &ull}));
+  const auto r = DECODEBENCH_LAUNCH(atomic_kernel, dim3(3), dim3(96), 0, nullptr,
+                                    (AtomicParams{i, u, &f, &ull}));
   ASSERT_TRUE(r.ok()) << r.message;
   EXPECT_EQ(i[0], 288);
   EXPECT_EQ(i[1], 287);
@@ -503,18 +521,21 @@ __global__ void index_kernel(const __grid_constant__ IndexParams p) {
   const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   const unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
-  atomicAdd(&p.hits[block * threads + thread], 1 + static_cast<int>(threadIdx.z * 100 + blockIdx.z * 10000));
+  atomicAdd(&p.hits[block * threads + thread],
+            1 + static_cast<int>(threadIdx.z * 100 + blockIdx.z * 10000));
 }
 
 TEST(EmuLaunch, ThreeDimensionalGridsAndBlocksVisitEveryThreadOnce) {
   const dim3 grid(2, 3, 2), block(4, 2, 3);
   std::vector<int> hits(12 * 24, 0);
-  const auto r = DECODEBENCH_LAUNCH(index_kernel, grid, block, 0, nullptr, IndexParams{hits.data()});
+  const auto r =
+      DECODEBENCH_LAUNCH(index_kernel, grid, block, 0, nullptr, IndexParams{hits.data()});
   ASSERT_TRUE(r.ok()) << r.message;
   for (int b = 0; b < 12; ++b) {
     for (int t = 0; t < 24; ++t) {
       const int tz = t / 8, bz = b / 6;
-      EXPECT_EQ(hits[static_cast<std::size_t>(b * 24 + t)], 1 + tz * 100 + bz * 10000) << b << " " << t;
+      EXPECT_EQ(hits[static_cast<std::size_t>(b * 24 + t)], 1 + tz * 100 + bz * 10000)
+          << b << " " << t;
     }
   }
 }
@@ -524,7 +545,8 @@ TEST(EmuLaunch, BadConfigurationsFailLikeCuda) {
   const IndexParams p{hits.data()};
   const auto too_many = DECODEBENCH_LAUNCH(index_kernel, dim3(1), dim3(1025), 0, nullptr, p);
   EXPECT_FALSE(too_many.ok());
-  EXPECT_NE(too_many.message.find("index_kernel launch failed: invalid configuration"), std::string::npos)
+  EXPECT_NE(too_many.message.find("index_kernel launch failed: invalid configuration"),
+            std::string::npos)
       << too_many.message;
   const auto empty_grid = DECODEBENCH_LAUNCH(index_kernel, dim3(0), dim3(32), 0, nullptr, p);
   EXPECT_FALSE(empty_grid.ok());
@@ -547,14 +569,13 @@ TEST(EmuLaunch, ExceptionInOneThreadFailsTheLaunchAndUnwindsTheRest) {
   EXPECT_NE(r.message.find("boom"), std::string::npos) << r.message;
   // The pool is healthy afterwards.
   std::vector<int> out(128, -1);
-  const auto again = DECODEBENCH_LAUNCH(early_exit_kernel, dim3(1), dim3(128), 0, nullptr, (EarlyExitParams{128, out.data()}));
+  const auto again = DECODEBENCH_LAUNCH(early_exit_kernel, dim3(1), dim3(128), 0, nullptr,
+                                        (EarlyExitParams{128, out.data()}));
   EXPECT_TRUE(again.ok()) << again.message;
   EXPECT_EQ(out[0], 3);
 }
 
-TEST(EmuLaunch, IndicesOutsideAKernelAreAnError) {
-  EXPECT_THROW((void)threadIdx.x, emu::EmuError);
-}
+TEST(EmuLaunch, IndicesOutsideAKernelAreAnError) { EXPECT_THROW((void)threadIdx.x, emu::EmuError); }
 
 }  // namespace
 }  // namespace decodebench

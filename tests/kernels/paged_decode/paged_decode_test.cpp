@@ -151,9 +151,10 @@ TEST_P(PagedDecodeEmu, MatchesTheCpuReference) {
   const auto& all = cases();
   for (std::size_t i = 0; i < all.size(); ++i) {
     // The first (head_dim, dtype) pair takes every case; the others two, rotating.
-    const bool selected = t.combo_index == 0 ||
-                          i % all.size() == static_cast<std::size_t>(2 * t.combo_index) % all.size() ||
-                          i % all.size() == static_cast<std::size_t>(2 * t.combo_index + 1) % all.size();
+    const bool selected =
+        t.combo_index == 0 ||
+        i % all.size() == static_cast<std::size_t>(2 * t.combo_index) % all.size() ||
+        i % all.size() == static_cast<std::size_t>(2 * t.combo_index + 1) % all.size();
     if (!selected) continue;
     const Case& c = all[i];
     SCOPED_TRACE(std::string("case ") + c.label);
@@ -162,7 +163,8 @@ TEST_P(PagedDecodeEmu, MatchesTheCpuReference) {
     const Comparison cmp = compare_outputs(r.out, r.ref, r.num_q_heads, r.head_dim, r.tol);
     EXPECT_TRUE(cmp.ok) << cmp.mismatches << " of " << cmp.checked << " elements outside atol "
                         << r.tol.atol << " rtol " << r.tol.rtol << "; max_abs " << cmp.max_abs
-                        << "\n" << cmp.report;
+                        << "\n"
+                        << cmp.report;
   }
 }
 

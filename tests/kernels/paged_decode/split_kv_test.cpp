@@ -95,7 +95,8 @@ SplitRun run_split_kv(const Workload& w, int num_splits) {
   PagedDecodeParams p = w.params();
   p.num_splits = num_splits;
   const std::size_t out_elems = static_cast<std::size_t>(w.rows()) * p.num_q_heads * p.head_dim;
-  std::vector<std::uint16_t> out(out_elems, 0xffff);  // NaN in both f16 and bf16: must be overwritten
+  std::vector<std::uint16_t> out(out_elems,
+                                 0xffff);  // NaN in both f16 and bf16: must be overwritten
   // One allocation laid out by split_kv_workspace().
   const kernels::SplitKvWorkspace layout = kernels::split_kv_workspace(p, num_splits);
   const std::size_t lse_elems = static_cast<std::size_t>(w.rows()) * p.num_q_heads * num_splits;
@@ -109,11 +110,13 @@ SplitRun run_split_kv(const Workload& w, int num_splits) {
   run.launch = kernels::emu::launch_paged_decode("split_kv", p, /*stream=*/nullptr);
   run.out.resize(out_elems);
   for (std::size_t i = 0; i < out_elems; ++i) {
-    run.out[i] = p.q_dtype == DType::f16 ? floatfmt::f16_to_float(out[i])
-                                         : floatfmt::bf16_to_float(out[i]);
+    run.out[i] =
+        p.q_dtype == DType::f16 ? floatfmt::f16_to_float(out[i]) : floatfmt::bf16_to_float(out[i]);
   }
-  run.partial_out.assign(ws.begin(), ws.begin() + static_cast<std::ptrdiff_t>(lse_elems * p.head_dim));
-  run.partial_lse.assign(ws.begin() + static_cast<std::ptrdiff_t>(lse_elems * p.head_dim), ws.end());
+  run.partial_out.assign(ws.begin(),
+                         ws.begin() + static_cast<std::ptrdiff_t>(lse_elems * p.head_dim));
+  run.partial_lse.assign(ws.begin() + static_cast<std::ptrdiff_t>(lse_elems * p.head_dim),
+                         ws.end());
   return run;
 }
 
@@ -125,8 +128,7 @@ void expect_matches_reference(Case c) {
   const std::vector<float> ref = reference_decode(w);
   const Comparison cmp = compare_outputs(run.out, ref, c.num_q_heads, c.head_dim,
                                          tolerance_for(c.q_dtype, c.kv_dtype));
-  EXPECT_TRUE(cmp.ok) << cmp.mismatches << " of " << cmp.checked << " elements off; "
-                      << cmp.report;
+  EXPECT_TRUE(cmp.ok) << cmp.mismatches << " of " << cmp.checked << " elements off; " << cmp.report;
 }
 
 TEST(SplitKvEmu, OneSplitIsCorrect) {

@@ -49,9 +49,12 @@ __global__ void branchy_kernel(const __grid_constant__ Params p) {
 
 int main(int argc, char** argv) {
   Variant variant = Variant::fixed;
-  if (argc == 2 && std::strcmp(argv[1], "fault") == 0) variant = Variant::divergent;
-  else if (argc == 2 && std::strcmp(argv[1], "deadlock") == 0) variant = Variant::deadlock;
-  else if (argc == 2 && std::strcmp(argv[1], "hang") == 0) variant = Variant::hang;
+  if (argc == 2 && std::strcmp(argv[1], "fault") == 0)
+    variant = Variant::divergent;
+  else if (argc == 2 && std::strcmp(argv[1], "deadlock") == 0)
+    variant = Variant::deadlock;
+  else if (argc == 2 && std::strcmp(argv[1], "hang") == 0)
+    variant = Variant::hang;
   else if (!(argc == 2 && std::strcmp(argv[1], "fixed") == 0)) {
     std::fprintf(stderr, "usage: %s fault|deadlock|hang|fixed\n", argv[0]);
     return 2;

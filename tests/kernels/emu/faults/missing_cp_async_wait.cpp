@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   const bool fault = decodebench::faults::planted(argc, argv);
   constexpr int kGrid = 3;
   std::vector<float> in(kGrid * 128), out(kGrid * 32), expect(kGrid * 32);
-  for (int i = 0; i < kGrid * 128; ++i) in[static_cast<std::size_t>(i)] = static_cast<float>(i % 17);
+  for (int i = 0; i < kGrid * 128; ++i)
+    in[static_cast<std::size_t>(i)] = static_cast<float>(i % 17);
   for (int b = 0; b < kGrid; ++b) {
     for (int t = 0; t < 32; ++t) {
       const int r = (t + 1) % 32;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scale out: one shard of a sweep per GPU as a Slurm array job (DESIGN.md "Scale out"), then
+# Scale out: one shard of a sweep per GPU as a Slurm array job (docs/design.md "Scale-out"), then
 # merge the shard reports. No home-made scheduler: Slurm schedules, `--shard i/n` picks a
 # deterministic subset of the points, `decodebench merge` combines the reports.
 #

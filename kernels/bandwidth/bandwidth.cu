@@ -1,4 +1,4 @@
-// Bandwidth-ceiling kernels: the measured roofline of DESIGN.md "Ceilings". Each streams its
+// Bandwidth-ceiling kernels: the measured roofline of docs/design.md "Ceilings". Each streams its
 // buffers once with grid-stride 16-byte accesses, so the only limit is the memory system.
 //
 //   read   sum src (as fp32) into one value per thread block: sink[blockIdx.x]. The sum keeps

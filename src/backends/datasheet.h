@@ -1,6 +1,6 @@
 // Datasheet peaks of known GPUs (configs/devices.json): the vendor's memory bandwidth, fp32
 // (non-tensor) FLOP rate and memory size. Reports carry them next to the measured ceilings so a
-// roofline fraction can be read against either (DESIGN.md "Ceilings").
+// roofline fraction can be read against either (docs/design.md "Ceilings").
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // The subcommands of `decodebench`. Each add_*_command registers its CLI11 subcommand; when that
-// subcommand runs, its callback stores the process exit code in `exit_code` (DESIGN.md: 0 ok,
-// 1 wrong results or a regression, 2 bad input, 3 runtime/device failure). Errors are thrown
+// subcommand runs, its callback stores the process exit code in `exit_code` (README.md "Commands":
+// 0 ok, 1 wrong results or a regression, 2 bad input, 3 runtime/device failure). Errors are thrown
 // as InputError / RuntimeFailure and mapped to codes by main().
 #pragma once
 

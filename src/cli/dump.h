@@ -1,5 +1,5 @@
 // `decodebench sweep --dump DIR`: one point written as NumPy files plus meta.json, so anyone can
-// recompute it with numpy (DESIGN.md "Command line"):
+// recompute it with numpy (README.md "Commands"):
 //   q.npy             float32 [B, Hq, d]                     q values as stored (f16/bf16 decoded)
 //   k_cache.npy       float32 [num_blocks, Hkv, P, d]        stored values, unscaled (x k_scale =
 //   real) v_cache.npy       float32 [num_blocks, Hkv, P, d]        stored values, unscaled (x

@@ -1,4 +1,4 @@
-// decodebench: paged-attention decode benchmark. See DESIGN.md "Command line".
+// decodebench: paged-attention decode benchmark. See README.md "Commands".
 //
 // Every failure ends here as an exit code, never as an uncaught exception:
 //   0 ok   1 wrong results or a regression   2 bad input   3 runtime/device failure

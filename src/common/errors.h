@@ -1,4 +1,4 @@
-// Exceptions the CLI maps to exit codes (DESIGN.md "Command line"): library code never exits.
+// Exceptions the CLI maps to exit codes (README.md "Commands"): library code never exits.
 #pragma once
 
 #include <stdexcept>

@@ -1,4 +1,4 @@
-// The measurement loop (DESIGN.md "Timing"): one strategy for every backend, the backend's
+// The measurement loop (docs/design.md "Timing"): one strategy for every backend, the backend's
 // PreparedPoint::time_one() supplies one sample (CUDA events around every launch of the step,
 // L2 flushed before unless warm; a steady clock on the CPU).
 #pragma once

@@ -1,4 +1,4 @@
-// Roofline math of DESIGN.md "Byte and FLOP model" for one timed point.
+// Roofline math of docs/design.md "Byte and FLOP model" for one timed point.
 //   t_roof = max(bytes_min / BW, flops / FLOP_peak)       roofline_fraction = t_roof / t
 //   achieved_bandwidth = bytes_min / t                    logical = bytes_logical / t
 //   tokens_per_s = batch / (t * num_layers)               attention-only

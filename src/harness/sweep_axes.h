@@ -7,7 +7,7 @@
 // Adding an axis is one entry in kAxes, at the position it takes in the expansion, plus the
 // SweepConfig member it reads and the WorkloadSpec (or SweepPoint) field it sets. The
 // static_asserts at the end of this file fail to compile when a member or field has no entry,
-// and tests/cli/test_sweep_axes.cpp runs every entry through the flags, JSON, validation,
+// and tests/harness/sweep_axes_test.cpp runs every entry through the flags, JSON, validation,
 // expansion and the workload key.
 //
 // E.g. an axis of attention sinks: `std::vector<int> sinks{0};` in SweepConfig, `int sinks = 0;`

@@ -1,4 +1,4 @@
-// A sweep: the axes of DESIGN.md (model x batch x context x hit rate x ... x kernel), how each
+// A sweep: the axes of docs/design.md (model x batch x context x hit rate x ... x kernel), how each
 // point is measured, and which shard of the points this process runs.
 //
 // Config file (configs/sweeps/*.json). Every axis takes one value or a list; keys are the
@@ -40,9 +40,9 @@
 
 namespace decodebench {
 
-// DESIGN.md stopping rule, per point: stop once samples >= min_samples AND the samples sum to
-// >= min_time_s AND rel_noise (stats.h) <= max_noise; or when timeout_s of wall time has passed
-// since the first sample (then at least one sample has been taken).
+// The stopping rule (docs/design.md "Timing"), per point: stop once samples >= min_samples AND
+// the samples sum to >= min_time_s AND rel_noise (stats.h) <= max_noise; or when timeout_s of
+// wall time has passed since the first sample (then at least one sample has been taken).
 struct MeasureOptions {
   int min_samples = 10;
   double min_time_s = 0.5;

@@ -1,4 +1,4 @@
-// The CPU reference: the oracle every backend and kernel is checked against (DESIGN.md
+// The CPU reference: the oracle every backend and kernel is checked against (docs/design.md
 // "Correctness"). Plain loops, double accumulation, GQA, every KV dtype; K/V rows are found
 // through kernels/common/paged_kv.h, the same view the kernels use.
 #pragma once

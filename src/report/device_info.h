@@ -8,7 +8,7 @@
 
 namespace decodebench {
 
-// What a report says about a device (DESIGN.md "Report": devices[...]). Bandwidths in B/s,
+// What a report says about a device (docs/report-schema.md: devices[]). Bandwidths in B/s,
 // FLOP rates in FLOP/s, sizes in bytes; 0 = not known on this backend.
 struct Ceilings {
   double read = 0;                // measured read-only bandwidth

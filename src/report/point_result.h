@@ -1,4 +1,4 @@
-// The data model of one report entry (DESIGN.md "Report": results[...]) and its pieces. Plain
+// The data model of one report entry (docs/report-schema.md: results[]) and its pieces. Plain
 // structs only: the harness fills them, the report layer writes, reads, merges and prints them.
 //
 // Convention for "not available": a double that has no value for this point (the time of a
@@ -21,7 +21,7 @@ namespace decodebench {
 inline constexpr double kNotAvailable = std::numeric_limits<double>::quiet_NaN();
 inline bool available(double x) { return !std::isnan(x); }
 
-// Summary of the timed samples of one point, seconds (DESIGN.md "Timing").
+// Summary of the timed samples of one point, seconds (docs/design.md "Timing").
 //   rel_noise: the relative standard error of the median, a robust estimate:
 //     sigma     = (p90 - p10) / 2.5631      (p90 - p10 spans 2 * 1.2816 sigma of a normal)
 //     rel_noise = 1.2533 * sigma / sqrt(samples) / median
@@ -39,7 +39,7 @@ struct SampleStats {
   int samples = 0;
 };
 
-// DESIGN.md "Byte and FLOP model", one decode step of one layer.
+// docs/design.md "Byte and FLOP model", one decode step of one layer.
 struct BytesRecord {
   double kv_logical = 0;  // what a prefix-unaware kernel streams
   double kv_unique = 0;   // distinct (block, slot) pairs: the compulsory KV traffic

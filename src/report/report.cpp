@@ -343,7 +343,7 @@ Report report_from(const JsonIn& in) {
   const JsonIn results = in.at("results");
   for (std::size_t i = 0; i < results.size(); ++i) r.results.push_back(point_from(results.at(i)));
   r.knees = in.at("knees").json();
-  // completion is additive to DESIGN.md's key list; a report without it is taken as complete.
+  // completion was added to the schema later; a report without it is taken as complete.
   if (in.has("completion")) {
     const JsonIn c = in.at("completion");
     r.completion.state = parse_completion_state(c.at("state"));

@@ -1,4 +1,4 @@
-// The JSON report (DESIGN.md "Report", schema_version 1): building, reading, writing atomically,
+// The JSON report (docs/report-schema.md, schema_version 1): building, reading, writing atomically,
 // merging shard reports and comparing a run against a baseline. Scripts read only this file.
 #pragma once
 
@@ -31,7 +31,7 @@ struct HostInfo {
   std::string build_type;
 };
 
-// How the run that produced the report ended. Not in DESIGN.md's key list: an additive field
+// How the run that produced the report ended. An additive field
 // so a reader can tell a finished sweep from one cut short (all finished points are kept).
 struct Completion {
   enum class State { complete, interrupted, device_failure };

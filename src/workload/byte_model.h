@@ -1,4 +1,4 @@
-// The byte and FLOP model of one decode step of one layer (DESIGN.md "Byte and FLOP model"),
+// The byte and FLOP model of one decode step of one layer (docs/design.md "Byte and FLOP model"),
 // written once: the harness, the report and `decodebench model` all take their numbers here.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The workload of one sweep point: a model's attention shape, a paged KV cache with prefix
-// sharing, and seeded random inputs (DESIGN.md "Workload").
+// sharing, and seeded random inputs (docs/design.md "Workload and paged layout").
 #pragma once
 
 #include <cstddef>

@@ -168,7 +168,7 @@ TEST(Validate, RejectsImpossibleValuesWithTheValidChoices) {
 
 // ---- layout -------------------------------------------------------------------------------
 
-// Every invariant of DESIGN.md "Workload" for one layout.
+// Every invariant of docs/design.md "Workload and paged layout" for one layout.
 void check_layout_invariants(const WorkloadSpec& spec, const PagedLayout& l) {
   const int P = spec.block_size;
   const int G = spec.prefix_groups;

@@ -1,4 +1,4 @@
-// Measured CPU ceilings: the roofs of the CPU roofline (DESIGN.md "Ceilings").
+// Measured CPU ceilings: the roofs of the CPU roofline (docs/design.md "Ceilings").
 //
 //   read   vectorized sum over one buffer (the sum is returned, so the loads stay live)
 //   copy   dst = src; counted as bytes read + bytes written (STREAM convention: the
@@ -69,7 +69,7 @@ std::int64_t last_level_cache_bytes();  // sysfs cache hierarchy, else sysconf; 
 std::int64_t available_memory_bytes();  // /proc/meminfo MemAvailable; 0 if unknown
 
 // ---- Cold caches for the timed samples --------------------------------------------------------
-// The CPU counterpart of the GPU's L2 flush (DESIGN.md, Timing). Before a cold sample the cpu
+// The CPU counterpart of the GPU's L2 flush (docs/design.md "Timing"). Before a cold sample the cpu
 // backend (1) writes back and evicts every line of the point's own buffers with
 // evict_from_caches (clflushopt), and (2) reads a region of 2x the last-level cache (at least
 // 64 MiB) on every thread with CacheFlusher, which empties the caches of everything else. Step

@@ -22,8 +22,8 @@ inline constexpr std::size_t kMemoryHeadroomBytes = std::size_t{256} << 20;
 double theoretical_bandwidth(std::int64_t memory_clock_khz, std::int64_t bus_width_bits);
 
 // Bytes of each bandwidth-ceiling buffer: at least 8x the L2 so the ceilings measure DRAM and
-// not the cache (DESIGN.md "Ceilings"), at least kMinCeilingBufferBytes for devices that report
-// a small or no L2, rounded up to whole MiB (a multiple of 16, as the kernels require).
+// not the cache (docs/design.md "Ceilings"), at least kMinCeilingBufferBytes for devices that
+// report a small or no L2, rounded up to whole MiB (a multiple of 16, as the kernels require).
 inline constexpr std::size_t kMinCeilingBufferBytes = std::size_t{256} << 20;
 std::size_t ceiling_buffer_bytes(std::size_t l2_bytes);
 // The largest buffer size (whole MiB) of which three, plus kMemoryHeadroomBytes, fit into

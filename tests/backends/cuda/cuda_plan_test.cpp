@@ -108,7 +108,7 @@ TEST(CudaPlan, MemorySkipReasonNamesBothSizes) {
   EXPECT_EQ(format_gb(1.5e9), "1.50 GB");
 }
 
-// The `auto` kernel is kernels::choose_kernel (tests/kernels/kernel_registry_test.cpp); the
+// The `auto` kernel is kernels::choose_kernel (tests/kernels/registry_test.cpp); the
 // backend passes the device's SM count.
 
 TEST(CudaPlan, BadDeviceMessageListsTheDevices) {

@@ -296,7 +296,7 @@ TEST(EmuSyncthreads, DivergentBarrierIsReportedWithBothSites) {
   EXPECT_NE(r.message.find("block (0,0,0)"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("threads 0-39 at"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("threads 40-63 at"), std::string::npos) << r.message;
-  EXPECT_NE(r.message.find("primitives_test.cpp:"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("emu_test.cpp:"), std::string::npos) << r.message;
 }
 
 __global__ void deadlock_kernel(const __grid_constant__ EarlyExitParams) {

@@ -1,6 +1,6 @@
 // Shared driver of the planted-fault executables: each runs a tiny kernel with the fault
 // planted (`fault`) or without it (`fixed`), compares the result with a host reference and
-// prints what went wrong. The CTest entries in tests/emu/CMakeLists.txt assert that `fault`
+// prints what went wrong. The CTest entries in tests/kernels/emu/CMakeLists.txt assert that `fault`
 // is reported (by the emulator, the comparison or a sanitizer) and that `fixed` runs clean,
 // so the check is shown both to bite and not to cry wolf.
 #pragma once

@@ -117,6 +117,12 @@ TEST(SweepAxes, EverySettingGoesThroughFlagsAndJson) {
   });
 }
 
+// The model axis reads a name and sets a shape: an axis whose point field differs from its
+// config value must say how to resolve one into the other.
+TEST(SweepAxes, EveryConvertingAxisResolves) {
+  EXPECT_TRUE(detail::every_converting_axis_resolves());
+}
+
 TEST(SweepAxes, TheSeedShapesTheWorkload) {
   SweepConfig c;
   const std::string key = workload_key(expand(c).front().spec);

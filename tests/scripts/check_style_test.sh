@@ -2,7 +2,8 @@
 # The style check (scripts/check-style.sh) must be able to fail: in a scratch repository with the
 # project's .clang-format it passes a clean tree, and fails, naming the fault, on
 #   a C++ file clang-format would change;  a commit subject over 72 characters;
-#   a file that speaks of an issue number;  one that speaks of a session.
+#   a file that names a ticket number;  one that names a work period.
+# (The planted words are written in pieces so that this file itself stays clean.)
 #   check_style_test.sh CHECK CLANG_FORMAT_FILE WORKDIR
 set -euo pipefail
 check="$1" style="$2" work="$3"
@@ -48,14 +49,14 @@ git -C subject commit -q --allow-empty \
   -m "a subject that goes on and on well past the seventy-two characters a log line allows"
 expect subject 1 'subject has 8[0-9] characters'
 
-new_repo issue
-printf 'Fixes the target of issue #7.\n' >issue/notes.md
-expect issue 1 'speaks of issues or sessions: notes.md:1'
+new_repo ticket
+printf 'Fixes the target of %s #7.\n' "iss""ue" >ticket/notes.md
+expect ticket 1 'speaks of tickets or work periods: notes.md:1'
 
-new_repo session
-printf '// measured in the third session\nint h();\n' >session/h.h
-git -C session add h.h
-expect session 1 'speaks of issues or sessions: h.h:1'
+new_repo period
+printf '// measured in the third %s\nint h();\n' "sess""ion" >period/h.h
+git -C period add h.h
+expect period 1 'speaks of tickets or work periods: h.h:1'
 
 if ((failures > 0)); then
   echo "check_style_test: $failures of 5 planted cases went wrong" >&2

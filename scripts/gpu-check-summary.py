@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""The summary scripts/gpu-check.sh prints last: each step (ok / partial / FAIL, seconds, why)
+with its headline figures, read from the reports in OUTDIR (it never runs anything).
+
+  scripts/gpu-check-summary.py OUTDIR [TITLE]
+
+Reads OUTDIR/steps.tsv (name, status, seconds, note; written by gpu-check.sh) and, where present,
+bundle-manifest.json, check.json, ceilings.json, targets.json, ncu-bytes.json, the GoogleTest
+XML files and gpu-check.json. The target thresholds are docs/design.md "GPU targets". Standard
+library only.
+"""
+import json
+import os
+import statistics
+import sys
+import xml.etree.ElementTree as ET
+
+# docs/design.md "GPU targets": (batch, context) -> fraction of the measured copy ceiling.
+TARGET_POINTS = [((64, 8192), 0.90), ((1, 32768), 0.75)]
+FP8_SPEEDUP = 1.8
+GQA_OVER_NAIVE = 3.0
+
+
+def load(outdir, name):
+    try:
+        with open(os.path.join(outdir, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def gbps(v):
+    return f"{v / 1e9:.0f} GB/s"
+
+
+def statuses(report):
+    """'40 points: 38 ok, 2 skipped' (of N planned when the run stopped early)."""
+    results = report.get("results") or []
+    counts = {}
+    for r in results:
+        counts[r.get("status", "?")] = counts.get(r.get("status", "?"), 0) + 1
+    planned = (report.get("completion") or {}).get("points_planned")
+    noun = "point" if (planned or len(results)) == 1 else "points"
+    head = f"{len(results)} of {planned} {noun}" if planned and planned != len(results) else \
+        f"{len(results)} {noun}"
+    return head + ": " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+def ceilings_figures(dev):
+    bw = (dev or {}).get("bandwidth") or {}
+    m = bw.get("measured") or {}
+    sheet = bw.get("datasheet")
+    parts = []
+    for k in ("read", "copy", "triad"):
+        v = m.get(k)
+        if not v:
+            parts.append(f"{k} n/a")
+            continue
+        pct = f" ({100 * v / sheet:.1f} % of datasheet)" if sheet else ""
+        parts.append(f"{k} {gbps(v)}{pct}")
+    if sheet:
+        parts.append(f"datasheet {gbps(sheet)}")
+    return ", ".join(parts)
+
+
+def copy_ceiling(*reports):
+    for rep in reports:
+        if not rep:
+            continue
+        dev = rep if "bandwidth" in rep else (rep.get("devices") or [{}])[0]
+        v = ((dev.get("bandwidth") or {}).get("measured") or {}).get("copy")
+        if v:
+            return v
+    return None
+
+
+def shape(r):
+    return (r.get("batch"), (r.get("context") or {}).get("values", [None])[0])
+
+
+def target_lines(targets, copy):
+    lines = []
+    ok = [r for r in targets.get("results") or [] if r.get("status") == "ok"
+          and r.get("bandwidth", {}).get("achieved")]
+    auto_tps = {}
+    for (b, ctx), goal in TARGET_POINTS:
+        for kv in ("f16", "fp8_e4m3"):
+            here = [r for r in ok if shape(r) == (b, ctx) and r.get("kv_dtype") == kv]
+            label = f"b={b} ctx={ctx} {kv}"
+            auto = next((r for r in here if r.get("kernel_requested") == "auto"), None)
+            rungs = [r for r in here if r.get("kernel_requested") != "auto"]
+            best = max(rungs, key=lambda r: r["bandwidth"]["achieved"], default=None)
+
+            def fig(r):
+                bw = r["bandwidth"]["achieved"]
+                pct = f" {100 * bw / copy:.1f} % copy" if copy else ""
+                tps = r.get("tokens_per_s")
+                return f"{gbps(bw)}{pct}" + (f", {tps:.0f} tok/s" if tps else "")
+
+            text = f"auto={auto['kernel']} {fig(auto)}" if auto else "auto: no ok point"
+            if best:
+                text += f" | best {best['kernel']} {fig(best)}"
+            if kv == "f16" and copy and here:
+                top = max((r["bandwidth"]["achieved"] for r in here), default=0)
+                verdict = "met" if top >= goal * copy else "NOT met"
+                text += f" | target >= {100 * goal:.0f} % copy: {verdict}"
+            if auto and auto.get("tokens_per_s"):
+                auto_tps[(b, ctx, kv)] = auto["tokens_per_s"]
+            lines.append(f"  {label:<24} {text}")
+    f16, fp8 = auto_tps.get((64, 8192, "f16")), auto_tps.get((64, 8192, "fp8_e4m3"))
+    if f16 and fp8:
+        verdict = "met" if fp8 / f16 >= FP8_SPEEDUP else "NOT met"
+        lines.append(f"  fp8/f16 tokens/s at b=64 ctx=8192 (auto): {fp8 / f16:.2f}x "
+                     f"(target >= {FP8_SPEEDUP}x: {verdict})")
+    return lines
+
+
+def gqa_line(sweep):
+    """gqa over naive at GQA 8, matched point by point (same workload, both ok)."""
+    by_point = {}
+    for r in sweep.get("results") or []:
+        s = r.get("model_shape") or {}
+        if r.get("status") != "ok" or not s.get("num_kv_heads"):
+            continue
+        if s["num_q_heads"] // s["num_kv_heads"] != 8 or r.get("kernel") not in ("gqa", "naive"):
+            continue
+        key = (r.get("model"), r.get("kv_dtype"), shape(r), r.get("hit_rate"))
+        by_point.setdefault(key, {})[r["kernel"]] = r["time_s"]["median"]
+    ratios = [p["naive"] / p["gqa"] for p in by_point.values() if "naive" in p and "gqa" in p]
+    if not ratios:
+        return None
+    med = statistics.median(ratios)
+    verdict = "met" if med >= GQA_OVER_NAIVE else "NOT met"
+    return (f"  gqa over naive at GQA 8 (gpu-check.json): median {med:.2f}x over {len(ratios)} "
+            f"points (target >= {GQA_OVER_NAIVE:.0f}x: {verdict})")
+
+
+def gtest_figures(outdir, name):
+    try:
+        root = ET.parse(os.path.join(outdir, name + ".xml")).getroot()
+    except (OSError, ET.ParseError):
+        return ""
+    get = lambda k: int(root.get(k, "0") or 0)  # noqa: E731
+    return f"{get('tests')} tests, {get('failures')} failures, {get('errors')} errors, " \
+           f"{get('skipped') + get('disabled')} skipped"
+
+
+def ncu_figures(ncu):
+    parts = []
+    for p in (ncu or {}).get("points") or []:
+        k = p["kernels"]
+        l2 = [x["l2_hit_pct"] for x in k if x.get("l2_hit_pct") is not None]
+        issue = [x["issue_pct"] for x in k if x.get("issue_pct") is not None]
+        extra = ""
+        if l2:
+            extra += f", L2 hit {max(l2):.1f} %"
+        if issue:
+            extra += f", issue {max(issue):.1f} %"
+        ctx = "-".join(str(c) for c in p.get("context") or [])
+        parts.append(f"b={p.get('batch')} ctx={ctx} {p['kernel']}: DRAM/bytes_min "
+                     f"{p['ratio_to_min']:.3f}{extra}")
+    return "; ".join(parts)
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: gpu-check-summary.py OUTDIR [TITLE]")
+    outdir = sys.argv[1]
+    title = sys.argv[2] if len(sys.argv) == 3 else ""
+    steps = []
+    with open(os.path.join(outdir, "steps.tsv")) as f:
+        for line in f:
+            name, status, secs, note = (line.rstrip("\n").split("\t") + ["", "", ""])[:4]
+            steps.append((name, status, secs, note))
+    manifest = load(outdir, "bundle-manifest.json") or {}
+    ceilings = load(outdir, "ceilings.json")
+    targets = load(outdir, "targets.json")
+    sweep = load(outdir, "gpu-check.json")
+    figures = {
+        "check": statuses(load(outdir, "check.json") or {}) if load(outdir, "check.json") else "",
+        "ceilings": ceilings_figures(ceilings) if ceilings else "",
+        "targets": statuses(targets) if targets else "",
+        "ncu-bytes": ncu_figures(load(outdir, "ncu-bytes.json")),
+        "sweep": statuses(sweep) if sweep else "",
+    }
+    for name in manifest.get("gpu_tests") or []:
+        base = os.path.basename(name)
+        figures[base] = gtest_figures(outdir, base)
+
+    dirty = " dirty" if manifest.get("git_dirty") else ""
+    title = f"{title}; " if title else ""
+    print(f"== gpu-check summary: {title}bundle {manifest.get('git_sha', '?')}{dirty}, built "
+          f"{manifest.get('built_at', '?')} ==")
+    width = max(len(s[0]) for s in steps) if steps else 10
+    for name, status, secs, note in steps:
+        text = "; ".join(t for t in (note, figures.get(name, "")) if t)
+        print(f"{name:<{width}}  {status:<7} {secs:>4}s  {text}".rstrip())
+    if targets:
+        print("target points (llama-3.1-8b, h=0; % of the measured copy ceiling; tokens/s is "
+              "attention only):")
+        for line in target_lines(targets, copy_ceiling(targets, ceilings)):
+            print(line)
+    line = gqa_line(sweep) if sweep else None
+    if line:
+        print(line)
+    failed = [s[0] for s in steps if s[1] == "FAIL"]
+    if failed:
+        print(f"RESULT: FAILED {len(failed)} of {len(steps)} steps: {', '.join(failed)}")
+    else:
+        print(f"RESULT: all {len(steps)} steps passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

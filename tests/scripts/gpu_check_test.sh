@@ -1,0 +1,446 @@
+#!/usr/bin/env bash
+# The GPU check (scripts/gpu-check.sh --bundle) on a fake GPU machine: a fake bundle (a
+# decodebench that logs its arguments and writes plausible reports, fake test binaries, a
+# manifest with the right sha256s) and fake nvidia-smi and ncu on PATH, plus package managers,
+# cmake and network tools that record being called. It must
+#   run the steps in order, call no package manager, build tool or network tool, leave every log
+#   and report flat in OUTDIR and print the summary last, naming each step (exit 0; the last
+#   sweep stopped by the budget is "partial");
+# and catch, each planted alone:
+#   a bundle file changed after the manifest (exit 2 before any GPU step, naming the file);
+#   a bundle built for another architecture (exit 2, naming both);
+#   a failing `check` (exit 1, the later steps still run);
+#   ncu missing, or not allowed to read the counters (those steps FAIL with the reason, the rest ok).
+# Then scripts/ncu-bytes.py on canned ncu CSVs and reports: the join and its ratio, and a clear
+# error for a report without its point, kernels of another rung, a missing or empty CSV.
+#   gpu_check_test.sh GPU_CHECK NCU_BYTES WORKDIR
+set -euo pipefail
+abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+check="$(abs "$1")" ncu_bytes="$(abs "$2")" work="$3"
+configs="$(cd "$(dirname "$check")/../configs" && pwd)"
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+
+failures=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*" >&2; failures=$((failures + 1)); }
+
+# --- fake tools ------------------------------------------------------------------------------
+mkdir -p tools ncu-tools
+for t in apt apt-get pip pip3 cmake ctest nvcc curl wget; do
+  cat >"tools/$t" <<'EOF'
+#!/usr/bin/env bash
+echo "$(basename "$0") $*" >>"$FAKE_FORBIDDEN"
+exit 1
+EOF
+done
+cat >tools/nvidia-smi <<'EOF'
+#!/usr/bin/env bash
+echo "nvidia-smi $*" >>"$FAKE_CALLS"
+case "$*" in
+  *--query-gpu=compute_cap*) echo "${FAKE_CAP:-9.0}" ;;
+  *--query-gpu=name*) echo "NVIDIA H200" ;;
+  *-q*) printf '==============NVSMI LOG==============\nProduct Name : NVIDIA H200\n' ;;
+  *) exit 1 ;;
+esac
+EOF
+# ncu: runs the application, then writes the CSV of --log-file from the point's report (the rung
+# it ran, its bytes.min), as `--csv --page raw --print-units base` would.
+cat >ncu-tools/ncu <<'EOF'
+#!/usr/bin/env python3
+import json, os, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_CALLS"], "a") as f:
+    f.write("ncu " + " ".join(args) + "\n")
+if args == ["--version"]:
+    print("NVIDIA (R) Nsight Compute Command Line Profiler\nVersion 2025.3.0.0 (fake)")
+    sys.exit(0)
+log = args[args.index("--log-file") + 1]
+app = next(i for i, a in enumerate(args) if a.endswith("/bin/decodebench"))
+if os.environ.get("FAKE_NCU_PERM"):
+    subprocess.run(args[app:])
+    with open(log, "w") as f:
+        f.write("==PROF== Connected to process 4242\n==ERROR== ERR_NVGPUCTRPERM - The user does "
+                "not have permission to access NVIDIA GPU Performance Counters on the target "
+                "device 0.\n")
+    sys.exit(1)
+rc = subprocess.run(args[app:]).returncode
+out = args[args.index("--out", app) + 1]
+p = json.load(open(out))["results"][0]
+ns = "void decodebench::kernels::cuda::paged_decode::"
+if p["kernel"] == "split_kv":
+    step = [(ns + "split_kv_detail::split_kernel<(decodebench::kernels::KvDtype)0, 128, 4>"
+             "(decodebench::kernels::PagedDecodeParams)", 1.0),
+            (ns + "split_kv_detail::merge_kernel<128>(decodebench::kernels::PagedDecodeParams)", 0.02)]
+else:
+    k = p["kernel"]
+    step = [(ns + f"{k}_detail::{k}_kernel<(decodebench::kernels::KvDtype)0, 128, 4>"
+             "(decodebench::kernels::PagedDecodeParams)", 1.02)]
+launches = (step * 4)[:4]
+cols = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
+        "Block Size", "Grid Size", "Device", "CC", "dram__bytes_read.sum",
+        "lts__t_sector_hit_rate.pct", "sm__inst_issued.avg.pct_of_peak_sustained_active"]
+units = [""] * 11 + ["byte", "%", "%"]
+q = lambda row: ",".join('"' + str(c) + '"' for c in row)
+with open(log, "w") as f:
+    f.write("==PROF== Connected to process 4242 (decodebench)\n")
+    f.write(q(cols) + "\n" + q(units) + "\n")
+    for i, (name, share) in enumerate(launches):
+        f.write(q([i, 4242, "decodebench", "127.0.0.1", name, 1, 7, "(128, 1, 1)", "(8, 64, 1)",
+                   0, "9.0", f"{p['bytes']['min'] * share:,.0f}", "3.25", "11.5"]) + "\n")
+    f.write("==PROF== Disconnected from process 4242\n")
+sys.exit(rc)
+EOF
+chmod +x tools/* ncu-tools/*
+
+# --- a fake bundle ---------------------------------------------------------------------------
+cat >fake-decodebench <<'EOF'
+#!/usr/bin/env python3
+import json, os, sys, time
+args = sys.argv[1:]
+with open(os.environ["FAKE_CALLS"], "a") as f:
+    f.write("decodebench " + " ".join(args) + "\n")
+if not os.environ.get("DECODEBENCH_CONFIGS", "").endswith("/bundle/configs"):
+    sys.exit("DECODEBENCH_CONFIGS is not the bundle's configs/: "
+             + os.environ.get("DECODEBENCH_CONFIGS", "(unset)"))
+cmd = args[0]
+opt = lambda name, default=None: args[args.index(name) + 1] if name in args else default
+copy = 4.0e12
+device = {"backend": "cuda", "name": "NVIDIA H200", "sm_count": 132,
+          "bandwidth": {"datasheet": 4.8e12, "theoretical": 4.9e12,
+                        "measured": {"read": 4.3e12, "copy": copy, "triad": 4.1e12,
+                                     "buffer_bytes": 1 << 31}}}
+
+def point(model, kernel, requested, kv, batch, ctx, hq=32, hkv=8):
+    bytes_min = batch * ctx * hkv * 128 * 2 * (2 if kv == "f16" else 1) + 1e6
+    t = bytes_min / (0.93 * copy) * (4 if kernel == "naive" else 1)
+    return {"kernel": kernel, "kernel_requested": requested, "backend": "cuda", "model": model,
+            "model_shape": {"num_q_heads": hq, "num_kv_heads": hkv, "head_dim": 128,
+                            "num_layers": 32},
+            "kv_dtype": kv, "q_dtype": "f16", "block_size": 16, "batch": batch,
+            "context": {"kind": "fixed", "values": [ctx]}, "hit_rate": 0, "status": "ok",
+            "reason": "", "time_s": {"median": t},
+            "bytes": {"kv_logical": bytes_min - 1e6, "kv_unique": bytes_min - 1e6,
+                      "min": bytes_min},
+            "bandwidth": {"achieved": bytes_min / t}, "tokens_per_s": batch / (t * 32)}
+
+def report(results, planned=None, state="complete"):
+    return {"schema_version": 1, "devices": [device], "results": results,
+            "completion": {"state": state, "reason": "",
+                           "points_planned": planned or len(results)}}
+
+def write(path, obj):
+    if path:
+        with open(path, "w") as f:
+            json.dump(obj, f, indent=1)
+
+rungs = ["naive", "gqa", "pipelined", "split_kv"]
+if cmd == "devices":
+    print("Backends in this build:\n  cuda   usable     NVIDIA H200")
+elif cmd == "check":
+    bad = bool(os.environ.get("FAKE_FAIL_CHECK"))
+    res = [dict(point("llama-3.1-8b", k, k, "f16", 7, 97), status="wrong" if bad else "ok")
+           for k in rungs]
+    write(opt("--out"), report(res))
+    print("check: " + ("1 wrong" if bad else "all ok"))
+    sys.exit(1 if bad else 0)
+elif cmd == "ceilings":
+    write(opt("--out"), device)
+    print(json.dumps(device))
+elif cmd == "sweep":
+    config = os.path.basename(opt("--config", ""))
+    print(f"kernel model ... (the results table of {config})", flush=True)
+    if opt("--batch"):  # one point, as the ncu steps ask
+        b, ctx = int(opt("--batch")), int(opt("--context"))
+        k = "split_kv" if b == 1 else "pipelined"
+        write(opt("--out"), report([point("llama-3.1-8b", k, "auto", "f16", b, ctx)]))
+    elif config == "gpu-targets.json":
+        res = []
+        for b in (1, 64):
+            for ctx in (8192, 32768):
+                for kv in ("f16", "fp8_e4m3"):
+                    auto = "split_kv" if b == 1 else "pipelined"
+                    res.append(point("llama-3.1-8b", auto, "auto", kv, b, ctx))
+                    res += [point("llama-3.1-8b", k, k, kv, b, ctx) for k in rungs]
+        write(opt("--out"), report(res))
+    elif config == "gpu-check.json":
+        res = [point("llama-3.1-70b", k, k, "f16", 8, 8192, hq=64) for k in ("naive", "gqa")]
+        write(opt("--out"), report(res, planned=192))
+        try:  # the long tail: runs until the budget interrupts it, keeping what it finished
+            time.sleep(float(os.environ.get("FAKE_SWEEP_SLEEP", "0")))
+        except KeyboardInterrupt:
+            write(opt("--out"), report(res, planned=192, state="interrupted"))
+            print("interrupted: 2 finished points kept", file=sys.stderr)
+            sys.exit(130)
+    else:
+        sys.exit(f"fake decodebench: unexpected sweep config '{config}'")
+else:
+    sys.exit(f"fake decodebench: unexpected command {cmd}")
+EOF
+cat >fake-test <<'EOF'
+#!/usr/bin/env bash
+echo "$(basename "$0") $* CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset}" >>"$FAKE_CALLS"
+for a in "$@"; do
+  case "$a" in --gtest_output=xml:*)
+    echo '<testsuites tests="5" failures="0" disabled="0" errors="0" name="AllTests"/>' \
+      >"${a#--gtest_output=xml:}" ;;
+  esac
+done
+echo "[  PASSED  ] 5 tests."
+EOF
+
+# make_bundle DIR [ARCH]: a bundle in the layout of scripts/gpu-bundle.sh, for ARCH (default 90a).
+make_bundle() {
+  local dir="$1" arch="${2:-90a}"
+  rm -rf "$dir"
+  mkdir -p "$dir/bin" "$dir/lib"
+  install -m 755 fake-decodebench "$dir/bin/decodebench"
+  install -m 755 fake-test "$dir/bin/cuda_backend_tests"
+  install -m 755 fake-test "$dir/bin/cuda_plan_tests"
+  printf '#!/usr/bin/env bash\nexit 0\n' >"$dir/bin/decodebench_bench"
+  chmod +x "$dir/bin/decodebench_bench"
+  printf 'not really a shared object\n' >"$dir/lib/libfmt.so.9"
+  cp -r "$configs" "$dir/configs"
+  python3 - "$dir" "$arch" <<'PY'
+import hashlib, json, os, sys
+root, arch = sys.argv[1], sys.argv[2]
+files = []
+for d, _, names in sorted(os.walk(root)):
+    for n in sorted(names):
+        p = os.path.join(d, n)
+        data = open(p, "rb").read()
+        files.append({"path": os.path.relpath(p, root), "bytes": len(data),
+                      "sha256": hashlib.sha256(data).hexdigest()})
+m = {"git_sha": "abc1234", "git_dirty": False, "built_at": "2026-12-02T10:00:00Z",
+     "nvcc_version": "13.0", "cuda_architectures": [arch], "head_dims": [64, 128, 256],
+     "kv_dtypes": ["f16", "bf16", "fp8_e4m3", "fp8_e5m2"],
+     "kernels": ["naive", "gqa", "pipelined", "split_kv"],
+     "gpu_tests": ["cuda_backend_tests", "cuda_plan_tests"], "files": files}
+json.dump(m, open(os.path.join(root, "manifest.json"), "w"), indent=1)
+PY
+}
+
+# run NAME [ENV=VALUE ...] -- ARGS...: runs gpu-check in scratch dir NAME with the fakes on PATH;
+# leaves NAME/out.txt (stdout and stderr), NAME/calls.log, NAME/forbidden.log, NAME/rc.
+run() {
+  local name="$1"
+  shift
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  mkdir -p "$name"
+  : >"$name/calls.log"
+  : >"$name/forbidden.log"
+  local rc=0
+  env -u NCU PATH="$work/tools:$work/ncu-tools:$PATH" FAKE_CALLS="$work/$name/calls.log" \
+    FAKE_FORBIDDEN="$work/$name/forbidden.log" "${envs[@]}" \
+    bash "$check" "$@" >"$name/out.txt" 2>&1 || rc=$?
+  echo "$rc" >"$name/rc"
+}
+rc_is() {  # rc_is NAME WANT
+  local got
+  got="$(cat "$1/rc")"
+  if [ "$got" = "$2" ]; then ok "$1: exit $got"; else
+    bad "$1: exit $got, want $2; output:"; sed 's/^/    /' "$1/out.txt" >&2
+  fi
+}
+has() {  # has NAME FILE PATTERN WHAT
+  if grep -Eq -- "$3" "$1/$2"; then ok "$1: $4"; else
+    bad "$1: $4: $2 should match /$3/:"; sed 's/^/    /' "$1/$2" >&2
+  fi
+}
+lacks() {  # lacks NAME FILE PATTERN WHAT
+  if grep -Eq -- "$3" "$1/$2"; then
+    bad "$1: $4: $2 matches /$3/:"; grep -E -- "$3" "$1/$2" | sed 's/^/    /' >&2
+  else ok "$1: $4"; fi
+}
+# step_is NAME STEP STATUS: the summary's line for STEP has STATUS.
+step_is() { has "$1" out.txt "^$2 +$3 " "summary: $2 $3"; }
+
+# --- the whole run, clean --------------------------------------------------------------------
+make_bundle bundle
+t0=$SECONDS
+run clean FAKE_SWEEP_SLEEP=300 -- --bundle bundle clean/out --budget 50
+took=$((SECONDS - t0))
+rc_is clean 0
+# The long tail runs until the budget stops it; the whole run stays within the budget.
+if [ "$took" -le 50 ]; then ok "clean: done in ${took}s, within the 50s budget"; else
+  bad "clean: took ${took}s, over the 50s budget"
+fi
+# The order of the steps, from what the fakes were asked (the nvidia-smi queries left out).
+order="$(sed -E -n \
+  -e 's/^nvidia-smi -q.*/smi/p' \
+  -e 's/^decodebench (devices|check|ceilings).*/\1/p' \
+  -e 's/^decodebench sweep .*--batch ([0-9]+).*/ncu-run-\1/p' \
+  -e 's/^decodebench sweep .*gpu-targets.json.*/targets/p' \
+  -e 's/^decodebench sweep .*gpu-check.json.*/sweep/p' \
+  -e 's/^ncu --version.*/ncu-version/p' \
+  -e 's/^ncu .*--batch ([0-9]+).*/ncu-\1/p' \
+  -e 's/^(cuda_[a-z_]+tests) .*CUDA_VISIBLE_DEVICES=0$/\1/p' clean/calls.log | tr '\n' ' ')"
+want="smi devices check ceilings targets ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
+want+=" cuda_backend_tests cuda_plan_tests sweep smi "
+if [ "$order" = "$want" ]; then ok "clean: steps in order"; else
+  bad "clean: steps ran as '$order', want '$want'"
+fi
+if [ -s clean/forbidden.log ]; then
+  bad "clean: called a package manager, build or network tool:"; sed 's/^/    /' clean/forbidden.log >&2
+else ok "clean: no package manager, cmake, nvcc, curl or wget called"; fi
+has clean calls.log '^decodebench sweep .*gpu-targets.json --ceilings .*/ceilings.json' \
+  "the target sweep reuses the measured ceilings"
+has clean calls.log '^ncu --clock-control none .*--kernel-name regex:paged_decode:: .*--launch-count' \
+  "ncu leaves the clocks alone and profiles a few decode launches"
+missing=""
+for f in summary.txt steps.tsv bundle.log bundle-manifest.json nvidia-smi.log devices.log \
+  check.log check.json ceilings.log ceilings.json targets.log targets.json \
+  ncu-b64-8k.log ncu-b64-8k.csv ncu-b64-8k.json ncu-b1-32k.log ncu-b1-32k.csv ncu-b1-32k.json \
+  ncu-bytes.log ncu-bytes.md ncu-bytes.json cuda_backend_tests.log cuda_backend_tests.xml \
+  cuda_plan_tests.log cuda_plan_tests.xml sweep.log gpu-check.json nvidia-smi-end.log; do
+  [ -s "clean/out/$f" ] || missing+=" $f"
+done
+if [ -z "$missing" ]; then ok "clean: every log and report is in OUTDIR"; else
+  bad "clean: missing from OUTDIR:$missing"; ls -la clean/out >&2 || true
+fi
+if [ -z "$(find clean/out -mindepth 1 -type d)" ]; then ok "clean: OUTDIR is flat"; else
+  bad "clean: OUTDIR has folders: $(find clean/out -mindepth 1 -type d)"
+fi
+# The summary is last: from its header to the end no progress line, and it names every step.
+summary_at="$(grep -n '^== gpu-check summary' clean/out.txt | cut -d: -f1 | tail -n 1)"
+if [ -n "$summary_at" ] && ! tail -n "+$summary_at" clean/out.txt | grep -q '^\[gpu-check' &&
+  tail -n 1 clean/out.txt | grep -q '^RESULT: all 13 steps passed'; then
+  ok "clean: the summary is printed last"
+else
+  bad "clean: the summary is not last (header at line '${summary_at:-none}'):"
+  tail -n 30 clean/out.txt | sed 's/^/    /' >&2
+fi
+for s in bundle nvidia-smi devices check ceilings targets ncu-b64-8k ncu-b1-32k ncu-bytes \
+  cuda_backend_tests cuda_plan_tests nvidia-smi-end; do
+  step_is clean "$s" ok
+done
+step_is clean sweep partial
+has clean out.txt '^ceilings +ok .*copy 4000 GB/s \(83.3 % of datasheet\)' "summary: ceilings"
+has clean out.txt 'b=64 ctx=8192 f16 +auto=pipelined [0-9]+ GB/s 93.0 % copy, [0-9]+ tok/s' \
+  "summary: the target point"
+has clean out.txt 'fp8/f16 tokens/s at b=64 ctx=8192 \(auto\): 2\.00x' "summary: fp8 over f16"
+has clean out.txt 'gqa over naive at GQA 8 .*4\.00x' "summary: gqa over naive"
+has clean out.txt '^ncu-bytes +ok .*split_kv: DRAM/bytes_min 1\.020' "summary: ncu bytes"
+has clean out.txt '^sweep +partial .*2 of 192 points' "summary: the partial sweep's points"
+has clean out/ncu-bytes.md '\| \*\*step\*\* \(pipelined, 4 profiled\) \| .* \| 1\.020 \|' \
+  "ncu-bytes.md: one kernel a step"
+has clean out/ncu-bytes.md '\| \*\*step\*\* \(split_kv, 2 profiled\) \| .* \| 1\.020 \|' \
+  "ncu-bytes.md: split + merge a step"
+
+# --- planted: a bundle file changed after the manifest was written -----------------------------
+make_bundle tampered
+printf '# changed\n' >>tampered/bin/decodebench
+run tamper -- --bundle tampered tamper/out
+rc_is tamper 2
+has tamper out.txt 'FAIL bundle: .*bin/decodebench: FAILED' "names the changed file"
+lacks tamper calls.log '.' "no GPU step ran (nothing called)"
+
+# --- planted: a bundle for another GPU -------------------------------------------------------
+make_bundle bundle-80 80
+run arch -- --bundle bundle-80 arch/out
+rc_is arch 2
+has arch out.txt "built for CUDA architectures '80'.*compute capability 9\.0, which needs 90a" \
+  "names the bundle's and the device's architectures"
+lacks arch calls.log '^decodebench' "decodebench never ran"
+
+# --- planted: a failing check ----------------------------------------------------------------
+run check FAKE_FAIL_CHECK=1 -- --bundle bundle check/out --budget 60
+rc_is check 1
+step_is check check FAIL
+for s in ceilings targets ncu-b64-8k ncu-b1-32k ncu-bytes cuda_backend_tests sweep; do
+  step_is check "$s" ok
+done
+has check out.txt '^RESULT: FAILED 1 of 13 steps: check' "summary: only check failed"
+
+# --- planted: no ncu -------------------------------------------------------------------------
+# Where this machine has no ncu of its own, take the fake off PATH; else point NCU elsewhere.
+if ! command -v ncu >/dev/null && ! compgen -G '/opt/nvidia/nsight-compute/*/ncu' >/dev/null &&
+  [ ! -x /usr/local/cuda/bin/ncu ]; then
+  mkdir -p no-ncu
+  rc=0
+  env -u NCU PATH="$work/tools:$PATH" FAKE_CALLS="$work/no-ncu/calls.log" \
+    FAKE_FORBIDDEN="$work/no-ncu/forbidden.log" \
+    bash "$check" --bundle bundle no-ncu/out --budget 60 >no-ncu/out.txt 2>&1 || rc=$?
+  echo "$rc" >no-ncu/rc
+  reason='ncu not found'
+else
+  run no-ncu NCU="$work/no/such/ncu" -- --bundle bundle no-ncu/out --budget 60
+  reason='NCU=.* is not an executable'
+fi
+rc_is no-ncu 1
+has no-ncu out.txt "^ncu-b64-8k +FAIL +0s +$reason" "ncu step fails with the reason"
+step_is no-ncu ncu-b1-32k FAIL
+step_is no-ncu ncu-bytes FAIL
+for s in check ceilings targets cuda_backend_tests cuda_plan_tests sweep; do
+  step_is no-ncu "$s" ok
+done
+
+# --- planted: ncu without permission to read the counters ------------------------------------
+run perm FAKE_NCU_PERM=1 -- --bundle bundle perm/out --budget 60
+rc_is perm 1
+has perm out.txt '^ncu-b64-8k +FAIL .*ERR_NVGPUCTRPERM' "ncu step fails naming the permission"
+has perm out.txt '^ncu-b1-32k +FAIL .*not started: ncu may not read the GPU counters' \
+  "the second point is not tried"
+for s in targets cuda_backend_tests sweep; do step_is perm "$s" ok; done
+
+# --- bad arguments ---------------------------------------------------------------------------
+run noargs -- noargs/out
+rc_is noargs 2
+has noargs out.txt '--bundle DIR is required' "names the missing --bundle"
+
+# --- ncu-bytes.py on canned files ------------------------------------------------------------
+mkdir -p nb
+cat >nb/split.csv <<'EOF'
+==PROF== Connected to process 1 (decodebench)
+"ID","Process ID","Process Name","Host Name","Kernel Name","dram__bytes_read.sum","lts__t_sector_hit_rate.pct","sm__inst_issued.avg.pct_of_peak_sustained_active"
+"","","","","","byte","%","%"
+"0","1","decodebench","h","void decodebench::kernels::cuda::paged_decode::split_kv_detail::split_kernel<(KvDtype)0, 128, 4>(PagedDecodeParams)","1,000,000","2.5","10"
+"1","1","decodebench","h","void decodebench::kernels::cuda::paged_decode::split_kv_detail::merge_kernel<128>(PagedDecodeParams)","50,000","40","5"
+"2","1","decodebench","h","void decodebench::kernels::cuda::paged_decode::split_kv_detail::split_kernel<(KvDtype)0, 128, 4>(PagedDecodeParams)","1,100,000","3.5","12"
+"3","1","decodebench","h","void decodebench::kernels::cuda::paged_decode::split_kv_detail::merge_kernel<128>(PagedDecodeParams)","50,000","40","5"
+"4","1","decodebench","h","void decodebench::kernels::cuda::paged_decode::split_kv_detail::split_kernel<(KvDtype)0, 128, 4>(PagedDecodeParams)","1,000,000","2.5","10"
+==PROF== Disconnected from process 1
+EOF
+point_json() {  # point_json KERNEL: a one-point report
+  printf '{"schema_version": 1, "results": [{"kernel": "%s", "kernel_requested": "auto",
+    "model": "llama-3.1-8b", "batch": 1, "context": {"kind": "fixed", "values": [32768]},
+    "kv_dtype": "f16", "hit_rate": 0, "status": "ok",
+    "bytes": {"kv_logical": 900000, "kv_unique": 900000, "min": 1000000}}]}\n' "$1"
+}
+point_json split_kv >nb/split.json
+point_json gqa >nb/gqa.json
+printf '{"schema_version": 1, "results": []}\n' >nb/empty.json
+printf '==ERROR== ERR_NVGPUCTRPERM - no permission\n' >nb/perm.csv
+# nb NAME WANT_RC PATTERN WHAT ARGS...: ncu-bytes.py's exit status and output.
+nb() {
+  local name="$1" want="$2" pattern="$3" what="$4" rc=0
+  shift 4
+  python3 "$ncu_bytes" --out "nb/$name" "$@" >"nb/$name.out" 2>&1 || rc=$?
+  if [ "$rc" = "$want" ] && grep -Eq -- "$pattern" "nb/$name.out"; then ok "ncu-bytes $name: $what"
+  else
+    bad "ncu-bytes $name: $what: exit $rc (want $want), output should match /$pattern/:"
+    sed 's/^/    /' "nb/$name.out" >&2
+  fi
+}
+# Two whole steps (the fifth launch, a split without its merge, dropped): medians 1.05 MB + 50 kB.
+nb good 0 '\| \*\*step\*\* \(split_kv, 2 profiled\) \| 1\.10 MB \| 1\.00 MB \| 1\.100 \|' \
+  "joins split + merge into a step, ratio to bytes_min" nb/split.csv nb/split.json
+has nb good.md '\| split_kv_detail::merge_kernel \| 50\.0 kB \| \| \| 40\.0 \| 5\.0 \|' \
+  "ncu-bytes.md: the merge kernel's row"
+has nb good.json '"ratio_to_logical": 1\.1' "ncu-bytes.json: the ratio to logical bytes"
+nb no-point 1 'empty.json: holds 0 points' "a report without its point" nb/split.csv nb/empty.json
+nb other-rung 1 "does not join .*ran kernel 'gqa', but ncu profiled split_kv_detail::merge_kernel" \
+  "kernels of another rung" nb/split.csv nb/gqa.json
+nb no-csv 1 'nb/none.csv: cannot read the ncu CSV' "a missing CSV" nb/none.csv nb/split.json
+nb no-rows 1 'perm.csv: no ncu CSV header' "a CSV without profiled launches" \
+  nb/perm.csv nb/split.json
+nb odd 2 'give CSV REPORT pairs' "a path without its partner" nb/split.csv
+
+if [ "$failures" -gt 0 ]; then
+  echo "gpu_check_test: $failures check(s) failed" >&2
+  exit 1
+fi
+echo "gpu_check_test: all checks passed"

@@ -9,24 +9,26 @@
 namespace decodebench::kernels {
 
 std::string choose_kernel(const std::vector<KernelInfo>& ladder, const PagedDecodeParams& p,
-                          int sm_count) {
+                          const ResidencyOf& resident) {
   if (ladder.empty()) return {};
   const auto runs = [&](const KernelInfo& info) { return unsupported_reason(info, p).empty(); };
 
   // The longest context: from the host-side lengths when the caller has them, else the table's
-  // capacity (what the split planner plans for).
+  // capacity (what the split planner plans for too).
   int longest = 0;
   if (p.context_lens != nullptr) {
     for (int b = 0; b < p.batch; ++b) longest = std::max(longest, p.context_lens[b]);
   } else {
     longest = p.max_blocks_per_seq * p.block_size;
   }
-  // One thread block per (sequence, KV head) leaves SMs idle when there are too few of them:
-  // the planner then cuts the context into more than one split. Short contexts do not repay
-  // the merge launch.
-  if (longest >= kSplitKvMinContext && plan_num_splits(p, sm_count) > 1) {
+  // One thread block per (sequence, KV head) leaves most of a wave empty when there are too few
+  // of them: the planner then cuts the context into more than one split. Short contexts do not
+  // repay the merge launch.
+  if (longest >= kSplitKvMinContext) {
     for (const KernelInfo& info : ladder) {
-      if (info.uses_workspace && runs(info)) return info.name;
+      if (info.uses_workspace && runs(info) && plan_num_splits(p, resident(info)) > 1) {
+        return info.name;
+      }
     }
   }
   for (auto it = ladder.rbegin(); it != ladder.rend(); ++it) {
@@ -37,6 +39,11 @@ std::string choose_kernel(const std::vector<KernelInfo>& ladder, const PagedDeco
     if (runs(*it)) return it->name;
   }
   return ladder.front().name;
+}
+
+std::string choose_kernel(const std::vector<KernelInfo>& ladder, const PagedDecodeParams& p,
+                          const ResidentCtas& resident) {
+  return choose_kernel(ladder, p, [&](const KernelInfo&) { return resident; });
 }
 
 }  // namespace decodebench::kernels

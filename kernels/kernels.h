@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -97,23 +98,51 @@ enum class CheckScope { shape, launch };
 std::string unsupported_reason(const KernelInfo& kernel, const PagedDecodeParams& p,
                                CheckScope scope = CheckScope::shape);
 
-// `--kernel auto`, for every backend that runs the ladder (cuda with the device's SM count, emu
-// with its nominal one, so both pick the same rung for the same device shape). The rung that
-// splits the context (KernelInfo::uses_workspace) when the split planner cuts the context in
-// more than one piece for `sm_count` SMs (batch x Hkv thread blocks cannot fill the GPU) and
-// the longest context has at least kSplitKvMinContext tokens (shorter ones do not repay the
-// merge launch); otherwise the highest rung of `ladder` that runs `p` (pipelined > gqa > naive
-// in a full build); else any rung that runs it (a build narrowed to split_kv). Never names a
-// kernel itself: the ladder's order and flags decide. If no rung runs `p`, the first one
+// What the device holds at once of one kernel instance: `sm_count` SMs, each with room for
+// `ctas_per_sm` thread blocks of it (its registers, shared memory and threads against the SM's).
+// One wave is slots() blocks. On a GPU the cuda backend asks the runtime for the instance that
+// would launch (cuda::resident_ctas_per_sm); the emulator assumes a nominal device.
+struct ResidentCtas {
+  int sm_count = 0;
+  int ctas_per_sm = 0;
+  long long slots() const {
+    return static_cast<long long>(sm_count > 0 ? sm_count : 1) *
+           (ctas_per_sm > 0 ? ctas_per_sm : 1);
+  }
+};
+
+// `--kernel auto`, for every backend that runs the ladder (cuda with the device's residency of
+// the instance, emu with its nominal device, so both pick the same rung for the same device
+// shape). The rung that splits the context (KernelInfo::uses_workspace) when the split planner
+// cuts the context in more than one piece for `resident(rung)` (batch x Hkv thread blocks leave
+// most of a wave empty) and the longest context has at least kSplitKvMinContext tokens (shorter
+// ones do not repay the merge launch); otherwise the highest rung of `ladder` that runs `p`
+// (pipelined > gqa > naive in a full build); else any rung that runs it (a build narrowed to
+// split_kv). Never names a kernel itself: the ladder's order and flags decide; `resident` is
+// asked only about a splitting rung that runs `p`. If no rung runs `p`, the first one
 // (unsupported_reason then says why); "" for an empty ladder. Reads p.context_lens when set
 // (host pointer), else plans for the table's capacity (max_blocks_per_seq x block_size).
 inline constexpr int kSplitKvMinContext = 1024;
+using ResidencyOf = std::function<ResidentCtas(const KernelInfo& rung)>;
 std::string choose_kernel(const std::vector<KernelInfo>& ladder, const PagedDecodeParams& p,
-                          int sm_count);
+                          const ResidencyOf& resident);
+// The same, for callers whose every instance has the same residency (tests, the emulator).
+std::string choose_kernel(const std::vector<KernelInfo>& ladder, const PagedDecodeParams& p,
+                          const ResidentCtas& resident);
 
-// split_kv planner: how many splits of the context to launch so batch * Hkv * splits fills
-// `sm_count` SMs. Host-side, deterministic.
-int plan_num_splits(const PagedDecodeParams& p, int sm_count);
+// Tokens per K/V tile of the gqa, pipelined and split_kv rungs: 4 passes x (128 threads /
+// (head_dim / 8) lanes) = 4096 / head_dim (decode::Tiling::kTileTokens, which split_kv.cuh
+// checks against this). The unit in which split_kv divides a context and the planner counts work.
+constexpr int kv_tile_tokens(int head_dim) { return head_dim > 0 ? 4096 / head_dim : 1; }
+
+// split_kv planner: how many splits of the context to launch for `gpu`, the residency of the
+// split kernel instance that would run `p` (rule and worked examples: split_kv_plan.cpp).
+// Never more splits than KV tiles of the longest context, so no split of it is empty. Reads
+// p.context_lens when set (host pointer), else plans for the table's capacity. Host-side,
+// deterministic, in 1..kMaxSplits.
+inline constexpr int kMaxSplits = 256;
+inline constexpr int kMinTokensPerSplit = 256;
+int plan_num_splits(const PagedDecodeParams& p, const ResidentCtas& gpu);
 
 // The split_kv workspace: one allocation of total_bytes holding, in this order,
 //   partial_out [batch][Hq][num_splits][d]  fp32  at partial_out_offset (0)
@@ -178,18 +207,47 @@ struct FillParams {
   float inv_scale = 1.f;  // 1 / per-tensor scale
 };
 
+// How the main kernel of a paged-decode rung launches for `p`: the kernel that streams the KV
+// cache (split_kv: the split kernel, not its merge). Host-side and GPU-free, the same numbers
+// on both targets; for the occupancy query, the static resource model and the tests.
+struct LaunchShape {
+  LaunchResult status;        // not ok: unknown kernel, `p` unsupported (the reason), not built
+  std::string_view function;  // the __global__'s name, "split_kernel": cuobjdump shows it as
+                              // function<kv dtype, head_dim[, group_cap]>
+  int group_cap = 0;          // the compiled group cap serving p's group; 0 if the kernel has none
+  int grid[3] = {0, 0, 0};    // x, y, z (split_kv: z = p.num_splits)
+  int threads = 0;            // per thread block
+  std::size_t dynamic_smem = 0;           // bytes passed at launch (static __shared__ not included)
+  const void* device_function = nullptr;  // CUDA target: the __global__, for the runtime's
+                                          // cudaFuncGetAttributes / cudaOccupancy*; emu: nullptr
+};
+
 // Each target exposes the same launch functions. `stream` is a cudaStream_t on the CUDA target
 // and ignored by the emulator (which runs the launch to completion before returning).
+// launch_shape checks `p` at CheckScope::shape (pointers are not needed).
 #define DECODEBENCH_DECLARE_TARGET(ns)                                                          \
   namespace ns {                                                                                \
   LaunchResult launch_paged_decode(std::string_view kernel, const PagedDecodeParams& p,         \
                                    void* stream);                                               \
+  LaunchShape launch_shape(std::string_view kernel, const PagedDecodeParams& p);                \
   LaunchResult launch_bandwidth(BandwidthKernel which, const BandwidthParams& p, void* stream); \
   LaunchResult launch_fill(const FillParams& p, void* stream);                                  \
   }
 DECODEBENCH_DECLARE_TARGET(emu)
 DECODEBENCH_DECLARE_TARGET(cuda)
 #undef DECODEBENCH_DECLARE_TARGET
+
+namespace cuda {
+// Thread blocks of the main kernel of `kernel` for `p` (launch_shape) that one SM of the current
+// device holds at once: cudaOccupancyMaxActiveBlocksPerMultiprocessor on that instance with its
+// threads and dynamic shared memory (opted into first, as the launch does). Needs a device;
+// ctas_per_sm is 0 when status is not ok. Uncached: callers keep one answer per instance.
+struct Residency {
+  LaunchResult status;
+  int ctas_per_sm = 0;
+};
+Residency resident_ctas_per_sm(std::string_view kernel, const PagedDecodeParams& p);
+}  // namespace cuda
 
 }  // namespace kernels
 }  // namespace decodebench

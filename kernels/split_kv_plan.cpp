@@ -1,45 +1,80 @@
 // The split_kv planner: how many pieces to cut each sequence's context into. Plain C++, host only.
 //
-// The rule:
-//   blocks without splitting = batch x Hkv (one per sequence and KV head)
-//   slots                    = kBlocksPerSm x sm_count (one wave of 2 resident blocks per SM)
-//   splits                   = floor(slots / blocks), at least 1: the most splits whose grid
-//                              still runs as a single wave
-//   ... capped so no split is shorter than kMinTokensPerSplit tokens of the longest possible
-//   context (max_blocks_per_seq x block_size: context_lens lives on the device, so the planner
-//   plans for the table's capacity), and at kMaxSplits.
-// Why: a split_kv block (the pipelined kernel) keeps 32 KiB in flight; 2 resident blocks per SM
-// give 64 KiB, above the ~20-40 KiB that HBM latency x bandwidth asks per SM (pipelined.cuh).
-// Every instance fits at least 2 blocks per SM, so the whole grid is resident at once and equal
-// splits finish together: no tail wave (rounding the split count up would add one). Splits
-// shorter than ~256 tokens spend more on the prologue (filling the ring), the cross-row merge
-// and the workspace round trip than they gain; and when batch x Hkv already fills the slots,
-// splitting only adds the merge, so the plan is 1.
-//   llama-3.1-8b (Hkv 8) on 132 SMs (264 slots): batch 1, 32k context -> 33 splits (~1k tokens
-//   each); batch 8 -> 4; batch >= 17 -> 1.
+// Inputs: the point's shape and `gpu`, what the device holds at once of the split kernel
+// instance that would run it (sm_count x ctas_per_sm = slots, one wave; on a GPU from the
+// runtime's occupancy of that very instance).
+//   blocks = batch x Hkv                 thread blocks without splitting
+//   tiles  = ceil(longest / T)           KV tiles of the longest context, T = kv_tile_tokens(d)
+//   time(s) = ceil(blocks x s / slots) x ceil(tiles / s)
+//                                        waves x tiles per block: the modelled step time
+//   splits = the s in 1..limit with the smallest time(s), the fewest splits among equals, where
+//   limit  = min(floor(slots / blocks), tiles, floor(longest / kMinTokensPerSplit), kMaxSplits),
+//            at least 1.
+// The kernel gives split i tiles [i x tiles / s, ...) in whole tiles, the larger shares first
+// (split_kv.cuh), so with s <= tiles no split of the longest sequence is empty; a shorter
+// sequence of a ragged batch may still leave its last splits empty (correct, just idle).
+//
+// Why each bound:
+//   one wave (floor(slots / blocks)): splitting exists to fill the wave that batch x Hkv leaves
+//     empty. Past one wave the model keeps finding gains in the tail wave's quantization (batch
+//     16 x 32k would take 114 splits in 37 waves to win 3 %), but a tail wave of this
+//     memory-bound kernel still streams at most of peak (each block keeps 32 KiB in flight,
+//     pipelined.cuh), and every split adds a prologue that fills the cp.async ring, a partial
+//     in the workspace and a term of the merge, none of which the model counts. So once
+//     batch x Hkv >= slots the plan is 1.
+//   fewest among equals: same modelled time, fewer blocks, less workspace and merge work.
+//   256 tokens: a shorter split spends more on the prologue, the cross-row merge and the
+//     workspace round trip than it gains (8 tiles at d = 128; the ring alone holds 3-5).
+//   tiles: a split with no tile of the longest context would be pure overhead.
+//
+// Worked examples, llama-3.1-8b (Hkv 8, group 4, d 128, T = 32) on 132 SMs (H100 SXM, H200),
+// residency from the toolkit's occupancy calculator on the built instances' resources
+// (tests/backends/cuda/cuda_plan_test.cpp):
+//   f16, cap 4 (123 registers, 58.8 KiB dynamic shared memory): 3 blocks per SM, 396 slots
+//     batch 1, 32k: limit min(49, 1024, 128) = 49, ceil(1024 / 49) = 21 tiles per block and 49
+//       is the fewest splits giving 21: 49 splits, 392 blocks (99 % of the wave). The old rule
+//       (2 blocks per SM assumed, chunks rounded up to tiles) gave 33 splits of which the last
+//       was empty: 32 x 32 tiles already covered the context.
+//     batch 1, 8k: the 256-token floor binds: 32 splits of 8 tiles, 256 blocks (65 %).
+//     batch 8, 32k: limit 6: 6 splits of 170-171 tiles, 384 blocks (97 %).
+//     batch 16: 3 splits (97 %); batch 48 (384 blocks): 1; batch 64 (512 >= 396 blocks): 1.
+//   fp8_e4m3, cap 4 (123 registers, 50.8 KiB): 4 per SM, 528 slots
+//     batch 1, 32k: limit 66 gives ceil(1024 / 66) = 16 tiles, which 64 splits give too: 64
+//       splits of exactly 16 tiles, 512 blocks (97 %).
+//   fp8_e4m3, cap 8 (197 registers: 2 warps per sub-partition): 2 per SM, 264 slots
+//     batch 1, 32k: limit 33 gives 32 tiles, as do 32 splits: 32 splits, 256 blocks (97 %);
+//     batch 32 (256 blocks): 1.
 #include <algorithm>
 
 #include "kernels.h"
 
 namespace decodebench::kernels {
-namespace {
 
-constexpr int kBlocksPerSm = 2;
-constexpr int kMinTokensPerSplit = 256;
-constexpr int kMaxSplits = 256;
-
-}  // namespace
-
-int plan_num_splits(const PagedDecodeParams& p, int sm_count) {
+int plan_num_splits(const PagedDecodeParams& p, const ResidentCtas& gpu) {
   const long long blocks =
       static_cast<long long>(std::max(p.batch, 1)) * std::max(p.num_kv_heads, 1);
-  const long long slots = static_cast<long long>(kBlocksPerSm) * std::max(sm_count, 1);
-  long long splits = slots / blocks;  // rounds down: the grid stays one wave
-  const long long max_context =
-      static_cast<long long>(std::max(p.max_blocks_per_seq, 1)) * std::max(p.block_size, 1);
-  const long long by_length = std::max(1LL, max_context / kMinTokensPerSplit);
-  splits = std::min({splits, by_length, static_cast<long long>(kMaxSplits)});
-  return static_cast<int>(std::max(1LL, splits));
+  const long long slots = gpu.slots();
+  long long longest = 0;
+  if (p.context_lens != nullptr) {
+    for (int b = 0; b < p.batch; ++b) longest = std::max<long long>(longest, p.context_lens[b]);
+  } else {
+    longest = static_cast<long long>(std::max(p.max_blocks_per_seq, 0)) * std::max(p.block_size, 0);
+  }
+  const long long tile = kv_tile_tokens(p.head_dim);
+  const long long tiles = std::max(1LL, (longest + tile - 1) / tile);
+  const long long limit =
+      std::max(1LL, std::min({slots / blocks, tiles, longest / kMinTokensPerSplit,
+                              static_cast<long long>(kMaxSplits)}));
+  long long best = 1;
+  long long best_time = -1;
+  for (long long s = 1; s <= limit; ++s) {
+    const long long time = (blocks * s + slots - 1) / slots * ((tiles + s - 1) / s);
+    if (best_time < 0 || time < best_time) {  // strictly better: ties keep the fewer splits
+      best = s;
+      best_time = time;
+    }
+  }
+  return static_cast<int>(best);
 }
 
 SplitKvWorkspace split_kv_workspace(const PagedDecodeParams& p, int num_splits) {

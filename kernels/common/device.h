@@ -29,6 +29,8 @@
 //       in parentheses: DECODEBENCH_LAUNCH((my_kernel<kA, kB>), ...). `stream` is a void*
 //       (a cudaStream_t on CUDA). Dynamic shared memory above 48 KiB is opted into
 //       automatically (cudaFuncAttributeMaxDynamicSharedMemorySize).
+//   dev::launch_shape_of(kernel, name, group_cap, grid, block, smem_bytes) -> LaunchShape
+//       the same launch described for kernels::launch_shape (the address only under nvcc)
 //   dev::fast_exp2(float) dev::fast_rsqrt(float)        ex2.approx.ftz / rsqrt.approx.ftz
 //   dev::FastExp2{}                                    fast_exp2 as a function object
 //   dev::ld_global_nc_v4(const void* p) -> uint4        16-byte read-only load (ld.global.nc)
@@ -331,6 +333,30 @@ kernels::LaunchResult launch_checked(const char* name, void (*kernel)(Params), d
 }  // namespace decodebench::dev
 
 #endif  // __CUDACC__
+
+namespace decodebench::dev {
+// A kernel's launch as kernels::launch_shape reports it, from the same values the launcher
+// passes to DECODEBENCH_LAUNCH. The __global__'s address only under nvcc (the runtime's handle
+// for cudaFuncGetAttributes / cudaOccupancy*); the emulator has none.
+template <typename Params>
+kernels::LaunchShape launch_shape_of(void (*kernel)(Params), std::string_view function,
+                                     int group_cap, dim3 grid, dim3 block, std::size_t smem_bytes) {
+  kernels::LaunchShape s;
+  s.function = function;
+  s.group_cap = group_cap;
+  s.grid[0] = static_cast<int>(grid.x);
+  s.grid[1] = static_cast<int>(grid.y);
+  s.grid[2] = static_cast<int>(grid.z);
+  s.threads = static_cast<int>(block.x * block.y * block.z);
+  s.dynamic_smem = smem_bytes;
+#if defined(__CUDACC__)
+  s.device_function = reinterpret_cast<const void*>(kernel);
+#else
+  (void)kernel;
+#endif
+  return s;
+}
+}  // namespace decodebench::dev
 
 #define DECODEBENCH_LAUNCH(kernel, grid, block, smem_bytes, stream, params)                    \
   ::decodebench::dev::detail::launch_checked(#kernel, kernel, grid, block, smem_bytes, stream, \

@@ -386,7 +386,7 @@ __device__ __forceinline__ float score_scale_log2(const PagedDecodeParams& p) {
 // The group caps the rungs are compiled for: a block's q and accumulator registers are sized by
 // the cap, so a group-4 model does not pay for group-8 registers. Groups 1, 2 -> cap 2.
 template <typename Fn>
-inline LaunchResult dispatch_group_cap(int group, Fn&& fn) {
+inline auto dispatch_group_cap(int group, Fn&& fn) {
   if (group <= 2) return fn(std::integral_constant<int, 2>{});
   if (group <= 4) return fn(std::integral_constant<int, 4>{});
   return fn(std::integral_constant<int, 8>{});

@@ -129,4 +129,16 @@ LaunchResult launch_gqa(const PagedDecodeParams& p, void* stream) {
   });
 }
 
+// What launch_gqa launches for `p` (kernels::launch_shape).
+template <DType kKvDtype, int kHeadDim>
+LaunchShape shape_gqa(const PagedDecodeParams& p) {
+  const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.batch));
+  return decode::dispatch_group_cap(p.num_q_heads / p.num_kv_heads, [&](auto cap) {
+    constexpr int kCap = decltype(cap)::value;
+    return dev::launch_shape_of((gqa_detail::gqa_kernel<kKvDtype, kHeadDim, kCap>), "gqa_kernel",
+                                kCap, grid, dim3(decode::kThreads),
+                                gqa_detail::Smem<kKvDtype, kHeadDim, kCap>::kBytes);
+  });
+}
+
 }  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode

@@ -155,4 +155,13 @@ LaunchResult launch_naive(const PagedDecodeParams& p, void* stream) {
                             dim3(naive_detail::kThreads), 0, stream, p);
 }
 
+// What launch_naive launches for `p` (kernels::launch_shape): no group cap, static shared only.
+template <DType kKvDtype, int kHeadDim>
+LaunchShape shape_naive(const PagedDecodeParams& p) {
+  const dim3 grid(static_cast<unsigned>(p.num_q_heads), static_cast<unsigned>(p.batch));
+  return dev::launch_shape_of((naive_detail::naive_kernel<kKvDtype, kHeadDim>), "naive_kernel",
+                              /*group_cap=*/0, grid, dim3(naive_detail::kThreads),
+                              /*smem_bytes=*/0);
+}
+
 }  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode

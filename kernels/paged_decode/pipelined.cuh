@@ -26,7 +26,7 @@
 //     -> 2; in flight per SM 64-128 KiB, above what Little's law asks.
 //   waves: llama-3.1-8b batch 64 = 512 blocks on 132 x 3 slots = 1.3 waves at f16; the tail wave
 //     (116 blocks x 32 KiB = 3.7 MB in flight vs ~4.8 MB needed) runs at ~75 % of peak, so ~93 %
-//     overall; split_kv (2 splits at batch 64) has a shallower tail. kBytesInFlight is the knob.
+//     overall (why the split planner does not split there). kBytesInFlight is the knob.
 //   barriers: 3 per tile, 3 at the end; no warp shuffles.
 #pragma once
 
@@ -184,6 +184,18 @@ LaunchResult launch_pipelined(const PagedDecodeParams& p, void* stream) {
     constexpr std::size_t kSmemBytes = pipelined_detail::Smem<kKvDtype, kHeadDim, kCap>::kBytes;
     return DECODEBENCH_LAUNCH((pipelined_detail::pipelined_kernel<kKvDtype, kHeadDim, kCap>), grid,
                               dim3(decode::kThreads), kSmemBytes, stream, p);
+  });
+}
+
+// What launch_pipelined launches for `p` (kernels::launch_shape).
+template <DType kKvDtype, int kHeadDim>
+LaunchShape shape_pipelined(const PagedDecodeParams& p) {
+  const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.batch));
+  return decode::dispatch_group_cap(p.num_q_heads / p.num_kv_heads, [&](auto cap) {
+    constexpr int kCap = decltype(cap)::value;
+    return dev::launch_shape_of((pipelined_detail::pipelined_kernel<kKvDtype, kHeadDim, kCap>),
+                                "pipelined_kernel", kCap, grid, dim3(decode::kThreads),
+                                pipelined_detail::Smem<kKvDtype, kHeadDim, kCap>::kBytes);
   });
 }
 

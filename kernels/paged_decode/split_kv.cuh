@@ -1,9 +1,11 @@
 // Rung `split_kv`: `pipelined` with the context split across thread blocks, for the points where
 // batch x Hkv blocks cannot fill the GPU (batch 1 at 32k context has 8 blocks for 132 SMs).
 //
-// What it adds over `pipelined`: grid (Hkv, batch, num_splits). Split s of a sequence of length
-// L covers tokens [s * chunk, min(L, (s + 1) * chunk)), chunk = ceil(L / num_splits) rounded up
-// to whole tiles (so short contexts leave the last splits empty). Each split runs the pipelined
+// What it adds over `pipelined`: grid (Hkv, batch, num_splits). A sequence of length L has
+// n = ceil(L / T) tiles of T tokens; with S splits, split s gets n / S whole tiles, one more if
+// s < n % S, in order from the front (the larger shares first, the last tile cut at L). So every
+// split has a tile when S <= n, the most any split gets is ceil(n / S) (what the planner's model
+// counts), and only S > n leaves splits empty, the last ones. Each split runs the pipelined
 // main loop over its range and writes a *normalized* partial output (v_scale applied) and its
 // log2-sum-exp2 into the workspace:
 //   partial_out [batch][Hq][num_splits][d]  fp32
@@ -14,12 +16,13 @@
 // split_kv_workspace() (same file).
 //
 // Napkin math (llama-3.1-8b, batch 1, 32k context, H200): 134 MB of f16 KV = 28 us at 4.8 TB/s.
-// Unsplit that is 8 blocks on 132 SMs; the planner's 33 splits give 264 blocks, 2 resident per
-// SM, 64 KiB in flight per SM, all in one wave. The workspace round trip is batch x Hq x splits x
-// (d + 1) x 4 B = 0.55 MB written and read once (< 1 % of the KV bytes). The merge kernel (one
-// block of 64 threads per (sequence, query head), coalesced over d, no barriers) costs one more
-// launch, ~2-3 us: at this size it, not bandwidth, is what separates the rung from the roofline
-// (fusing the merge into the last split block via an atomic counter would remove it; not done).
+// Unsplit that is 8 blocks on 132 SMs; the planner's 49 splits (f16, 3 resident per SM) give 392
+// blocks, ~96 KiB in flight per SM, all in one wave. The workspace round trip is batch x Hq x
+// splits x (d + 1) x 4 B = 0.81 MB written and read once (< 1 % of the KV bytes). The merge kernel
+// (one block of 64 threads per (sequence, query head), coalesced over d, no barriers) costs one
+// more launch, ~2-3 us: at this size it, not bandwidth, is what separates the rung from the
+// roofline (fusing the merge into the last split block via an atomic counter would remove it; not
+// done).
 #pragma once
 
 #include "common/softmax_state.h"
@@ -41,10 +44,15 @@ __global__ void __launch_bounds__(decode::kThreads)
   const int seq = static_cast<int>(blockIdx.y);
   const int split = static_cast<int>(blockIdx.z);
   const int context = p.context_lens[seq];
-  const int per_split = (context + p.num_splits - 1) / p.num_splits;
-  const int chunk = (per_split + Tl::kTileTokens - 1) / Tl::kTileTokens * Tl::kTileTokens;
-  const int t_begin = split * chunk < context ? split * chunk : context;  // empty when past L
-  const int t_end = t_begin + chunk < context ? t_begin + chunk : context;
+  // Whole tiles, the n % S larger shares first: [first, first + count) of n tiles.
+  const int tiles = (context + Tl::kTileTokens - 1) / Tl::kTileTokens;
+  const int base = tiles / p.num_splits;
+  const int extra = tiles % p.num_splits;
+  const int first = split * base + (split < extra ? split : extra);
+  const int count = base + (split < extra ? 1 : 0);  // 0 only when num_splits > tiles
+  const int t_begin = first * Tl::kTileTokens < context ? first * Tl::kTileTokens : context;
+  const int t_end =
+      (first + count) * Tl::kTileTokens < context ? (first + count) * Tl::kTileTokens : context;
 
   decode::BlockDecoder<kKv, kHeadDim, kGroupCap> dec;
   dec.init(p, seq, kv_head);
@@ -95,15 +103,34 @@ __global__ void __launch_bounds__(kMergeThreads)
   }
 }
 
+// The split kernel's grid: (Hkv, batch, num_splits).
+inline dim3 split_grid(const PagedDecodeParams& p) {
+  return dim3(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.batch),
+              static_cast<unsigned>(p.num_splits));
+}
+
 }  // namespace split_kv_detail
+
+// The split kernel's launch for `p` (kernels::launch_shape): what launch_split_kv launches.
+template <DType kKvDtype, int kHeadDim>
+LaunchShape shape_split_kv(const PagedDecodeParams& p) {
+  static_assert(decode::Tiling<kKvDtype, kHeadDim>::kTileTokens == kv_tile_tokens(kHeadDim),
+                "the planner counts work in kv_tile_tokens (kernels.h)");
+  return decode::dispatch_group_cap(p.num_q_heads / p.num_kv_heads, [&](auto cap) {
+    constexpr int kCap = decltype(cap)::value;
+    return dev::launch_shape_of((split_kv_detail::split_kernel<kKvDtype, kHeadDim, kCap>),
+                                "split_kernel", kCap, split_kv_detail::split_grid(p),
+                                dim3(decode::kThreads),
+                                pipelined_detail::Smem<kKvDtype, kHeadDim, kCap>::kBytes);
+  });
+}
 
 // Same tensors and limits as launch_gqa, plus p.num_splits in 1..65535 and the workspace
 // (partial_out / partial_lse, laid out by split_kv_workspace(p, num_splits)); all checked once by
 // unsupported_reason(kernel, p, CheckScope::launch).
 template <DType kKvDtype, int kHeadDim>
 LaunchResult launch_split_kv(const PagedDecodeParams& p, void* stream) {
-  const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.batch),
-                  static_cast<unsigned>(p.num_splits));
+  const dim3 grid = split_kv_detail::split_grid(p);
   LaunchResult split = decode::dispatch_group_cap(p.num_q_heads / p.num_kv_heads, [&](auto cap) {
     constexpr int kCap = decltype(cap)::value;
     constexpr std::size_t kSmemBytes = pipelined_detail::Smem<kKvDtype, kHeadDim, kCap>::kBytes;

@@ -105,15 +105,19 @@ TEST(EmuBackend, ChoosesSplitKvOnlyWhenThePlannerSplits) {
   auto emu = make_emu_backend();
   const auto names = emu->kernel_names();
   const bool has_split = std::find(names.begin(), names.end(), "split_kv") != names.end();
-  // One sequence, one KV head, 2048 tokens: the 4 emulated SMs want splits (the GPU's rule:
-  // kernels::choose_kernel with kEmuSmCount SMs).
+  // One sequence, one KV head, 2048 tokens: 1 block of the 4 x 2 slots of the nominal device
+  // wants splits (the GPU's rule: kernels::choose_kernel with kEmuResidentCtas), as many as the
+  // planner gives for it.
   const std::string few = emu->choose_kernel(tiny_spec(1, 2048, 4, 1));
   if (has_split) {
     EXPECT_EQ(few, "split_kv");
+    const WorkloadSpec spec = tiny_spec(1, 2048, 4, 1);
+    const PagedLayout layout = build_layout(spec);
+    EXPECT_EQ(kernels::plan_num_splits(shape_params(spec, layout), kEmuResidentCtas), 8);
   }
   // Too short to repay the merge launch (< kSplitKvMinContext tokens): no split.
   EXPECT_NE(emu->choose_kernel(tiny_spec(1, 1000, 4, 1)), "split_kv");
-  // 8 sequences x 2 KV heads fill the 4 emulated SMs: no split, the highest other rung.
+  // 8 sequences x 2 KV heads fill the 4 x 2 slots: no split, the highest other rung.
   const std::string many = emu->choose_kernel(tiny_spec(8, 2048, 8, 2));
   EXPECT_NE(many, "split_kv");
   EXPECT_EQ(many, names.back() == "split_kv" ? names[names.size() - 2] : names.back());

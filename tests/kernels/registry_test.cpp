@@ -48,32 +48,55 @@ k::PagedDecodeParams shape(int batch, int hq, int hkv, int context, std::vector<
   return p;
 }
 
+// 132 SMs with 3 resident split blocks each: the H100/H200 residency of split_kv at f16, d 128,
+// group cap 4 (tests/backends/cuda/cuda_plan_test.cpp derives it from the kernel's resources).
+constexpr k::ResidentCtas kHopperF16{132, 3};
+
 std::string choose(int batch, int hq, int hkv, int context,
-                   const std::vector<k::KernelInfo>& ladder, int sm_count = 132) {
+                   const std::vector<k::KernelInfo>& ladder, k::ResidentCtas gpu = kHopperF16) {
   std::vector<std::int32_t> lens;
-  return k::choose_kernel(ladder, shape(batch, hq, hkv, context, lens), sm_count);
+  return k::choose_kernel(ladder, shape(batch, hq, hkv, context, lens), gpu);
 }
 
 // ---- `--kernel auto` ------------------------------------------------------------------------
 
 TEST(KernelChoice, SplitsLongContextsThatCannotFillTheGpu) {
   const auto ladder = full_ladder();
-  // llama-3.1-8b (Hq 32, Hkv 8) on 132 SMs.
+  // llama-3.1-8b (Hq 32, Hkv 8) on 132 SMs x 3 resident blocks = 396 slots.
   EXPECT_EQ(choose(1, 32, 8, 32768, ladder), "split_kv");   // 8 blocks
-  EXPECT_EQ(choose(16, 32, 8, 8192, ladder), "split_kv");   // 128 blocks: the planner gives 2
+  EXPECT_EQ(choose(16, 32, 8, 8192, ladder), "split_kv");   // 128 blocks: the planner gives 3
+  EXPECT_EQ(choose(48, 32, 8, 8192, ladder), "pipelined");  // 384 blocks: no second split fits
   EXPECT_EQ(choose(64, 32, 8, 8192, ladder), "pipelined");  // 512 blocks fill it
   EXPECT_EQ(choose(1, 32, 8, 512, ladder), "pipelined");    // too short to repay the merge
   EXPECT_EQ(choose(1, 32, 8, k::kSplitKvMinContext, ladder), "split_kv");
   EXPECT_EQ(choose(1, 32, 8, k::kSplitKvMinContext - 1, ladder), "pipelined");
-  EXPECT_EQ(choose(16, 32, 8, 8192, ladder, /*sm_count=*/100), "pipelined");  // one split
+  // The residency decides, not the SM count alone: 2 blocks per SM (fp8 at group cap 8) make 264
+  // slots, where 16 x 8 blocks leave room for 2 splits but 24 x 8 for none.
+  EXPECT_EQ(choose(16, 32, 8, 8192, ladder, {132, 2}), "split_kv");
+  EXPECT_EQ(choose(24, 32, 8, 8192, ladder, {132, 2}), "pipelined");
+  EXPECT_EQ(choose(24, 32, 8, 8192, ladder, {132, 3}), "split_kv");
+}
+
+TEST(KernelChoice, AsksTheResidencyOfTheSplittingRungOnly) {
+  const auto ladder = full_ladder();
+  std::vector<std::int32_t> lens;
+  const k::PagedDecodeParams p = shape(16, 32, 8, 8192, lens);
+  std::vector<std::string> asked;
+  const auto resident = [&](const k::KernelInfo& rung) {
+    asked.push_back(rung.name);
+    return k::ResidentCtas{132, 1};  // 132 slots: 128 blocks leave no room for a second split
+  };
+  EXPECT_EQ(k::choose_kernel(ladder, p, resident), "pipelined");
+  EXPECT_EQ(asked, std::vector<std::string>{"split_kv"});
 }
 
 TEST(KernelChoice, SameRuleForANominalDevice) {
-  // The emulator's nominal 4 SMs: one sequence with one KV head splits, 8 x 2 blocks do not.
+  // The emulator's nominal 4 SMs x 2 blocks: one sequence with one KV head splits, 8 x 2 blocks
+  // do not.
   const auto ladder = full_ladder();
-  EXPECT_EQ(choose(1, 4, 1, 2048, ladder, /*sm_count=*/4), "split_kv");
-  EXPECT_EQ(choose(8, 8, 2, 2048, ladder, /*sm_count=*/4), "pipelined");
-  EXPECT_EQ(choose(1, 4, 1, 1000, ladder, /*sm_count=*/4), "pipelined");
+  EXPECT_EQ(choose(1, 4, 1, 2048, ladder, {4, 2}), "split_kv");
+  EXPECT_EQ(choose(8, 8, 2, 2048, ladder, {4, 2}), "pipelined");
+  EXPECT_EQ(choose(1, 4, 1, 1000, ladder, {4, 2}), "pipelined");
 }
 
 TEST(KernelChoice, WithoutContextLengthsPlansForTheTableCapacity) {
@@ -81,9 +104,9 @@ TEST(KernelChoice, WithoutContextLengthsPlansForTheTableCapacity) {
   std::vector<std::int32_t> lens;
   k::PagedDecodeParams p = shape(1, 32, 8, 32768, lens);
   p.context_lens = nullptr;
-  EXPECT_EQ(k::choose_kernel(ladder, p, 132), "split_kv");
+  EXPECT_EQ(k::choose_kernel(ladder, p, kHopperF16), "split_kv");
   p.max_blocks_per_seq = 512 / 16;
-  EXPECT_EQ(k::choose_kernel(ladder, p, 132), "pipelined");
+  EXPECT_EQ(k::choose_kernel(ladder, p, kHopperF16), "pipelined");
 }
 
 TEST(KernelChoice, FallsBackToWhatSupportsThePoint) {
@@ -99,8 +122,9 @@ TEST(KernelChoice, FallsBackToWhatSupportsThePoint) {
   // Nothing takes head_dim 64 here: the first rung (unsupported_reason then says why).
   for (auto& info : ladder) info.head_dims = {128};
   std::vector<std::int32_t> lens;
-  EXPECT_EQ(k::choose_kernel(ladder, shape(1, 32, 8, 1024, lens, /*head_dim=*/64), 132), "naive");
-  EXPECT_EQ(k::choose_kernel({}, k::PagedDecodeParams{}, 132), "");
+  EXPECT_EQ(k::choose_kernel(ladder, shape(1, 32, 8, 1024, lens, /*head_dim=*/64), kHopperF16),
+            "naive");
+  EXPECT_EQ(k::choose_kernel({}, k::PagedDecodeParams{}, kHopperF16), "");
 }
 
 // ---- the split_kv workspace -----------------------------------------------------------------

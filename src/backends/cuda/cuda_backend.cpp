@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -51,8 +52,9 @@ double median(std::vector<double> v) {
 // ---------------------------------------------------------------------------------------------
 class CudaPoint final : public PreparedPoint {
  public:
-  CudaPoint(const Workload& w, const k::KernelInfo& kernel, int sm_count, cudaStream_t stream,
-            L2Flusher& flusher, const TimingOptions& timing)
+  // `resident`: the residency of the instance of `kernel` for `w` (the split planner's input).
+  CudaPoint(const Workload& w, const k::KernelInfo& kernel, const k::ResidentCtas& resident,
+            cudaStream_t stream, L2Flusher& flusher, const TimingOptions& timing)
       : kernel_(kernel.name), stream_(stream), flusher_(flusher), warm_l2_(timing.warm_l2) {
     params_ = w.params();  // shapes and scales; the host pointers are replaced below
     const std::size_t rows = static_cast<std::size_t>(w.rows());
@@ -95,7 +97,7 @@ class CudaPoint final : public PreparedPoint {
       k::PagedDecodeParams host_view = params_;
       host_view.block_tables = w.layout.block_tables.data();
       host_view.context_lens = w.layout.context_lens.data();
-      const cuda::PointFootprint f = cuda::point_footprint(host_view, kernel, sm_count);
+      const cuda::PointFootprint f = cuda::point_footprint(host_view, kernel, resident);
       const k::SplitKvWorkspace layout = k::split_kv_workspace(params_, f.num_splits);
       workspace_ = DeviceBuffer(layout.total_bytes);  // == f.workspace
       layout.bind(params_, workspace_.get());
@@ -252,7 +254,9 @@ class CudaBackend final : public Backend {
       throw RuntimeFailure("cuda backend: no paged-decode kernel is compiled");
     }
     const PagedLayout layout = build_layout(spec);
-    return k::choose_kernel(k::kernel_ladder(), shape_params(spec, layout), info_.sm_count);
+    const k::PagedDecodeParams p = shape_params(spec, layout);
+    return k::choose_kernel(k::kernel_ladder(), p,
+                            [&](const k::KernelInfo& rung) { return resident_ctas(rung, p); });
   }
 
   std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {
@@ -266,7 +270,8 @@ class CudaBackend final : public Backend {
     activate();
     std::size_t free_bytes = 0, total_bytes = 0;
     DECODEBENCH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    return cuda::memory_skip_reason(cuda::point_footprint(p, *info, info_.sm_count), free_bytes);
+    return cuda::memory_skip_reason(cuda::point_footprint(p, *info, resident_ctas(*info, p)),
+                                    free_bytes);
   }
 
   std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
@@ -280,13 +285,39 @@ class CudaBackend final : public Backend {
       throw InputError("cuda backend: " + reason);
     }
     activate();
-    return std::make_unique<CudaPoint>(w, *info, info_.sm_count, stream_.get(), flusher_, timing);
+    return std::make_unique<CudaPoint>(w, *info, resident_ctas(*info, w.params()), stream_.get(),
+                                       flusher_, timing);
   }
 
  private:
   // The CUDA current device is per host thread; every entry point that touches the device
   // makes sure it is ours.
   void activate() { DECODEBENCH_CUDA_CHECK(cudaSetDevice(device_)); }
+
+  // What this device holds at once of the instance of `rung` that would run `p`: the SM count
+  // and the runtime's occupancy of that kernel, asked once per instance (the planner's input).
+  // Only a splitting rung reads it, so others are not asked.
+  k::ResidentCtas resident_ctas(const k::KernelInfo& rung, const k::PagedDecodeParams& p) {
+    if (!rung.uses_workspace) return {info_.sm_count, 0};
+    const k::LaunchShape shape = k::cuda::launch_shape(rung.name, p);
+    if (!shape.status.ok()) {
+      throw InputError("cuda backend: kernel '" + rung.name + "': " + shape.status.message);
+    }
+    const std::string key = rung.name + "/" + std::string(shape.function) + "/" +
+                            std::to_string(static_cast<int>(p.kv_dtype)) + "/" +
+                            std::to_string(p.head_dim) + "/" + std::to_string(shape.group_cap);
+    auto it = resident_ctas_.find(key);
+    if (it == resident_ctas_.end()) {
+      activate();
+      const k::cuda::Residency r = k::cuda::resident_ctas_per_sm(rung.name, p);
+      if (!r.status.ok()) {
+        throw RuntimeFailure("cuda backend: occupancy of kernel '" + rung.name +
+                             "': " + r.status.message);
+      }
+      it = resident_ctas_.emplace(key, r.ctas_per_sm).first;
+    }
+    return {info_.sm_count, it->second};
+  }
 
   static int select_device(int device) {
     DECODEBENCH_CUDA_CHECK(cudaSetDevice(device));
@@ -317,6 +348,7 @@ class CudaBackend final : public Backend {
   DeviceInfo info_;
   CudaStream stream_;
   L2Flusher flusher_;
+  std::map<std::string, int> resident_ctas_;  // instance -> ctas per SM (resident_ctas)
 };
 
 // Launch shapes the ceiling kernels are timed with: (threads per block, blocks per SM). The

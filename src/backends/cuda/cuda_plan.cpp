@@ -24,7 +24,8 @@ std::size_t ceiling_buffer_bytes_that_fit(std::size_t free_bytes) {
 }
 
 PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
-                               const kernels::KernelInfo& kernel, int sm_count) {
+                               const kernels::KernelInfo& kernel,
+                               const kernels::ResidentCtas& gpu) {
   PointFootprint f;
   const std::size_t rows = static_cast<std::size_t>(p.batch) * p.num_q_heads * p.head_dim;
   const std::size_t cache = static_cast<std::size_t>(p.num_blocks) * p.num_kv_heads * p.block_size *
@@ -36,7 +37,7 @@ PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
   f.block_tables = static_cast<std::size_t>(p.batch) * p.max_blocks_per_seq * sizeof(std::int32_t);
   f.context_lens = static_cast<std::size_t>(p.batch) * sizeof(std::int32_t);
   if (kernel.uses_workspace) {
-    f.num_splits = std::max(1, kernels::plan_num_splits(p, sm_count));
+    f.num_splits = kernels::plan_num_splits(p, gpu);
     f.workspace = kernels::split_kv_workspace(p, f.num_splits).total_bytes;
   }
   return f;

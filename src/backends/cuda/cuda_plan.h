@@ -44,8 +44,10 @@ struct PointFootprint {
     return q + out + k_cache + v_cache + block_tables + context_lens + workspace;
   }
 };
+// `gpu`: the residency of the instance of `kernel` that would run `p` (read only by a kernel
+// that splits: the planner's input).
 PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
-                               const kernels::KernelInfo& kernel, int sm_count);
+                               const kernels::KernelInfo& kernel, const kernels::ResidentCtas& gpu);
 
 // Empty when `need` fits into `free_bytes` less the headroom; else
 // "needs 151.20 GB of device memory (K/V cache 150.00 GB, ...), device has 139.10 GB free".

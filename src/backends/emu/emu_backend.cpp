@@ -52,7 +52,7 @@ class EmuPoint final : public PreparedPoint {
     params_.out = out_.data();
     if (info->uses_workspace) {
       const k::SplitKvWorkspace layout =
-          k::split_kv_workspace(params_, std::max(1, k::plan_num_splits(params_, kEmuSmCount)));
+          k::split_kv_workspace(params_, k::plan_num_splits(params_, kEmuResidentCtas));
       // Whole floats, so the buffer is float-aligned (16-byte by the allocator).
       workspace_.assign((layout.total_bytes + sizeof(float) - 1) / sizeof(float), 0.f);
       layout.bind(params_, workspace_.data());
@@ -113,14 +113,14 @@ class EmuBackend final : public Backend {
     return names;
   }
 
-  // The GPU's rule (kernels::choose_kernel) for a GPU of kEmuSmCount SMs: the emulated sweep
+  // The GPU's rule (kernels::choose_kernel) for the nominal kEmuResidentCtas: the emulated sweep
   // runs the rung a GPU of that shape would.
   std::string choose_kernel(const WorkloadSpec& spec) override {
     if (k::kernel_ladder().empty()) {
       throw RuntimeFailure("emu backend: no paged-decode kernel is compiled");
     }
     const PagedLayout layout = build_layout(spec);
-    return k::choose_kernel(k::kernel_ladder(), shape_params(spec, layout), kEmuSmCount);
+    return k::choose_kernel(k::kernel_ladder(), shape_params(spec, layout), kEmuResidentCtas);
   }
 
   std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {

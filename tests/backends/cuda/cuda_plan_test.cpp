@@ -5,10 +5,13 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/occupancy_model.h"
 #include "common/errors.h"
 #include "kernels.h"
 #include "workload/workload.h"
@@ -67,7 +70,8 @@ TEST(CudaPlan, FootprintOfLlama8bBatch64Context8k) {
   ASSERT_EQ(layout.num_blocks, 64 * 512);
   k::KernelInfo plain;
   plain.name = "plain";
-  const PointFootprint f = point_footprint(shape_params(spec, layout), plain, /*sm_count=*/132);
+  const PointFootprint f =
+      point_footprint(shape_params(spec, layout), plain, k::ResidentCtas{132, 3});
   EXPECT_EQ(f.q, 64u * 32 * 128 * 2);
   EXPECT_EQ(f.out, f.q);
   EXPECT_EQ(f.k_cache, 32768ull * 8 * 16 * 128 * 2);  // 1 GiB
@@ -86,8 +90,11 @@ TEST(CudaPlan, SplitWorkspaceIsCounted) {
   k::KernelInfo splitting;
   splitting.name = "splitting";
   splitting.uses_workspace = true;
-  const PointFootprint f = point_footprint(p, splitting, /*sm_count=*/132);
-  EXPECT_EQ(f.num_splits, std::max(1, k::plan_num_splits(p, 132)));
+  const k::ResidentCtas gpu{132, 3};
+  const PointFootprint f = point_footprint(p, splitting, gpu);
+  EXPECT_EQ(f.num_splits, k::plan_num_splits(p, gpu));
+  EXPECT_EQ(f.num_splits, 49);  // the planner's, for this residency (split_kv_plan.cpp)
+  EXPECT_EQ(point_footprint(p, splitting, k::ResidentCtas{132, 2}).num_splits, 32);
   // The kernels' layout, whatever it is: the one owner of the workspace size.
   EXPECT_EQ(f.workspace, k::split_kv_workspace(p, f.num_splits).total_bytes);
   EXPECT_GE(f.workspace, 1u * 32 * f.num_splits * (128 + 1) * 4);  // [B][Hq][splits][d + 1] fp32
@@ -108,8 +115,137 @@ TEST(CudaPlan, MemorySkipReasonNamesBothSizes) {
   EXPECT_EQ(format_gb(1.5e9), "1.50 GB");
 }
 
-// The `auto` kernel is kernels::choose_kernel (tests/kernels/registry_test.cpp); the
-// backend passes the device's SM count.
+// ---- the split planner on H100 / H200 ------------------------------------------------------
+// The `auto` kernel is kernels::choose_kernel (tests/kernels/registry_test.cpp) and the planner
+// kernels::plan_num_splits (tests/kernels/paged_decode/split_kv_test.cpp); on a GPU the backend
+// gives both the runtime's residency of the split kernel instance. Here the same residency comes
+// from the toolkit's calculator (occupancy_model.h) on sm_90 figures, fed the built instances'
+// resources: threads and dynamic shared memory from the kernels themselves (launch_shape), and
+// registers as ptxas allocated them for sm_90a (cuobjdump --dump-resource-usage, nvcc 13.0).
+// cuobjdump's 1024 B of static shared memory is the per-block system reservation that the
+// calculator adds itself, so the kernels' own static shared memory is 0.
+
+// H100 SXM and H200: the same sm_90 SM, 132 of them.
+constexpr int kHopperSms = 132;
+
+struct SplitInstance {
+  DType kv;
+  int group;      // Hq / Hkv; the compiled cap serving it is what launch_shape reports
+  int registers;  // split_kernel<kv, 128, cap> on sm_90a
+};
+constexpr SplitInstance kF16Cap4{DType::f16, 4, 123};
+constexpr SplitInstance kFp8Cap4{DType::fp8_e4m3, 4, 123};
+constexpr SplitInstance kFp8Cap8{DType::fp8_e4m3, 8, 197};
+
+k::PagedDecodeParams llama_params(const SplitInstance& inst, int batch, int context) {
+  ModelShape m = llama_8b();
+  m.num_q_heads = m.num_kv_heads * inst.group;  // group 8: llama-3.1-70b's 64 / 8
+  const WorkloadSpec spec = spec_of(m, batch, context, inst.kv);
+  const PagedLayout layout = build_layout(spec);
+  k::PagedDecodeParams p = shape_params(spec, layout);
+  p.context_lens = nullptr;  // the layout dies here: plan for the table's capacity (= context)
+  return p;
+}
+
+// The residency of the split kernel instance that would run `p`, on a Hopper SM; nullopt when
+// this build did not compile that instance (a narrowed build).
+std::optional<k::ResidentCtas> hopper_residency(const k::PagedDecodeParams& p, int registers) {
+  const k::LaunchShape shape = k::cuda::launch_shape("split_kv", p);
+  if (!shape.status.ok()) return std::nullopt;
+  const Occupancy o =
+      occupancy(KernelResources{registers, /*static_smem=*/0, shape.dynamic_smem, shape.threads},
+                hopper_sm());
+  EXPECT_TRUE(o.error.empty()) << o.error;
+  return k::ResidentCtas{kHopperSms, o.ctas_per_sm};
+}
+
+TEST(SplitPlanOnHopper, LaunchShapeIsTheSplitKernels) {
+  const k::PagedDecodeParams p = llama_params(kF16Cap4, 1, 32768);
+  const k::LaunchShape shape = k::cuda::launch_shape("split_kv", p);
+  if (!shape.status.ok()) GTEST_SKIP() << shape.status.message;
+  EXPECT_EQ(shape.function, "split_kernel");
+  EXPECT_EQ(shape.group_cap, 4);
+  EXPECT_EQ(shape.threads, 128);
+  EXPECT_EQ(shape.dynamic_smem, 60192u);  // 48 KiB ring + 2760 B x cap 4 (pipelined.cuh)
+  EXPECT_EQ(shape.grid[0], 8);            // Hkv
+  EXPECT_EQ(shape.grid[1], 1);            // batch
+  EXPECT_EQ(shape.grid[2], p.num_splits);
+  EXPECT_NE(shape.device_function, nullptr);
+  // Refusals name what is wrong.
+  EXPECT_NE(k::cuda::launch_shape("nope", p).status.message.find("unknown kernel"),
+            std::string::npos);
+  k::PagedDecodeParams g16 = p;
+  g16.num_q_heads = 16 * g16.num_kv_heads;
+  EXPECT_EQ(k::cuda::launch_shape("split_kv", g16).status.status, k::LaunchStatus::unsupported);
+}
+
+TEST(SplitPlanOnHopper, ResidencyOfTheSplitKernels) {
+  // f16 cap 4: 58.8 KiB + 1 KiB reserved per block, 3 in 228 KiB (registers would allow 4);
+  // fp8 cap 4: 50.8 KiB, 4; fp8 cap 8: 197 registers, 2 warps per sub-partition, 2 blocks.
+  for (const auto& [inst, want] :
+       {std::pair{kF16Cap4, 3}, std::pair{kFp8Cap4, 4}, std::pair{kFp8Cap8, 2}}) {
+    const std::optional<k::ResidentCtas> gpu =
+        hopper_residency(llama_params(inst, 1, 32768), inst.registers);
+    if (!gpu) GTEST_SKIP() << "split_kv at d 128 / " << static_cast<int>(inst.kv) << " not built";
+    EXPECT_EQ(gpu->ctas_per_sm, want)
+        << "kv " << static_cast<int>(inst.kv) << " group " << inst.group;
+  }
+}
+
+// llama-3.1-8b (and its group-8 sibling) at batch 1/8/16/64 x context 1k/8k/32k:
+//   no split of the longest context is empty (splits <= its tiles);
+//   where batch x Hkv already fills a wave, no split;
+//   a split grid fills its one wave to >= 95 % unless the 256-token floor is what stops it:
+//   one wave holds floor(slots / blocks) rows of batch x Hkv blocks, and on these shapes the
+//   row left over is at most 12 of 396 slots (3 %); a planner that assumed 2 blocks per SM (264
+//   of 396) would reach 67 %, one that rounded the wave up would spill into a second, nearly
+//   empty wave (< 55 %).
+TEST(SplitPlanOnHopper, Llama8bGrid) {
+  constexpr double kMinWaveEfficiency = 0.95;
+  for (const SplitInstance& inst : {kF16Cap4, kFp8Cap4, kFp8Cap8}) {
+    for (int batch : {1, 8, 16, 64}) {
+      for (int context : {1024, 8192, 32768}) {
+        const k::PagedDecodeParams p = llama_params(inst, batch, context);
+        const std::optional<k::ResidentCtas> gpu = hopper_residency(p, inst.registers);
+        if (!gpu) GTEST_SKIP() << "split_kv at d 128 not built for this KV dtype";
+        const int splits = k::plan_num_splits(p, *gpu);
+        const long long blocks = static_cast<long long>(batch) * p.num_kv_heads;
+        const long long total = blocks * splits;
+        const long long slots = gpu->slots();
+        const long long waves = (total + slots - 1) / slots;
+        const double efficiency = static_cast<double>(total) / static_cast<double>(waves * slots);
+        const int tiles =
+            (context + k::kv_tile_tokens(p.head_dim) - 1) / k::kv_tile_tokens(p.head_dim);
+        const std::string at = "kv " + std::to_string(static_cast<int>(inst.kv)) + " group " +
+                               std::to_string(inst.group) + " batch " + std::to_string(batch) +
+                               " context " + std::to_string(context) + ": " +
+                               std::to_string(splits) + " splits, " + std::to_string(total) +
+                               " blocks in " + std::to_string(waves) + " waves of " +
+                               std::to_string(slots);
+        EXPECT_GE(splits, 1) << at;
+        EXPECT_LE(splits, tiles) << at;
+        if (blocks >= slots) {
+          EXPECT_EQ(splits, 1) << at;
+        } else if (splits > 1 && splits < context / k::kMinTokensPerSplit) {
+          EXPECT_EQ(waves, 1) << at;
+          EXPECT_GE(efficiency, kMinWaveEfficiency) << at;
+        }
+      }
+    }
+  }
+}
+
+TEST(SplitPlanOnHopper, Batch1At32kHasNoEmptySplit) {
+  const k::PagedDecodeParams p = llama_params(kF16Cap4, 1, 32768);
+  const std::optional<k::ResidentCtas> gpu = hopper_residency(p, kF16Cap4.registers);
+  if (!gpu) GTEST_SKIP() << "split_kv f16 d 128 not built";
+  const int splits = k::plan_num_splits(p, *gpu);
+  EXPECT_EQ(splits, 49);  // 392 of 396 slots, 20-21 of 1024 tiles each
+  // The kernel's division (split_kv.cuh): n / S tiles each, n % S of them one more.
+  const int tiles = 32768 / k::kv_tile_tokens(128);
+  EXPECT_GE(tiles / splits, 1);
+  EXPECT_LE(tiles / splits + (tiles % splits != 0), 21);
+}
 
 TEST(CudaPlan, BadDeviceMessageListsTheDevices) {
   const std::string msg = bad_device_message(3, {"NVIDIA H200", "NVIDIA H100 80GB HBM3"});

@@ -60,7 +60,7 @@ const std::vector<Case>& cases() {
       {"b1_ctx300_g8_h1_p32_bf16", 1, ContextSpec::fixed(300), 8, 1, 1.0, 1, 32, DType::bf16},
       // 97 tokens, 7 sequences, MHA over 3 heads (Hkv not a power of two).
       {"b7_ctx97_mha3_h0_p16", 7, ContextSpec::fixed(97), 3, 3, 0.0, 1, 16, DType::f16},
-      // Long enough for split_kv's planner to cut the context (sm_count 4).
+      // Long enough for split_kv's planner to cut the context (4 SMs x 2 blocks).
       {"b1_ctx600_g4_p16", 1, ContextSpec::fixed(600), 4, 1, 0.0, 1, 16, DType::f16},
   };
   return all;
@@ -130,7 +130,7 @@ CaseRun run_case(const Case& c, const Target& t) {
   }
   if (info != nullptr && info->uses_workspace) {
     const kernels::SplitKvWorkspace layout =
-        kernels::split_kv_workspace(p, kernels::plan_num_splits(p, /*sm_count=*/4));
+        kernels::split_kv_workspace(p, kernels::plan_num_splits(p, kernels::ResidentCtas{4, 2}));
     workspace.assign((layout.total_bytes + sizeof(float) - 1) / sizeof(float), 0.f);
     layout.bind(p, workspace.data());
   }

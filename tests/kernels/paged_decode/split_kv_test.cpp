@@ -4,10 +4,12 @@
 // split_kv has.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/float_formats.h"
@@ -155,6 +157,35 @@ TEST(SplitKvEmu, MoreSplitsThanTilesLeavesEmptySplits) {
   expect_matches_reference(c);
 }
 
+// S <= n tiles: every split gets a tile, the larger shares first. Dividing tokens first and
+// rounding each share up to whole tiles would leave the last split empty here: 32 tiles in 12
+// splits of 3 cover the context in 11, 34 tiles in 33 splits of 2 in 17.
+TEST(SplitKvEmu, EverySplitHasATileWhenThereAreEnough) {
+  for (const auto& [tiles, splits] : {std::pair{32, 12}, std::pair{34, 33}}) {
+    Case c;
+    c.batch = 1;
+    c.num_q_heads = 4;
+    c.num_kv_heads = 1;
+    c.num_splits = splits;
+    if (!adapt_to_build(c)) GTEST_SKIP() << "split_kv not compiled in this build";
+    const int tile = kernels::kv_tile_tokens(c.head_dim);
+    c.context = ContextSpec::fixed(tiles * tile - tile / 2);  // the last tile half full
+    const Workload w = make(c);
+    const SplitRun run = run_split_kv(w, splits);
+    ASSERT_TRUE(run.launch.ok()) << run.launch.message;
+    for (int row = 0; row < c.num_q_heads; ++row) {
+      for (int s = 0; s < splits; ++s) {
+        EXPECT_TRUE(std::isfinite(run.partial_lse[static_cast<std::size_t>(row) * splits + s]))
+            << tiles << " tiles, " << splits << " splits: split " << s << " of row " << row
+            << " is empty";
+      }
+    }
+    const Comparison cmp = compare_outputs(run.out, reference_decode(w), c.num_q_heads, c.head_dim,
+                                           tolerance_for(c.q_dtype, c.kv_dtype));
+    EXPECT_TRUE(cmp.ok) << cmp.report;
+  }
+}
+
 TEST(SplitKvEmu, ContextOfOneTokenWithManySplits) {
   Case c;
   c.batch = 2;
@@ -177,9 +208,9 @@ TEST(SplitKvEmu, Fp8GroupEightBf16WithSharedPrefix) {
 }
 
 // The workspace holds what split_kv.cuh documents: splits cover whole tiles from the front, so
-// a short context leaves the last splits empty, with lse -inf and a zero partial; a non-empty
-// split has a finite lse; and merging the partials on the host by log-sum-exp gives the
-// kernel's output.
+// a context of fewer tiles than splits leaves the last splits empty, with lse -inf and a zero
+// partial; a non-empty split has a finite lse; and merging the partials on the host by log-sum-exp
+// gives the kernel's output.
 TEST(SplitKvEmu, WorkspaceHoldsNormalizedPartialsAndLse) {
   Case c;
   c.batch = 2;
@@ -258,39 +289,117 @@ TEST(SplitKvEmu, RefusesMissingWorkspaceAndBadSplitCounts) {
   EXPECT_NE(zero.message.find("num_splits"), std::string::npos) << zero.message;
 }
 
+// The launch kernels::launch_shape reports: the split kernel's, as launch_split_kv launches it
+// (the same numbers as the CUDA target's, checked in tests/backends/cuda/cuda_plan_test.cpp).
+TEST(SplitKvEmu, LaunchShapeIsTheSplitKernels) {
+  Case c;
+  c.num_q_heads = 8;
+  c.num_kv_heads = 2;  // group 4
+  c.num_splits = 5;
+  if (!adapt_to_build(c)) GTEST_SKIP() << "split_kv not compiled in this build";
+  PagedDecodeParams p = make(c).params();
+  p.num_splits = c.num_splits;
+  const kernels::LaunchShape shape = kernels::emu::launch_shape("split_kv", p);
+  ASSERT_TRUE(shape.status.ok()) << shape.status.message;
+  EXPECT_EQ(shape.function, "split_kernel");
+  EXPECT_EQ(shape.group_cap, 4);
+  EXPECT_EQ(shape.threads, 128);
+  EXPECT_GT(shape.dynamic_smem, 48u * 1024);  // the ring alone is 40-48 KiB
+  EXPECT_EQ(shape.grid[0], c.num_kv_heads);
+  EXPECT_EQ(shape.grid[1], c.batch);
+  EXPECT_EQ(shape.grid[2], c.num_splits);
+  EXPECT_EQ(shape.device_function, nullptr);  // no device handle on the emulator
+  p.num_q_heads = 32;                         // group 16: no rung but naive serves it
+  EXPECT_EQ(kernels::emu::launch_shape("split_kv", p).status.status, LaunchStatus::unsupported);
+}
+
 // ---- the planner (plain C++) ----------------------------------------------------------------
 
-PagedDecodeParams plan_params(int batch, int num_kv_heads, int max_context) {
+PagedDecodeParams plan_params(int batch, int num_kv_heads, int max_context, int head_dim = 128) {
   PagedDecodeParams p;
   p.batch = batch;
   p.num_q_heads = num_kv_heads * 4;
   p.num_kv_heads = num_kv_heads;
-  p.head_dim = 128;
+  p.head_dim = head_dim;
   p.block_size = 16;
   p.max_blocks_per_seq = (max_context + 15) / 16;
   return p;
 }
 
-TEST(SplitKvPlan, FillsTheGpuWhenBatchTimesHeadsCannot) {
-  // One wave of 2 blocks per SM x 132 SMs = 264 slots; 8 KV heads. Rounded down, so the grid
-  // never spills into a second wave.
-  EXPECT_EQ(kernels::plan_num_splits(plan_params(1, 8, 32768), 132), 33);
-  EXPECT_EQ(kernels::plan_num_splits(plan_params(8, 8, 32768), 132), 4);
-  EXPECT_EQ(kernels::plan_num_splits(plan_params(16, 8, 8192), 132), 2);
+// 132 SMs (H100 SXM, H200) with the split kernel's residency at d 128: 3 blocks per SM at f16
+// group cap 4, 4 at fp8 cap 4, 2 at fp8 cap 8 (tests/backends/cuda/cuda_plan_test.cpp derives
+// these from the kernels' resources).
+constexpr kernels::ResidentCtas kF16Cap4{132, 3};
+constexpr kernels::ResidentCtas kFp8Cap4{132, 4};
+constexpr kernels::ResidentCtas kFp8Cap8{132, 2};
+
+int tiles_of(const PagedDecodeParams& p, int context) {
+  const int t = kernels::kv_tile_tokens(p.head_dim);
+  return (context + t - 1) / t;
 }
 
-TEST(SplitKvPlan, NoSplitWhenTheGridIsAlreadyFull) {
-  EXPECT_EQ(kernels::plan_num_splits(plan_params(17, 8, 8192), 132), 1);
-  EXPECT_EQ(kernels::plan_num_splits(plan_params(64, 8, 8192), 132), 1);
-  EXPECT_EQ(kernels::plan_num_splits(plan_params(256, 8, 32768), 132), 1);
+TEST(SplitKvPlan, FillsOneWaveOfTheResidentBlocks) {
+  // llama-3.1-8b, batch 1, 32k: 1024 tiles of 32 tokens. 396 slots hold 49 x 8 blocks, at 21
+  // tiles each (split_kv_plan.cpp); no longer 33 splits with the last one empty.
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(1, 8, 32768), kF16Cap4), 49);
+  // 528 slots hold 66 x 8, but 64 splits give the same 16 tiles per block: the fewer.
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(1, 8, 32768), kFp8Cap4), 64);
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(1, 8, 32768), kFp8Cap8), 32);
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(8, 8, 32768), kF16Cap4), 6);
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(16, 8, 8192), kF16Cap4), 3);
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(16, 8, 8192), kFp8Cap8), 2);
+}
+
+TEST(SplitKvPlan, NoSplitWhenBatchTimesHeadsFillsAWave) {
+  // 384 of 396 slots: a second split of each would spill into a second wave.
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(48, 8, 8192), kF16Cap4), 1);
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(64, 8, 8192), kF16Cap4), 1);
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(64, 8, 32768), kFp8Cap4), 1);
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(33, 8, 32768), kFp8Cap8), 1);  // 264 = 264
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(256, 8, 32768), kF16Cap4), 1);
 }
 
 TEST(SplitKvPlan, SplitsAreNeverShorterThanTheMinimum) {
-  // 1024 tokens at >= 256 per split: at most 4 splits, whatever the SM count.
-  EXPECT_EQ(kernels::plan_num_splits(plan_params(1, 8, 1024), 132), 4);
-  EXPECT_EQ(kernels::plan_num_splits(plan_params(1, 8, 100), 132), 1);
-  EXPECT_GE(kernels::plan_num_splits(plan_params(1, 1, 1 << 20), 132), 1);
-  EXPECT_LE(kernels::plan_num_splits(plan_params(1, 1, 1 << 20), 132), 256);
+  // 1024 tokens at >= 256 per split: at most 4 splits, whatever the device.
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(1, 8, 1024), kF16Cap4), 4);
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(1, 8, 8192), kF16Cap4), 32);
+  EXPECT_EQ(kernels::plan_num_splits(plan_params(1, 8, 100), kF16Cap4), 1);
+  EXPECT_GE(kernels::plan_num_splits(plan_params(1, 1, 1 << 20), kF16Cap4), 1);
+  EXPECT_LE(kernels::plan_num_splits(plan_params(1, 1, 1 << 20), {132, 32}), kernels::kMaxSplits);
+}
+
+// Every split of the longest sequence gets a tile (the kernel's division gives each of S <= n
+// splits at least one of n tiles: EverySplitHasATileWhenThereAreEnough), over odd shapes, every
+// head_dim's tile and residencies from 1 to 32 blocks per SM.
+TEST(SplitKvPlan, NeverMoreSplitsThanTilesOfTheLongestContext) {
+  for (int d : {64, 128, 256}) {
+    for (int batch : {1, 2, 7, 37}) {
+      for (int hkv : {1, 2, 8}) {
+        for (int context : {1, 15, 97, 256, 257, 1000, 4095, 32768, 100003}) {
+          for (int ctas : {1, 2, 3, 4, 32}) {
+            const PagedDecodeParams p = plan_params(batch, hkv, context, d);
+            const int s = kernels::plan_num_splits(p, {132, ctas});
+            ASSERT_GE(s, 1);
+            ASSERT_LE(s, tiles_of(p, context))
+                << "d " << d << " batch " << batch << " Hkv " << hkv << " context " << context;
+            ASSERT_LE(static_cast<long long>(s) * batch * hkv,
+                      std::max(132LL * ctas, 1LL * batch * hkv))
+                << "more than one wave";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SplitKvPlan, PlansForTheLongestLengthWhenTheCallerHasThem) {
+  // A table with room for 32k tokens whose longest sequence has 1000: at most 3 splits of it.
+  PagedDecodeParams p = plan_params(2, 8, 32768);
+  const std::vector<std::int32_t> lens = {1000, 17};
+  p.context_lens = lens.data();
+  EXPECT_EQ(kernels::plan_num_splits(p, kF16Cap4), 3);
+  p.context_lens = nullptr;  // the table's capacity
+  EXPECT_EQ(kernels::plan_num_splits(p, kF16Cap4), 24);
 }
 
 TEST(SplitKvPlan, WorkspaceBytesCoverPartialsAndLse) {

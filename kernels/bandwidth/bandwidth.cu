@@ -1,5 +1,6 @@
 // Bandwidth-ceiling kernels: the measured roofline of docs/design.md "Ceilings". Each streams its
-// buffers once with grid-stride 16-byte accesses, so the only limit is the memory system.
+// buffers once with grid-stride 16-byte accesses, kUnroll of them in flight per thread, so the
+// only limit is the memory system.
 //
 //   read   sum src (as fp32) into one value per thread block: sink[blockIdx.x]. The sum keeps
 //          every load live (an unused load would be dead code) and lets tests check the result.
@@ -35,15 +36,44 @@ __device__ __forceinline__ float block_sum(float v) {
   return total;
 }
 
+// Grid-stride over 16-byte vectors, kUnroll of them per thread per iteration: thread t of T
+// (= gridDim.x * blockDim.x) handles vectors t, t + T, t + 2T, ... The main loop takes them
+// kUnroll at a time, loading all before using any, so kUnroll independent 16-byte loads are in
+// flight per thread (one per iteration would leave the ceiling a few % low at moderate
+// occupancy); each of the kUnroll accesses is still coalesced across the warp. The tail takes
+// the fewer than kUnroll vectors of this thread that are left, one at a time. Sizes that are not
+// a multiple of T * kUnroll * 16 bytes leave each thread 0 to kUnroll - 1 tail vectors, and
+// sizes below T leave some threads none at all (tests/kernels/bandwidth covers each case).
+constexpr int kUnroll = 4;
+
+// Tests compile this file once more with DECODEBENCH_BANDWIDTH_PLANT_SKIP_TAIL, a planted
+// fault that drops the tails, to show that the tests catch it.
+#if defined(DECODEBENCH_BANDWIDTH_PLANT_SKIP_TAIL)
+constexpr bool kRunTail = false;
+#else
+constexpr bool kRunTail = true;
+#endif
+
+__device__ __forceinline__ float sum4(uint4 v) {
+  return (__uint_as_float(v.x) + __uint_as_float(v.y)) +
+         (__uint_as_float(v.z) + __uint_as_float(v.w));
+}
+
 __global__ void read_kernel(const __grid_constant__ BandwidthParams p) {
   const std::size_t n = p.bytes / 16;  // 16-byte vectors
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const auto* src = static_cast<const unsigned char*>(p.src);
   float acc = 0.f;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const uint4 v = dev::ld_global_nc_v4(src + 16 * i);
-    acc += (__uint_as_float(v.x) + __uint_as_float(v.y)) +
-           (__uint_as_float(v.z) + __uint_as_float(v.w));
+  std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = dev::ld_global_nc_v4(src + 16 * (i + u * stride));
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) acc += sum4(v[u]);
+  }
+  if (kRunTail) {
+    for (; i < n; i += stride) acc += sum4(dev::ld_global_nc_v4(src + 16 * i));
   }
   const float total = block_sum(acc);
   if (threadIdx.x == 0) p.sink[blockIdx.x] = total;
@@ -51,25 +81,46 @@ __global__ void read_kernel(const __grid_constant__ BandwidthParams p) {
 
 __global__ void copy_kernel(const __grid_constant__ BandwidthParams p) {
   const std::size_t n = p.bytes / 16;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const auto* src = static_cast<const unsigned char*>(p.src);
   auto* dst = static_cast<unsigned char*>(p.dst);
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    dev::st_v4(dst + 16 * i, dev::ld_global_nc_v4(src + 16 * i));
+  std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = dev::ld_global_nc_v4(src + 16 * (i + u * stride));
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) dev::st_v4(dst + 16 * (i + u * stride), v[u]);
   }
+  if (kRunTail) {
+    for (; i < n; i += stride) dev::st_v4(dst + 16 * i, dev::ld_global_nc_v4(src + 16 * i));
+  }
+}
+
+__device__ __forceinline__ float4 triad4(float4 b, float4 c, float s) {
+  return make_float4(b.x + s * c.x, b.y + s * c.y, b.z + s * c.z, b.w + s * c.w);
 }
 
 __global__ void triad_kernel(const __grid_constant__ BandwidthParams p) {
   const std::size_t n = p.bytes / 16;  // float4s
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const auto* b = reinterpret_cast<const float4*>(p.b);
   const auto* c = reinterpret_cast<const float4*>(p.c);
   auto* a = reinterpret_cast<float4*>(p.a);
   const float s = p.scalar;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const float4 vb = b[i];
-    const float4 vc = c[i];
-    a[i] = make_float4(vb.x + s * vc.x, vb.y + s * vc.y, vb.z + s * vc.z, vb.w + s * vc.w);
+  std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
+    float4 vb[kUnroll], vc[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      vb[u] = b[i + u * stride];
+      vc[u] = c[i + u * stride];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) a[i + u * stride] = triad4(vb[u], vc[u], s);
+  }
+  if (kRunTail) {
+    for (; i < n; i += stride) a[i] = triad4(b[i], c[i], s);
   }
 }
 

@@ -28,7 +28,8 @@
 //       evaluates to a kernels::LaunchResult naming the kernel on failure. Wrap a template-id
 //       in parentheses: DECODEBENCH_LAUNCH((my_kernel<kA, kB>), ...). `stream` is a void*
 //       (a cudaStream_t on CUDA). Dynamic shared memory above 48 KiB is opted into
-//       automatically (cudaFuncAttributeMaxDynamicSharedMemorySize).
+//       automatically (cudaFuncAttributeMaxDynamicSharedMemorySize), once per kernel and
+//       device (common/smem_opt_in.h).
 //   dev::launch_shape_of(kernel, name, group_cap, grid, block, smem_bytes) -> LaunchShape
 //       the same launch described for kernels::launch_shape (the address only under nvcc)
 //   dev::fast_exp2(float) dev::fast_rsqrt(float)        ex2.approx.ftz / rsqrt.approx.ftz
@@ -68,6 +69,7 @@
 #include <cuda_runtime.h>
 
 #include "common/ptx.h"
+#include "common/smem_opt_in.h"
 
 #define DECODEBENCH_SHARED(T, name, count) __shared__ __align__(16) T name[count]
 #define DECODEBENCH_DYNAMIC_SHARED(T, name)                                  \
@@ -181,16 +183,35 @@ struct Identity {
   using type = T;
 };
 
+// The process's record of dynamic shared memory opted into (smem_opt_in.h). Assumes the
+// device is never reset while the process runs (a reset would drop the attributes).
+inline SmemOptInCache& smem_opt_in_cache() {
+  static SmemOptInCache cache;
+  return cache;
+}
+
 // Host side of DECODEBENCH_LAUNCH: launch, then check the launch (configuration errors,
 // too many resources, ...). Execution errors surface at the caller's next synchronization.
+// In a namespace of this target: the emulator's launch_checked has the same signature, and
+// both kernel libraries link into one program, so without it the linker could keep one
+// instantiation of the two for both.
+inline namespace cuda_target {
 template <typename Params>
 kernels::LaunchResult launch_checked(const char* name, void (*kernel)(Params), dim3 grid,
                                      dim3 block, std::size_t smem_bytes, void* stream,
                                      const typename Identity<Params>::type& params) {
   constexpr std::size_t kDefaultDynamicSmemLimit = 48 * 1024;
   if (smem_bytes > kDefaultDynamicSmemLimit) {
-    const cudaError_t err = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+    // Once per (kernel, device), not per launch: it would sit on every timed step's host path.
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) {
+      err = smem_opt_in_cache().ensure(
+          reinterpret_cast<const void*>(kernel), device, smem_bytes, [&](std::size_t bytes) {
+            return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(bytes));
+          });
+    }
     if (err != cudaSuccess) {
       return {kernels::LaunchStatus::failed,
               std::string("kernel ") + name + ": cannot opt into " + std::to_string(smem_bytes) +
@@ -207,6 +228,7 @@ kernels::LaunchResult launch_checked(const char* name, void (*kernel)(Params), d
   }
   return {};
 }
+}  // namespace cuda_target
 }  // namespace detail
 
 }  // namespace decodebench::dev
@@ -316,7 +338,8 @@ struct Identity {
 
 // Host side of DECODEBENCH_LAUNCH: runs the whole grid to completion and turns the emulator's
 // report (barrier mismatch, deadlock, timeout, misaligned access, bad configuration) into a
-// LaunchResult.
+// LaunchResult. In a namespace of this target, as the CUDA one is.
+inline namespace emu_target {
 template <typename Params>
 kernels::LaunchResult launch_checked(const char* name, void (*kernel)(Params), dim3 grid,
                                      dim3 block, std::size_t smem_bytes, void* /*stream*/,
@@ -328,6 +351,7 @@ kernels::LaunchResult launch_checked(const char* name, void (*kernel)(Params), d
   }
   return {};
 }
+}  // namespace emu_target
 }  // namespace detail
 
 }  // namespace decodebench::dev

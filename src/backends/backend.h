@@ -10,7 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "report/device_info.h"  // DeviceInfo, Ceilings: what a report records of a device
+#include "report/device_info.h"    // DeviceInfo, Ceilings: what a report records of a device
+#include "report/timing_record.h"  // TimingRecord: how a point's samples were timed
 #include "workload/workload.h"
 
 namespace decodebench {
@@ -27,8 +28,12 @@ class PreparedPoint {
   virtual void run() = 0;
   // The output of the last run, decoded to float: [batch][Hq][d].
   virtual std::vector<float> output() = 0;
-  // One timed sample of one decode step, in seconds (every launch of the step included).
+  // One timed sample: the time of one decode step, in seconds (every launch of the step
+  // included). A sample may time several steps back to back and divide (timing()).
   virtual double time_one() = 0;
+  // How time_one() times a sample (method, steps per sample, warm or cold caches), for the
+  // report. Read after the samples: a backend may choose the steps per sample on the first.
+  virtual TimingRecord timing() const = 0;
   // The median read bandwidth (B/s) measured right before the timed samples, or NaN when the
   // backend measures none. The cpu backend's cold-cache flush is a timed read of 2x the LLC
   // before every sample; on a host whose memory bandwidth drifts (a shared VM) this pairs each

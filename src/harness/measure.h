@@ -1,6 +1,7 @@
 // The measurement loop (docs/design.md "Timing"): one strategy for every backend, the backend's
-// PreparedPoint::time_one() supplies one sample (CUDA events around every launch of the step,
-// L2 flushed before unless warm; a steady clock on the CPU).
+// PreparedPoint::time_one() supplies one sample of one step (CUDA events around every launch of
+// the step with the L2 flushed before, or around N warm steps back to back divided by N; a
+// steady clock on the CPU) and PreparedPoint::timing() says which.
 #pragma once
 
 #include <functional>

@@ -201,6 +201,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   if (!time_it) return;
 
   r.samples = measure(*prepared, config.measure);
+  r.timing = prepared->timing();  // after the samples: the steps per sample may be chosen then
   r.time_s = summarize(r.samples);
   if (stop_reason(r.samples, config.measure, /*wall_elapsed_s=*/0) != StopReason::converged) {
     // Still ok and published; the note says the numbers are noisier than asked for.
@@ -277,7 +278,10 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
       r.status = PointStatus::error;
       r.reason = e.what();
     }
-    if (r.status != PointStatus::ok) r.samples.clear();
+    if (r.status != PointStatus::ok) {
+      r.samples.clear();
+      r.timing.reset();
+    }
     report.results.push_back(std::move(r));
     if (device_failed) {
       report.completion.state = Completion::State::device_failure;

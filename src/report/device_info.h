@@ -17,6 +17,10 @@ struct Ceilings {
   double fma_flops = 0;           // measured fp32 FMA peak (2 FLOP per FMA); 0 where not measured
   std::int64_t buffer_bytes = 0;  // size of each buffer the bandwidth ceilings used
   std::string note;  // where the method was bent (e.g. buffers capped to fit memory), else empty
+  // The launch shape each bandwidth ceiling was best at, of those tried (cuda), e.g. "read 256x4,
+  // copy 512x4, triad 256x8 of 256x2 256x4 256x8 512x4 1024x2 (threads per block x blocks per
+  // SM)": a winner at the edge of the tried set says a wider set may do better. Empty elsewhere.
+  std::string shapes;
 };
 
 struct DeviceInfo {

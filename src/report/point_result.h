@@ -9,12 +9,14 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "report/device_info.h"  // DeviceInfo (one devices[] entry)
-#include "workload/workload.h"   // ContextSpec, DType
+#include "report/device_info.h"    // DeviceInfo (one devices[] entry)
+#include "report/timing_record.h"  // TimingRecord (how the samples were timed)
+#include "workload/workload.h"     // ContextSpec, DType
 
 namespace decodebench {
 
@@ -97,9 +99,10 @@ struct PointResult {
   int prefix_groups = 1;
   std::uint64_t seed = 0;
   PointStatus status = PointStatus::ok;
-  std::string reason;           // why skipped / wrong / error; empty when ok
-  SampleStats time_s;           // NaN unless status ok
-  std::vector<double> samples;  // every timed sample, seconds (kept, STYLE.md 18)
+  std::string reason;                  // why skipped / wrong / error; empty when ok
+  SampleStats time_s;                  // NaN unless status ok
+  std::vector<double> samples;         // every timed sample, seconds (kept, STYLE.md 18)
+  std::optional<TimingRecord> timing;  // how they were timed; empty unless timed (JSON null)
   BytesRecord bytes;
   double flops = 0;
   double arithmetic_intensity = 0;      // flops / bytes.min

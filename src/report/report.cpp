@@ -44,6 +44,17 @@ PointStatus parse_status(std::string_view s) {
   throw InputError(fmt::format("unknown point status '{}'; valid: ok, wrong, skipped, error", s));
 }
 
+TimingMethod parse_timing_method(std::string_view s) {
+  for (TimingMethod m : {TimingMethod::events_per_step, TimingMethod::events_back_to_back,
+                         TimingMethod::graph_replay, TimingMethod::host_clock_per_step}) {
+    if (timing_method_name(m) == s) return m;
+  }
+  throw InputError(fmt::format(
+      "unknown timing method '{}'; valid: events_per_step, events_back_to_back, graph_replay, "
+      "host_clock_per_step",
+      s));
+}
+
 std::string_view completion_state_name(Completion::State s) {
   switch (s) {
     case Completion::State::complete: return "complete";
@@ -94,6 +105,35 @@ ContextSpec context_from(const JsonIn& in) {
   in.at("kind").fail(fmt::format("'{}' is not a context kind; valid: fixed, ragged", kind));
 }
 
+json timing_to_json(const std::optional<TimingRecord>& t) {
+  if (!t) return nullptr;
+  return {{"method", timing_method_name(t->method)},
+          {"steps_per_sample", t->steps_per_sample},
+          {"l2", t->warm_l2 ? "warm" : "cold"}};
+}
+
+TimingRecord timing_from(const JsonIn& in) {
+  TimingRecord t;
+  {
+    const JsonIn m = in.at("method");
+    try {
+      t.method = parse_timing_method(m.string());
+    } catch (const InputError& e) {
+      m.fail(e.what());
+    }
+  }
+  const JsonIn steps = in.at("steps_per_sample");
+  t.steps_per_sample = steps.int32();
+  if (t.steps_per_sample < 1) steps.fail("steps_per_sample must be >= 1");
+  const JsonIn l2 = in.at("l2");
+  const std::string cache = l2.string();
+  if (cache != "warm" && cache != "cold") {
+    l2.fail(fmt::format("'{}' is not an L2 state; valid: warm, cold", cache));
+  }
+  t.warm_l2 = cache == "warm";
+  return t;
+}
+
 }  // namespace
 
 json to_json(const PointResult& r) {
@@ -131,6 +171,7 @@ json to_json(const PointResult& r) {
         {"rel_noise", number_or_null(r.time_s.rel_noise)},
         {"samples", r.time_s.samples}}},
       {"samples", samples},
+      {"timing", timing_to_json(r.timing)},
       {"bytes",
        {{"kv_logical", r.bytes.kv_logical},
         {"kv_unique", r.bytes.kv_unique},
@@ -201,6 +242,9 @@ PointResult point_from(const JsonIn& in) {
   r.time_s.samples = t.at("samples").int32();
   const JsonIn samples = in.at("samples");
   for (std::size_t i = 0; i < samples.size(); ++i) r.samples.push_back(samples.at(i).number());
+  // Added after the first reports were written: absent (or null) means not recorded.
+  if (in.has("timing") && !in.at("timing").json().is_null())
+    r.timing = timing_from(in.at("timing"));
   const JsonIn b = in.at("bytes");
   r.bytes.kv_logical = b.at("kv_logical").number();
   r.bytes.kv_unique = b.at("kv_unique").number();
@@ -255,6 +299,7 @@ DeviceRecord device_from(const JsonIn& in) {
   d.measured.triad = m.at("triad").number_or_zero();
   d.measured.buffer_bytes = m.at("buffer_bytes").integer();
   if (m.has("note")) d.measured.note = m.at("note").string();
+  if (m.has("shapes")) d.measured.shapes = m.at("shapes").string();  // added later
   d.flops_peak = in.at("flops_peak").number_or_zero();
   d.measured.fma_flops = in.at("flops_measured").number_or_zero();
   return d;
@@ -279,7 +324,8 @@ json to_json(const DeviceRecord& d) {
           {"copy", positive_or_null(d.measured.copy)},
           {"triad", positive_or_null(d.measured.triad)},
           {"buffer_bytes", d.measured.buffer_bytes},
-          {"note", d.measured.note}}}}},
+          {"note", d.measured.note},
+          {"shapes", d.measured.shapes}}}}},
       {"flops_peak", positive_or_null(d.flops_peak)},
       {"flops_measured", positive_or_null(d.measured.fma_flops)},
   };

@@ -75,6 +75,7 @@ class FakePoint : public PreparedPoint {
     clock_ += wall_per_sample_;
     return times_(samples++);
   }
+  TimingRecord timing() const override { return {}; }
   int runs = 0;
   int samples = 0;
 

@@ -56,6 +56,12 @@ TEST(RunRealBackends, CpuSweep) {
   const Report r = run_sweep(*be, small_sweep("cpu"), opt);
   expect_all_ok(r, 12);
   EXPECT_TRUE(std::isnan(r.results[0].roofline.fraction_measured));
+  for (const auto& p : r.results) {  // a host clock per step, caches flushed (not --warm)
+    ASSERT_TRUE(p.timing.has_value()) << p.index;
+    EXPECT_EQ(p.timing->method, TimingMethod::host_clock_per_step);
+    EXPECT_EQ(p.timing->steps_per_sample, 1);
+    EXPECT_FALSE(p.timing->warm_l2);
+  }
   EXPECT_FALSE(r.knees.empty());
   const std::string table = format_results(r, OutputFormat::table);
   EXPECT_NE(table.find("llama-3.1-8b"), std::string::npos);

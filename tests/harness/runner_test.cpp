@@ -36,6 +36,10 @@ class FakePrepared : public PreparedPoint {
     return 1e-3;
   }
   double paired_read_Bps() const override { return 5e9; }  // half the fake read ceiling
+  // Chosen on the first sample, as the cuda backend's warm timing does: read after measuring.
+  TimingRecord timing() const override {
+    return {TimingMethod::graph_replay, *time_calls_ > 0 ? 7 : 0, /*warm_l2=*/true};
+  }
 
  private:
   std::vector<float> out_;
@@ -127,6 +131,10 @@ TEST_F(RunnerTest, CorrectPointsAreTimedAndPublished) {
     EXPECT_DOUBLE_EQ(p.bandwidth.achieved, p.bytes.min / 1e-3);
     EXPECT_DOUBLE_EQ(p.roofline.fraction_measured, p.bytes.min / 1e10 / 1e-3);
     EXPECT_DOUBLE_EQ(p.roofline.paired_read_Bps, 5e9);  // from the prepared point
+    ASSERT_TRUE(p.timing.has_value());                  // as the point says, after the samples
+    EXPECT_EQ(p.timing->method, TimingMethod::graph_replay);
+    EXPECT_EQ(p.timing->steps_per_sample, 7);
+    EXPECT_TRUE(p.timing->warm_l2);
     EXPECT_DOUBLE_EQ(p.roofline.fraction_paired, p.bytes.min / 5e9 / 1e-3);
     EXPECT_DOUBLE_EQ(p.tokens_per_s, p.batch / (1e-3 * 3));  // tiny model: 3 layers
     EXPECT_EQ(p.error.max_abs, 0);
@@ -153,6 +161,7 @@ TEST_F(RunnerTest, AWrongElementMakesThePointWrongAndUntimed) {
   EXPECT_TRUE(std::isnan(bad.tokens_per_s));
   EXPECT_TRUE(std::isnan(bad.roofline.fraction_measured));
   EXPECT_TRUE(bad.samples.empty());
+  EXPECT_FALSE(bad.timing.has_value());
   EXPECT_EQ(be.time_calls, 3);  // only the good point's samples
 }
 

@@ -28,6 +28,7 @@ inline PointResult ok_point(int index, int batch, double median_s, double achiev
   p.seed = 18446744073709551615ull;  // max uint64 survives the round trip
   p.status = PointStatus::ok;
   p.samples = {median_s * 0.99, median_s, median_s * 1.01};
+  p.timing = TimingRecord{TimingMethod::events_per_step, 1, /*warm_l2=*/false};
   p.time_s = {median_s,         median_s * 0.99, median_s * 1.01,       median_s * 0.992,
               median_s * 1.008, median_s,        0.0012345678901234567, 3};
   p.bytes = {1.0e9 * batch, 0.6e9 * batch, 0.6e9 * batch + 123456};
@@ -49,6 +50,7 @@ inline PointResult wrong_point(int index) {
   p.error.quant_rel = 0.03;
   p.time_s = {};
   p.samples.clear();
+  p.timing.reset();
   p.bandwidth = {};
   p.roofline = {Bound::memory, kNotAvailable, kNotAvailable, kNotAvailable};
   p.tokens_per_s = kNotAvailable;
@@ -71,6 +73,7 @@ inline Report sample_report() {
   d.measured.triad = 4.0e12;
   d.measured.buffer_bytes = 402653184;
   d.measured.note = "buffers 8x L2";
+  d.measured.shapes = "read 256x4, copy 512x4, triad 1024x2 of 256x2 256x4 256x8 512x4 1024x2";
   r.devices = {d};
   SweepConfig c;
   c.batches = {1, 8, 64, 7};

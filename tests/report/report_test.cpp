@@ -23,6 +23,7 @@ TEST(ReportJson, RoundTripIsExact) {
   Report r = sample_report();
   r.results[1].roofline.paired_read_Bps = 2.5e12;
   r.results[1].roofline.fraction_paired = 0.75;
+  r.results[2].timing = TimingRecord{TimingMethod::graph_replay, 250, /*warm_l2=*/true};
   r.knees = compute_knees(r.results);
   const nlohmann::json j = to_json(r);
   const Report back = report_from_json(j);
@@ -49,6 +50,51 @@ TEST(ReportJson, RoundTripIsExact) {
   EXPECT_EQ(back.results[1].roofline.fraction_paired, 0.75);
   EXPECT_EQ(back.results[1].roofline.paired_read_Bps, 2.5e12);
   EXPECT_TRUE(j["results"][0]["roofline"]["fraction_paired"].is_null());
+  ASSERT_TRUE(back.results[2].timing.has_value());
+  EXPECT_EQ(back.results[2].timing->method, TimingMethod::graph_replay);
+  EXPECT_EQ(back.results[2].timing->steps_per_sample, 250);
+  EXPECT_TRUE(back.results[2].timing->warm_l2);
+  EXPECT_EQ(j["results"][2]["timing"]["l2"], "warm");
+  EXPECT_EQ(j["results"][0]["timing"]["method"], "events_per_step");
+  EXPECT_EQ(j["results"][0]["timing"]["l2"], "cold");
+  EXPECT_TRUE(j["results"][3]["timing"].is_null());  // wrong: never timed
+  EXPECT_FALSE(back.results[3].timing.has_value());
+  EXPECT_EQ(back.devices[0].measured.shapes, r.devices[0].measured.shapes);
+}
+
+// Reports written before the timing record and the ceiling shapes existed still read: absent
+// means not recorded.
+TEST(ReportJson, ReportsWithoutTimingOrShapesStillRead) {
+  nlohmann::json j = to_json(sample_report());
+  for (auto& p : j["results"]) p.erase("timing");
+  j["devices"][0]["bandwidth"]["measured"].erase("shapes");
+  const Report back = report_from_json(j);
+  for (const auto& p : back.results) EXPECT_FALSE(p.timing.has_value()) << p.index;
+  EXPECT_EQ(back.devices[0].measured.shapes, "");
+}
+
+TEST(ReportJson, BadTimingRecordsNameTheKey) {
+  auto expect_rejected = [](nlohmann::json j, const std::string& key, const std::string& why) {
+    try {
+      report_from_json(j);
+      FAIL() << key << ": accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  nlohmann::json j = to_json(sample_report());
+  j["results"][1]["timing"]["method"] = "stopwatch";
+  expect_rejected(j, "results[1].timing.method", "valid: events_per_step");
+  j = to_json(sample_report());
+  j["results"][1]["timing"]["l2"] = "lukewarm";
+  expect_rejected(j, "results[1].timing.l2", "valid: warm, cold");
+  j = to_json(sample_report());
+  j["results"][1]["timing"]["steps_per_sample"] = 0;
+  expect_rejected(j, "results[1].timing.steps_per_sample", ">= 1");
+  j = to_json(sample_report());
+  j["results"][1]["timing"].erase("steps_per_sample");
+  expect_rejected(j, "results[1].timing.steps_per_sample", "");
 }
 
 // Reports written before the paired read bandwidth existed still read: absent means NaN.

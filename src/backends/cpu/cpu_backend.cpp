@@ -65,6 +65,12 @@ class CpuPoint final : public PreparedPoint {
     return v[v.size() / 2];
   }
 
+  // A steady clock around one step; cold: after the flush, which is outside the clock reads.
+  TimingRecord timing() const override {
+    return {TimingMethod::host_clock_per_step, /*steps_per_sample=*/1,
+            /*warm_l2=*/flusher_ == nullptr};
+  }
+
   double time_one() override {
     if (flusher_) {
       // Cold: the point's own buffers out of every cache, then the timed read of a region that

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -55,7 +56,11 @@ class CudaPoint final : public PreparedPoint {
   // `resident`: the residency of the instance of `kernel` for `w` (the split planner's input).
   CudaPoint(const Workload& w, const k::KernelInfo& kernel, const k::ResidentCtas& resident,
             cudaStream_t stream, L2Flusher& flusher, const TimingOptions& timing)
-      : kernel_(kernel.name), stream_(stream), flusher_(flusher), warm_l2_(timing.warm_l2) {
+      : kernel_(kernel.name),
+        stream_(stream),
+        flusher_(flusher),
+        warm_l2_(timing.warm_l2),
+        timing_(initial_timing(timing.warm_l2)) {
     params_ = w.params();  // shapes and scales; the host pointers are replaced below
     const std::size_t rows = static_cast<std::size_t>(w.rows());
     const std::size_t q_elems = rows * params_.num_q_heads * params_.head_dim;
@@ -117,11 +122,26 @@ class CudaPoint final : public PreparedPoint {
     return decode_to_float(bytes, params_.q_dtype);  // [rows][Hq][d]
   }
 
-  // Cold L2 (default): the scrub is enqueued before the start event, so it is ordered before the
-  // step but not timed. The events bracket the one launch_paged_decode call, which enqueues every
-  // kernel of the step (split_kv: the split kernel and the merge).
-  double time_one() override {
-    if (!warm_l2_) flusher_.flush(stream_);
+  // Every sample brackets whole steps with two events; one launch_paged_decode call enqueues
+  // every kernel of a step (split_kv: the split kernel and the merge).
+  double time_one() override { return warm_l2_ ? time_warm() : time_cold(); }
+
+  TimingRecord timing() const override { return timing_; }
+
+ private:
+  void launch() {
+    DECODEBENCH_CHECK_LAUNCH(k::cuda::launch_paged_decode(kernel_, params_, stream_),
+                             "paged decode kernel '" + kernel_ + "'");
+  }
+
+  // Cold L2: one step per sample, since the flush must precede each step. The flush (a memset
+  // and a read of ~2x the L2, cuda_plan.h plan_l2_flush) is enqueued before the start event:
+  // ordered before the step, not timed. Enqueueing it returns at once while the GPU spends tens
+  // of us on it, longer than the host takes to record the start event and run the step's launch
+  // path (a few us per kernel); so when the GPU reaches the start event the step is already
+  // queued behind it, and the window holds the step's GPU time, not the host's launch latency.
+  double time_cold() {
+    flusher_.flush(stream_);
     start_.record(stream_);
     launch();
     stop_.record(stream_);
@@ -129,10 +149,92 @@ class CudaPoint final : public PreparedPoint {
     return stop_.seconds_since(start_);
   }
 
- private:
-  void launch() {
-    DECODEBENCH_CHECK_LAUNCH(k::cuda::launch_paged_decode(kernel_, params_, stream_),
-                             "paged decode kernel '" + kernel_ + "'");
+  // Warm L2: N steps back to back between the events, divided by N (cuda_plan.h
+  // steps_per_sample), preceded by untimed lead-in steps that keep the GPU busy while the host
+  // records the start event and enqueues the timed steps. Both are CUDA graphs where capture
+  // works (one cudaGraphLaunch for all N steps: the GPU never waits on the host's launch path
+  // between steps), else plain launches, which the GPU may outrun when a step is shorter than
+  // its launch path (the report says which: timing().method).
+  double time_warm() {
+    if (!warm_) plan_warm();
+    enqueue(warm_->lead_in);
+    start_.record(stream_);
+    enqueue(warm_->timed);
+    stop_.record(stream_);
+    stop_.synchronize();
+    return stop_.seconds_since(start_) / warm_->timed.steps;
+  }
+
+  // Warm: graph replay is the plan; plan_warm() settles the method and N on the first sample.
+  static TimingRecord initial_timing(bool warm_l2) {
+    if (warm_l2) return {TimingMethod::graph_replay, /*steps_per_sample=*/0, /*warm_l2=*/true};
+    return {TimingMethod::events_per_step, /*steps_per_sample=*/1, /*warm_l2=*/false};
+  }
+
+  // `steps` steps enqueued as one unit: a replay of a graph of them, or that many launches.
+  struct StepBatch {
+    int steps = 0;
+    cuda::CudaGraphExec graph;  // empty: plain launches
+  };
+  struct WarmPlan {
+    StepBatch lead_in, timed;
+  };
+
+  void enqueue(StepBatch& b) {
+    if (!b.graph.empty()) {
+      b.graph.launch(stream_);
+      return;
+    }
+    for (int i = 0; i < b.steps; ++i) launch();
+  }
+
+  // Untimed, once per point, on the first warm sample: a graph of `steps` steps, or plain
+  // launches when `use_graph` is false or the capture fails (then use_graph becomes false, so
+  // every batch of the point uses the same method).
+  StepBatch make_batch(int steps, bool& use_graph) {
+    StepBatch b;
+    b.steps = steps;
+    if (use_graph) {
+      b.graph = cuda::CudaGraphExec::capture(stream_, [&] {
+        for (int i = 0; i < steps; ++i) {
+          if (!k::cuda::launch_paged_decode(kernel_, params_, stream_).ok()) return false;
+        }
+        return true;
+      });
+      use_graph = !b.graph.empty();
+    }
+    return b;
+  }
+
+  double time_batch(StepBatch& b) {
+    start_.record(stream_);
+    enqueue(b);
+    stop_.record(stream_);
+    stop_.synchronize();
+    return stop_.seconds_since(start_) / b.steps;
+  }
+
+  // Chooses N from two estimates: one step between events (an overestimate for short steps:
+  // it holds the launch path), then a batch of the N that suggests (close to the GPU time).
+  void plan_warm() {
+    bool plain = false;
+    StepBatch one = make_batch(1, plain);
+    const double first = time_batch(one);
+    bool use_graph = true;
+    StepBatch probe = make_batch(cuda::steps_per_sample(first), use_graph);
+    (void)time_batch(probe);  // the first replay of a graph may still pay for setup
+    const double estimate = time_batch(probe);
+    const int n = cuda::steps_per_sample(estimate);
+    WarmPlan plan;
+    plan.timed = n == probe.steps ? std::move(probe) : make_batch(n, use_graph);
+    plan.lead_in = make_batch(cuda::lead_in_steps(estimate), use_graph);
+    if (!use_graph) {  // a late capture failure: the same method for both, plain launches
+      plan.timed.graph = {};
+      plan.lead_in.graph = {};
+    }
+    timing_.method = use_graph ? TimingMethod::graph_replay : TimingMethod::events_back_to_back;
+    timing_.steps_per_sample = plan.timed.steps;
+    warm_ = std::move(plan);
   }
 
   static void expect_bytes(std::size_t have, std::size_t want, const char* what) {
@@ -218,7 +320,9 @@ class CudaPoint final : public PreparedPoint {
   cudaStream_t stream_;  // the backend's
   L2Flusher& flusher_;   // the backend's
   bool warm_l2_;
-  k::PagedDecodeParams params_;  // device pointers
+  TimingRecord timing_;
+  std::optional<WarmPlan> warm_;  // made on the first warm sample
+  k::PagedDecodeParams params_;   // device pointers
   DeviceBuffer q_, out_, k_cache_, v_cache_, tables_, lens_;
   DeviceBuffer workspace_;  // split_kv: partial_out and partial_lse (kernels::split_kv_workspace)
   CudaEvent start_, stop_;
@@ -234,7 +338,7 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int device)
       : device_(select_device(device)),
         info_(query_device(device_)),
-        flusher_(static_cast<std::size_t>(info_.l2_bytes)) {}
+        flusher_(static_cast<std::size_t>(info_.l2_bytes), info_.sm_count) {}
 
   std::string name() const override { return "cuda"; }
 
@@ -360,6 +464,9 @@ struct LaunchShape {
   int blocks_per_sm;
 };
 constexpr LaunchShape kCeilingShapes[] = {{256, 2}, {256, 4}, {256, 8}, {512, 4}, {1024, 2}};
+std::string shape_name(const LaunchShape& s) {
+  return std::to_string(s.block) + "x" + std::to_string(s.blocks_per_sm);
+}
 constexpr int kCeilingWarmup = 2;
 constexpr int kCeilingRuns = 10;
 
@@ -396,7 +503,9 @@ Ceilings CudaBackend::measure_ceilings() {
   CudaEvent start, stop;
 
   // Bytes that cross the memory bus per launch: read 1x, copy 2x (read + write), triad 3x.
-  auto best_bandwidth = [&](k::BandwidthKernel which, double bytes_moved, const char* what) {
+  // Returns the best bandwidth and "<name> <block>x<blocks per SM>" of the shape that gave it.
+  auto best_bandwidth = [&](k::BandwidthKernel which, double bytes_moved, const char* name,
+                            const char* what, std::string& winner) {
     double best = 0;
     for (const LaunchShape& s : kCeilingShapes) {
       k::BandwidthParams p;
@@ -419,14 +528,30 @@ Ceilings CudaBackend::measure_ceilings() {
         if (i >= kCeilingWarmup) seconds.push_back(stop.seconds_since(start));
       }
       const double t = median(seconds);
-      if (t > 0) best = std::max(best, bytes_moved / t);
+      if (t > 0 && bytes_moved / t > best) {
+        best = bytes_moved / t;
+        winner = std::string(name) + " " + shape_name(s);
+      }
     }
     return best;
   };
   const double n = static_cast<double>(bytes);
-  c.read = best_bandwidth(k::BandwidthKernel::read, n, "bandwidth kernel 'read'");
-  c.copy = best_bandwidth(k::BandwidthKernel::copy, 2 * n, "bandwidth kernel 'copy'");
-  c.triad = best_bandwidth(k::BandwidthKernel::triad, 3 * n, "bandwidth kernel 'triad'");
+  std::string read_shape, copy_shape, triad_shape;
+  c.read =
+      best_bandwidth(k::BandwidthKernel::read, n, "read", "bandwidth kernel 'read'", read_shape);
+  c.copy = best_bandwidth(k::BandwidthKernel::copy, 2 * n, "copy", "bandwidth kernel 'copy'",
+                          copy_shape);
+  c.triad = best_bandwidth(k::BandwidthKernel::triad, 3 * n, "triad", "bandwidth kernel 'triad'",
+                           triad_shape);
+  // Which shape won each, of which were tried: a winner at the edge of the set (the fewest or
+  // the most threads per SM) says the set may be too narrow for this device.
+  std::string tried;
+  for (const LaunchShape& s : kCeilingShapes) {
+    if (!tried.empty()) tried += ' ';
+    tried += shape_name(s);
+  }
+  c.shapes = read_shape + ", " + copy_shape + ", " + triad_shape + " of " + tried +
+             " (threads per block x blocks per SM)";
   // Not measured on the GPU: decode is memory-bound; DeviceInfo::flops_peak is the datasheet's.
   c.fma_flops = 0;
   c.buffer_bytes = static_cast<std::int64_t>(bytes);
@@ -435,34 +560,34 @@ Ceilings CudaBackend::measure_ceilings() {
 }
 
 // Small buffers of small integers, so every sum and every b + 3c is exact in fp32 whatever the
-// summation order or FMA contraction: the checks compare exactly. An odd grid and a size that
-// is not a multiple of grid x block exercise the grid-stride tails.
+// summation order or FMA contraction: the checks compare exactly. An odd grid of T = 5 x 64
+// threads and sizes chosen against the kernels' unroll of 4 (kernels/bandwidth/bandwidth.cu)
+// exercise every tail: each thread left 0 or 1 vectors (64 KiB + 16 B), 2 or 3, 3 but the last
+// thread 2, fewer vectors than threads, and an exact multiple of 4T (no tail).
 std::vector<Backend::SelfCheck> CudaBackend::check_ceiling_kernels() {
   activate();
-  constexpr std::size_t kFloats = 16 * 1024 + 4;  // 64 KiB + 16 B
-  constexpr std::size_t kBytes = kFloats * sizeof(float);
   constexpr int kGrid = 5;
   constexpr int kBlock = 64;
+  constexpr std::size_t kT = kGrid * kBlock;  // threads
+  constexpr std::size_t kPass = 4 * kT;       // vectors per unrolled pass of all threads
+  constexpr std::size_t kVectors[] = {16 * 1024 / 4 + 1, 3 * kPass + 2 * kT + 7,
+                                      3 * kPass + 3 * kT - 1, kT - 3, 4 * kPass};
+  constexpr std::size_t kMaxFloats = 4 * (4 * kPass);
+  constexpr std::size_t kMaxBytes = kMaxFloats * sizeof(float);
   std::vector<SelfCheck> checks;
 
-  std::vector<float> src(kFloats), b(kFloats), c(kFloats);
-  double expected_sum = 0;
-  for (std::size_t i = 0; i < kFloats; ++i) {
+  std::vector<float> src(kMaxFloats), b(kMaxFloats), c(kMaxFloats);
+  for (std::size_t i = 0; i < kMaxFloats; ++i) {
     src[i] = static_cast<float>(i % 13);
     b[i] = static_cast<float>(i % 7);
     c[i] = static_cast<float>(i % 5) - 2.f;
-    expected_sum += src[i];
   }
-  DeviceBuffer d_src(kBytes), d_dst(kBytes), d_a(kBytes), d_b(kBytes), d_c(kBytes);
+  DeviceBuffer d_src(kMaxBytes), d_dst(kMaxBytes), d_a(kMaxBytes), d_b(kMaxBytes), d_c(kMaxBytes);
   DeviceBuffer d_sink(kGrid * sizeof(float));
   const cudaStream_t stream = stream_.get();
-  d_src.upload(src.data(), kBytes, stream);
-  d_b.upload(b.data(), kBytes, stream);
-  d_c.upload(c.data(), kBytes, stream);
-  // Poison the outputs (0xFF bytes: NaN) so an element never written cannot pass.
-  for (DeviceBuffer* out : {&d_dst, &d_a, &d_sink}) {
-    DECODEBENCH_CUDA_CHECK(cudaMemsetAsync(out->get(), 0xFF, out->bytes(), stream));
-  }
+  d_src.upload(src.data(), kMaxBytes, stream);
+  d_b.upload(b.data(), kMaxBytes, stream);
+  d_c.upload(c.data(), kMaxBytes, stream);
 
   k::BandwidthParams p;
   p.src = d_src.get();
@@ -472,61 +597,91 @@ std::vector<Backend::SelfCheck> CudaBackend::check_ceiling_kernels() {
   p.b = d_b.as<float>();
   p.c = d_c.as<float>();
   p.scalar = 3.f;
-  p.bytes = kBytes;
   p.grid = kGrid;
   p.block = kBlock;
 
-  // A launch or device failure is a failed check with its message; the next check still runs
-  // unless the error is sticky (then its own calls fail the same way).
-  auto run = [&](k::BandwidthKernel which, const char* name) {
+  // Runs one kernel on the first `floats` of the buffers, its outputs poisoned first (0xFF
+  // bytes: NaN, so an element never written cannot pass); empty on success, else what failed.
+  auto run = [&](k::BandwidthKernel which, std::size_t floats) -> std::string {
+    for (DeviceBuffer* out : {&d_dst, &d_a, &d_sink}) {
+      DECODEBENCH_CUDA_CHECK(cudaMemsetAsync(out->get(), 0xFF, out->bytes(), stream));
+    }
+    p.bytes = floats * sizeof(float);
     const k::LaunchResult r = k::cuda::launch_bandwidth(which, p, stream);
-    if (!r.ok()) {
-      checks.push_back({name, false, "launch failed: " + r.message});
-      return false;
-    }
+    if (!r.ok()) return "launch failed: " + r.message;
     if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
-      checks.push_back({name, false,
-                        std::string("kernel failed: ") + cudaGetErrorName(e) + " (" +
-                            cudaGetErrorString(e) + ")"});
-      return false;
+      return std::string("kernel failed: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
+             ")";
     }
-    return true;
+    return {};
   };
-
-  if (run(k::BandwidthKernel::read, "bandwidth.read")) {  // per-block partial sums add up
+  // The first mismatch of `floats` floats of a kernel's result, or empty.
+  auto check_read = [&](std::size_t floats) -> std::string {
     std::vector<float> sink(kGrid);
     d_sink.download(sink.data(), d_sink.bytes(), stream);
-    double got = 0;
-    for (float s : sink) got += s;
-    checks.push_back({"bandwidth.read", got == expected_sum,
-                      "sum of sink[" + std::to_string(kGrid) + "] = " + std::to_string(got) +
-                          ", sum of src = " + std::to_string(expected_sum)});
-  }
-  if (run(k::BandwidthKernel::copy, "bandwidth.copy")) {  // dst == src bit for bit
-    std::vector<float> dst(kFloats);
-    d_dst.download(dst.data(), kBytes, stream);
-    std::size_t bad = kFloats;
-    for (std::size_t i = 0; i < kFloats && bad == kFloats; ++i) {
-      if (std::memcmp(&dst[i], &src[i], sizeof(float)) != 0) bad = i;
+    double got = 0, want = 0;
+    for (float v : sink) got += v;
+    for (std::size_t i = 0; i < floats; ++i) want += src[i];
+    if (got == want) return {};
+    return "sum of sink[" + std::to_string(kGrid) + "] = " + std::to_string(got) +
+           ", sum of src = " + std::to_string(want);
+  };
+  auto check_copy = [&](std::size_t floats) -> std::string {
+    std::vector<float> dst(floats);
+    d_dst.download(dst.data(), floats * sizeof(float), stream);
+    for (std::size_t i = 0; i < floats; ++i) {
+      if (std::memcmp(&dst[i], &src[i], sizeof(float)) != 0) {
+        return "dst[" + std::to_string(i) + "] = " + std::to_string(dst[i]) +
+               ", src = " + std::to_string(src[i]);
+      }
     }
-    checks.push_back({"bandwidth.copy", bad == kFloats,
-                      bad == kFloats
-                          ? std::to_string(kFloats) + " floats equal"
-                          : "dst[" + std::to_string(bad) + "] = " + std::to_string(dst[bad]) +
-                                ", src = " + std::to_string(src[bad])});
-  }
-  if (run(k::BandwidthKernel::triad, "bandwidth.triad")) {  // a == b + 3c exactly
-    std::vector<float> a(kFloats);
-    d_a.download(a.data(), kBytes, stream);
-    std::size_t bad = kFloats;
-    for (std::size_t i = 0; i < kFloats && bad == kFloats; ++i) {
-      if (a[i] != b[i] + p.scalar * c[i]) bad = i;
+    return {};
+  };
+  auto check_triad = [&](std::size_t floats) -> std::string {
+    std::vector<float> a(floats);
+    d_a.download(a.data(), floats * sizeof(float), stream);
+    for (std::size_t i = 0; i < floats; ++i) {
+      if (a[i] != b[i] + p.scalar * c[i]) {
+        return "a[" + std::to_string(i) + "] = " + std::to_string(a[i]) + ", expected " +
+               std::to_string(b[i] + p.scalar * c[i]);
+      }
     }
-    checks.push_back({"bandwidth.triad", bad == kFloats,
-                      bad == kFloats
-                          ? std::to_string(kFloats) + " values of b + 3c exact"
-                          : "a[" + std::to_string(bad) + "] = " + std::to_string(a[bad]) +
-                                ", expected " + std::to_string(b[bad] + p.scalar * c[bad])});
+    return {};
+  };
+
+  // A launch or device failure is a failed check with its message; the next check still runs
+  // unless the error is sticky (then its own calls fail the same way).
+  struct Kernel {
+    const char* name;
+    k::BandwidthKernel which;
+    std::function<std::string(std::size_t)> check;
+    const char* passed;
+  };
+  const Kernel kernels[] = {
+      {"bandwidth.read", k::BandwidthKernel::read, check_read, "per-block sums add up"},
+      {"bandwidth.copy", k::BandwidthKernel::copy, check_copy, "dst equals src bit for bit"},
+      {"bandwidth.triad", k::BandwidthKernel::triad, check_triad, "b + 3c exact"}};
+  std::string sizes;
+  for (std::size_t v : kVectors) {
+    if (!sizes.empty()) sizes += ", ";
+    sizes += std::to_string(16 * v);
+  }
+  for (const Kernel& kernel : kernels) {
+    std::string failure;
+    for (std::size_t v : kVectors) {
+      const std::size_t floats = 4 * v;
+      failure = run(kernel.which, floats);
+      if (failure.empty()) failure = kernel.check(floats);
+      if (!failure.empty()) {
+        failure = std::to_string(16 * v) + " bytes: " + failure;
+        break;
+      }
+    }
+    checks.push_back({kernel.name, failure.empty(),
+                      failure.empty()
+                          ? std::string(kernel.passed) + " at " + sizes + " bytes, grid " +
+                                std::to_string(kGrid) + " x " + std::to_string(kBlock)
+                          : failure});
   }
   return checks;
 }

@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace decodebench::cuda {
@@ -74,5 +75,31 @@ std::string bad_device_message(int requested, const std::vector<std::string>& de
   }
   return msg;
 }
+
+L2FlushPlan plan_l2_flush(std::size_t l2_bytes, int sm_count) {
+  L2FlushPlan plan;
+  if (l2_bytes == 0) return plan;
+  auto round16 = [](std::size_t b) { return (b + 15) / 16 * 16; };
+  plan.write_bytes = round16(2 * l2_bytes);
+  plan.read_bytes = round16(std::max(2 * l2_bytes, kMinFlushReadBytes));
+  plan.read_block = kFlushReadBlock;
+  plan.read_grid = kFlushReadBlocksPerSm * std::max(1, sm_count);
+  return plan;
+}
+
+namespace {
+// ceil(window / estimate) clamped to [1, kMaxStepsPerSample]; the cap for a non-positive or
+// NaN estimate. A ratio within 1e-9 above an integer counts as that integer (50e-6 / 1e-6 is
+// 50.000000000000007 in doubles). Clamped as a double: the ratio can exceed int.
+int steps_covering(double window_s, double estimate_s) {
+  if (!(estimate_s > 0)) return kMaxStepsPerSample;
+  const double n = std::ceil(window_s / estimate_s * (1 - 1e-9));
+  return static_cast<int>(std::clamp(n, 1.0, static_cast<double>(kMaxStepsPerSample)));
+}
+}  // namespace
+
+int steps_per_sample(double estimate_s) { return steps_covering(kWarmSampleSeconds, estimate_s); }
+
+int lead_in_steps(double estimate_s) { return steps_covering(kLeadInSeconds, estimate_s); }
 
 }  // namespace decodebench::cuda

@@ -59,4 +59,50 @@ std::string format_gb(double bytes);
 // InputError text for a --device index outside [0, names.size()), listing the devices.
 std::string bad_device_message(int requested, const std::vector<std::string>& device_names);
 
+// ---- cold-L2 flush and warm-L2 timing (docs/design.md "Timing") ---------------------------
+
+// What the cold-L2 flush (cuda::L2Flusher) enqueues before each cold sample, in this order, all
+// of it before the start event (ordered before the step, not timed):
+//   1. a memset of `write_bytes` (2x the L2): evicts every line the previous step left in L2,
+//      the K/V it read and the output it wrote;
+//   2. the bandwidth `read` kernel over `read_bytes` of a second buffer, `read_grid` blocks of
+//      `read_block` threads. The memset leaves about one L2 of dirty lines; left there, the
+//      timed step would write them back inside its window (~40 % extra DRAM traffic at batch 1
+//      x 32k). The read replaces them with clean lines, so their write-back happens here. 2x the
+//      L2 like the write, since the replacement is not exact LRU, and at least
+//      kMinFlushReadBytes: the flush must keep the GPU busy for longer than the host takes to
+//      record the start event and launch the step (CudaPoint::time_one relies on it). What
+//      stays dirty is the read's own sink, read_grid floats.
+// An L2 of 0 (not reported) gives an empty plan: nothing to evict.
+inline constexpr std::size_t kMinFlushReadBytes = std::size_t{64} << 20;
+inline constexpr int kFlushReadBlock = 256;
+inline constexpr int kFlushReadBlocksPerSm = 4;
+struct L2FlushPlan {
+  std::size_t write_bytes = 0;  // multiple of 16
+  std::size_t read_bytes = 0;   // multiple of 16, as the read kernel requires
+  int read_grid = 0;            // also the read's sink size, floats
+  int read_block = 0;
+  bool empty() const { return write_bytes == 0 && read_bytes == 0; }
+};
+L2FlushPlan plan_l2_flush(std::size_t l2_bytes, int sm_count);
+
+// Warm-L2 samples time N steps back to back between two events and divide by N (one step of a
+// few us is too close to the launch latency and the events' 0.5 us resolution). N is chosen
+// once per point from an estimate of one step, so that a sample covers at least
+// kWarmSampleSeconds of GPU time: ceil(kWarmSampleSeconds / estimate_s), clamped to
+// [1, kMaxStepsPerSample]; an estimate that is not positive (below the events' resolution, or
+// NaN) gives kMaxStepsPerSample.
+inline constexpr double kWarmSampleSeconds = 1e-3;
+inline constexpr int kMaxStepsPerSample = 1000;
+int steps_per_sample(double estimate_s);
+
+// Untimed steps enqueued right before a warm sample's start event, so the GPU is still busy
+// with them while the host records the event and launches the timed steps: the window then
+// starts with the GPU, not with the host's launch path. They cover kLeadInSeconds (longer than
+// that host path): ceil(kLeadInSeconds / estimate_s), clamped to [1, kMaxStepsPerSample];
+// kMaxStepsPerSample for an estimate that is not positive. They run on warm data, so the
+// timed steps still find the L2 warm.
+inline constexpr double kLeadInSeconds = 50e-6;
+int lead_in_steps(double estimate_s);
+
 }  // namespace decodebench::cuda

@@ -4,6 +4,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "common/errors.h"
+#include "kernels.h"
 
 namespace decodebench::cuda {
 
@@ -99,12 +100,93 @@ CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {
 
 void CudaStream::synchronize() { DECODEBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+// ---- CudaGraphExec ------------------------------------------------------------------------
+CudaGraphExec::~CudaGraphExec() {
+  if (exec_ != nullptr) DECODEBENCH_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(exec_));
+}
+
+CudaGraphExec& CudaGraphExec::operator=(CudaGraphExec&& other) noexcept {
+  if (this != &other) {
+    if (exec_ != nullptr) DECODEBENCH_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(exec_));
+    exec_ = std::exchange(other.exec_, nullptr);
+  }
+  return *this;
+}
+
+CudaGraphExec CudaGraphExec::capture(cudaStream_t stream, const std::function<bool()>& enqueue,
+                                     std::string* why) {
+  auto failed = [&](const char* what, cudaError_t err) {
+    (void)cudaGetLastError();  // capture errors are not sticky: clear, so the fallback runs
+    if (why != nullptr) {
+      *why = std::string(what) +
+             (err != cudaSuccess ? std::string(": ") + cudaGetErrorName(err) : std::string());
+    }
+    return CudaGraphExec{};
+  };
+  cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  if (err != cudaSuccess) return failed("cudaStreamBeginCapture", err);
+  bool enqueued = false;
+  cudaGraph_t graph = nullptr;
+  try {
+    enqueued = enqueue();
+  } catch (...) {
+    // Out of capture mode before the error leaves: the stream stays usable.
+    if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph != nullptr) {
+      (void)cudaGraphDestroy(graph);
+    }
+    (void)cudaGetLastError();
+    throw;
+  }
+  err = cudaStreamEndCapture(stream, &graph);  // also ends a capture that was invalidated
+  if (!enqueued || err != cudaSuccess) {
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    return failed(enqueued ? "cudaStreamEndCapture" : "a launch during the capture", err);
+  }
+  CudaGraphExec out;
+  err = cudaGraphInstantiate(&out.exec_, graph, /*flags=*/0);
+  (void)cudaGraphDestroy(graph);  // the executable graph does not need it
+  if (err != cudaSuccess) {
+    out.exec_ = nullptr;
+    return failed("cudaGraphInstantiate", err);
+  }
+  // Upload now, so the first replay does not pay for it.
+  err = cudaGraphUpload(out.exec_, stream);
+  if (err != cudaSuccess) return failed("cudaGraphUpload", err);  // `out` frees the graph
+  return out;
+}
+
+void CudaGraphExec::launch(cudaStream_t stream) {
+  DECODEBENCH_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+}
+
 // ---- L2Flusher ----------------------------------------------------------------------------
-L2Flusher::L2Flusher(std::size_t l2_bytes) : buffer_(2 * l2_bytes) {}
+L2Flusher::L2Flusher(std::size_t l2_bytes, int sm_count)
+    : plan_(plan_l2_flush(l2_bytes, sm_count)),
+      write_(plan_.write_bytes),
+      read_(plan_.read_bytes),
+      sink_(static_cast<std::size_t>(plan_.read_grid) * sizeof(float)) {
+  // Defined contents for the read (a sum of zeros), once; the stream-less memset finishes
+  // before any stream's work because of the synchronize.
+  if (!read_.empty()) {
+    DECODEBENCH_CUDA_CHECK(cudaMemset(read_.get(), 0, read_.bytes()));
+    DECODEBENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+}
 
 void L2Flusher::flush(cudaStream_t stream) {
-  if (buffer_.empty()) return;
-  DECODEBENCH_CUDA_CHECK(cudaMemsetAsync(buffer_.get(), 0, buffer_.bytes(), stream));
+  if (plan_.empty()) return;
+  // 1. Evict: overwrite 2x the L2. This leaves about one L2 of dirty lines.
+  DECODEBENCH_CUDA_CHECK(cudaMemsetAsync(write_.get(), 0, write_.bytes(), stream));
+  // 2. Clean: read a second buffer, so the lines L2 holds when the step starts are clean.
+  kernels::BandwidthParams p;
+  p.src = read_.get();
+  p.sink = sink_.as<float>();
+  p.bytes = read_.bytes();
+  p.grid = plan_.read_grid;
+  p.block = plan_.read_block;
+  DECODEBENCH_CHECK_LAUNCH(
+      kernels::cuda::launch_bandwidth(kernels::BandwidthKernel::read, p, stream),
+      "L2 flush (bandwidth kernel 'read')");
 }
 
 }  // namespace decodebench::cuda

@@ -1,4 +1,5 @@
-// RAII owners of CUDA runtime objects: device buffers, events, streams and the L2 scrubber.
+// RAII owners of CUDA runtime objects: device buffers, events, streams, graphs and the L2
+// scrubber.
 // Copying is deleted (a double free is the alternative); moving transfers ownership. Creation
 // failures throw RuntimeFailure; destruction never throws (it logs), so an object can unwind
 // after a sticky device error without terminating the process.
@@ -7,7 +8,11 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
+#include <string>
 #include <utility>
+
+#include "backends/cuda/cuda_plan.h"
 
 namespace decodebench::cuda {
 
@@ -81,19 +86,51 @@ class CudaStream {
   cudaStream_t stream_ = nullptr;
 };
 
-// Evicts the L2 before a cold sample by overwriting a buffer twice its size (the nvbench
-// l2flush idea): after the memset, nothing the timed kernel reads is still in L2. The buffer is
-// allocated once and reused, so flushing costs one memset per sample and no allocation.
+// An instantiated CUDA graph of the work `enqueue` puts on a stream, replayed with one
+// cudaGraphLaunch. capture() returns an empty graph when the capture or the instantiation
+// fails (some driver or API call that cannot be captured); the stream is then out of capture
+// mode again and the error cleared, so the caller can fall back to plain launches.
+class CudaGraphExec {
+ public:
+  CudaGraphExec() = default;
+  ~CudaGraphExec();
+  CudaGraphExec(const CudaGraphExec&) = delete;
+  CudaGraphExec& operator=(const CudaGraphExec&) = delete;
+  CudaGraphExec(CudaGraphExec&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
+  CudaGraphExec& operator=(CudaGraphExec&& other) noexcept;
+
+  // Captures (thread-local mode: other threads' CUDA calls are unaffected) what `enqueue`
+  // enqueues on `stream`; `enqueue` returns false when a launch of it failed. On failure
+  // `why` (when given) says what failed. An exception from `enqueue` ends the capture and
+  // propagates.
+  static CudaGraphExec capture(cudaStream_t stream, const std::function<bool()>& enqueue,
+                               std::string* why = nullptr);
+  bool empty() const { return exec_ == nullptr; }
+  void launch(cudaStream_t stream);
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// Leaves the L2 cold and clean before a cold sample (cuda_plan.h plan_l2_flush has the why and
+// the sizes): a memset of one buffer evicts what the previous step left, then the bandwidth
+// `read` kernel over a second buffer replaces the memset's dirty lines with clean ones, so no
+// write-back of the flush falls into the timed window. The buffers are allocated once and
+// reused: a flush costs a memset and a read, no allocation.
 class L2Flusher {
  public:
   L2Flusher() = default;
-  explicit L2Flusher(std::size_t l2_bytes);
-  // Enqueues the scrub on `stream`; a no-op when the device reported no L2.
+  L2Flusher(std::size_t l2_bytes, int sm_count);
+  // Enqueues the flush on `stream`; a no-op when the device reported no L2.
   void flush(cudaStream_t stream);
-  std::size_t bytes() const { return buffer_.bytes(); }
+  std::size_t write_bytes() const { return write_.bytes(); }
+  std::size_t read_bytes() const { return read_.bytes(); }
 
  private:
-  DeviceBuffer buffer_;  // [2 * L2] bytes
+  L2FlushPlan plan_;
+  DeviceBuffer write_;  // [plan_.write_bytes] bytes, overwritten by every flush
+  DeviceBuffer read_;   // [plan_.read_bytes] bytes of zeros, read by every flush
+  DeviceBuffer sink_;   // [plan_.read_grid] floats: the read kernel's per-block sums
 };
 
 }  // namespace decodebench::cuda

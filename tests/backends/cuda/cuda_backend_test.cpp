@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/cuda_resources.h"
 #include "common/dtype.h"
@@ -182,22 +184,106 @@ TEST(CudaGpu, LayoutOnlyWorkloadsAreFilledOnTheDevice) {
   EXPECT_EQ(run_point(*b, layout_only(subset), kernel.name), run_point(*b, subset, kernel.name));
 }
 
+// Cold: one step per sample between events, the flush before the start event. Warm: N > 1
+// steps per sample (a step of this small point is far below the 1 ms window), by graph replay
+// where capture works, else back-to-back launches; the output is still right afterwards.
 TEST(CudaGpu, TimingColdAndWarm) {
   DECODEBENCH_REQUIRE_GPU();
   auto b = make_cuda_backend(0);
-  const k::KernelInfo& kernel = k::kernel_ladder().front();
-  const Workload w = make_workload(odd_spec(kernel, 7, ContextSpec::fixed(2048)));
-  for (bool warm : {false, true}) {
-    TimingOptions t;
-    t.warm_l2 = warm;
-    auto point = b->prepare(w, kernel.name, t);
-    point->run();
-    for (int i = 0; i < 5; ++i) {
-      const double s = point->time_one();
-      EXPECT_GT(s, 0);
-      EXPECT_LT(s, 1.0);
+  for (const k::KernelInfo& kernel : k::kernel_ladder()) {
+    const WorkloadSpec spec = odd_spec(kernel, 7, ContextSpec::fixed(2048));
+    const Workload w = make_workload(spec);
+    const std::vector<float> ref = reference_decode(w);
+    for (bool warm : {false, true}) {
+      TimingOptions t;
+      t.warm_l2 = warm;
+      auto point = b->prepare(w, kernel.name, t);
+      point->run();
+      std::vector<double> samples;
+      for (int i = 0; i < 5; ++i) {
+        const double s = point->time_one();
+        EXPECT_GT(s, 0) << kernel.name;
+        EXPECT_LT(s, 1.0) << kernel.name;
+        samples.push_back(s);
+      }
+      const TimingRecord rec = point->timing();
+      EXPECT_EQ(rec.warm_l2, warm);
+      if (warm) {
+        EXPECT_TRUE(rec.method == TimingMethod::graph_replay ||
+                    rec.method == TimingMethod::events_back_to_back)
+            << kernel.name << ": " << timing_method_name(rec.method);
+        EXPECT_GT(rec.steps_per_sample, 1) << kernel.name;
+        EXPECT_LE(rec.steps_per_sample, cuda::kMaxStepsPerSample);
+        // The window is about kWarmSampleSeconds unless the cap bound it.
+        if (rec.steps_per_sample < cuda::kMaxStepsPerSample) {
+          EXPECT_GT(rec.steps_per_sample * samples.back(), 0.25 * cuda::kWarmSampleSeconds)
+              << kernel.name << ": " << rec.steps_per_sample << " x " << samples.back();
+        }
+        std::cout << kernel.name << " warm: " << timing_method_name(rec.method) << ", "
+                  << rec.steps_per_sample << " steps per sample, " << samples.back() * 1e6
+                  << " us per step\n";
+      } else {
+        EXPECT_EQ(rec.method, TimingMethod::events_per_step) << kernel.name;
+        EXPECT_EQ(rec.steps_per_sample, 1) << kernel.name;
+        std::cout << kernel.name << " cold: " << samples.back() * 1e6 << " us per step\n";
+      }
+      // Replayed or not, the steps wrote the right output.
+      const Comparison cmp =
+          compare_outputs(point->output(), ref, spec.model.num_q_heads, spec.model.head_dim,
+                          tolerance_for(spec.q_dtype, spec.kv_dtype));
+      EXPECT_TRUE(cmp.ok) << kernel.name << (warm ? " warm" : " cold") << ": " << cmp.report;
     }
   }
+}
+
+// The flush's buffers follow the plan, and a flush runs (the memset and the read kernel).
+TEST(CudaGpu, L2FlusherFollowsThePlan) {
+  DECODEBENCH_REQUIRE_GPU();
+  auto b = make_cuda_backend(0);
+  const DeviceInfo info = b->device_info();
+  const cuda::L2FlushPlan plan =
+      cuda::plan_l2_flush(static_cast<std::size_t>(info.l2_bytes), info.sm_count);
+  cuda::L2Flusher flusher(static_cast<std::size_t>(info.l2_bytes), info.sm_count);
+  EXPECT_EQ(flusher.write_bytes(), plan.write_bytes);
+  EXPECT_EQ(flusher.read_bytes(), plan.read_bytes);
+  cuda::CudaStream stream;
+  for (int i = 0; i < 3; ++i) flusher.flush(stream.get());
+  EXPECT_NO_THROW(stream.synchronize());
+}
+
+// A capture that fails (a launch refused during it, or a call that cannot be captured) gives an
+// empty graph and leaves the stream usable; one that works replays its launches.
+TEST(CudaGpu, GraphCaptureFallsBackCleanly) {
+  DECODEBENCH_REQUIRE_GPU();
+  cuda::CudaStream stream;
+  std::string why;
+  EXPECT_TRUE(cuda::CudaGraphExec::capture(
+                  stream.get(), [] { return false; }, &why)
+                  .empty());
+  EXPECT_NE(why, "");
+  why.clear();
+  const cudaStream_t s = stream.get();
+  EXPECT_TRUE(cuda::CudaGraphExec::capture(
+                  s, [s] { return cudaStreamSynchronize(s) == cudaSuccess; }, &why)
+                  .empty());
+  EXPECT_NE(why, "");
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // nothing left for the next check to trip on
+
+  // A working capture: a fill of 4 values, replayed.
+  cuda::DeviceBuffer d(16);
+  k::FillParams f;
+  f.dst = d.get();
+  f.dtype = DType::f32;
+  f.count = 4;
+  f.seed = 1;
+  cuda::CudaGraphExec graph = cuda::CudaGraphExec::capture(
+      s, [&] { return k::cuda::launch_fill(f, s).ok(); }, &why);
+  ASSERT_FALSE(graph.empty()) << why;
+  DECODEBENCH_CUDA_CHECK(cudaMemsetAsync(d.get(), 0, 16, s));
+  graph.launch(s);
+  std::vector<float> got(4);
+  d.download(got.data(), 16, s);
+  EXPECT_NE(got, std::vector<float>(4, 0.f));  // the replay wrote the values
 }
 
 TEST(CudaGpu, SkipReasons) {

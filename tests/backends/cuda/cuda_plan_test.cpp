@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -253,6 +254,64 @@ TEST(CudaPlan, BadDeviceMessageListsTheDevices) {
   EXPECT_NE(msg.find("0 (NVIDIA H200)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("1 (NVIDIA H100 80GB HBM3)"), std::string::npos) << msg;
   EXPECT_NE(bad_device_message(0, {}).find("no CUDA device"), std::string::npos);
+}
+
+// ---- cold-L2 flush and warm timing ---------------------------------------------------------
+
+TEST(CudaPlan, FlushWritesTwiceL2ThenReadsAtLeastTwiceL2) {
+  const std::size_t h200_l2 = 50 * 1024 * 1024;
+  const L2FlushPlan p = plan_l2_flush(h200_l2, /*sm_count=*/132);
+  EXPECT_EQ(p.write_bytes, 2 * h200_l2);  // evicts what the previous step left
+  EXPECT_EQ(p.read_bytes, 2 * h200_l2);   // then replaces the memset's dirty lines
+  EXPECT_EQ(p.read_grid, kFlushReadBlocksPerSm * 132);
+  EXPECT_EQ(p.read_block, kFlushReadBlock);
+  EXPECT_FALSE(p.empty());
+  // What the bandwidth read kernel accepts: a multiple of 16 bytes, a block of whole warps.
+  const L2FlushPlan odd = plan_l2_flush(60'000'003, 7);
+  EXPECT_EQ(odd.write_bytes % 16, 0u);
+  EXPECT_EQ(odd.read_bytes % 16, 0u);
+  EXPECT_GE(odd.write_bytes, 120'000'006u);
+  EXPECT_GE(odd.read_bytes, 120'000'006u);
+  EXPECT_LT(odd.write_bytes, 120'000'006u + 16);
+  EXPECT_EQ(odd.read_block % 32, 0);
+  EXPECT_LE(odd.read_block, 1024);
+  // A small L2: the read keeps its floor, so the flush still outlasts the host's launch path.
+  const L2FlushPlan small = plan_l2_flush(4 * 1024 * 1024, 20);
+  EXPECT_EQ(small.write_bytes, 8u * 1024 * 1024);
+  EXPECT_EQ(small.read_bytes, kMinFlushReadBytes);
+  // Unknown SM count: still a grid; unknown L2: nothing to flush.
+  EXPECT_GE(plan_l2_flush(h200_l2, 0).read_grid, 1);
+  EXPECT_TRUE(plan_l2_flush(0, 132).empty());
+  EXPECT_EQ(plan_l2_flush(0, 132).read_grid, 0);
+}
+
+TEST(CudaPlan, StepsPerSampleCoverTheWindowAndNoMore) {
+  EXPECT_EQ(steps_per_sample(1e-6), 1000);  // 1 us steps: 1000 of them make 1 ms
+  EXPECT_EQ(steps_per_sample(3e-6), 334);   // ceil, so the window is at least 1 ms
+  EXPECT_EQ(steps_per_sample(kWarmSampleSeconds), 1);
+  EXPECT_EQ(steps_per_sample(5e-3), 1);  // a step longer than the window: one per sample
+  EXPECT_EQ(steps_per_sample(1e-9), kMaxStepsPerSample);  // capped
+  // Below the events' resolution, or no estimate at all: the cap.
+  EXPECT_EQ(steps_per_sample(0), kMaxStepsPerSample);
+  EXPECT_EQ(steps_per_sample(-1), kMaxStepsPerSample);
+  EXPECT_EQ(steps_per_sample(std::nan("")), kMaxStepsPerSample);
+  EXPECT_EQ(steps_per_sample(INFINITY), 1);
+  for (double est = 1.3e-6; est < 3e-3; est *= 1.7) {
+    const int n = steps_per_sample(est);
+    EXPECT_GE(n * est, kWarmSampleSeconds * (1 - 1e-9)) << est;  // covers the window
+    EXPECT_LT((n - 1) * est, kWarmSampleSeconds) << est;         // with the fewest steps
+  }
+}
+
+TEST(CudaPlan, LeadInCoversTheHostLaunchPath) {
+  EXPECT_EQ(lead_in_steps(1e-6), 50);  // 50 us of GPU work ahead of the start event
+  EXPECT_EQ(lead_in_steps(20e-6), 3);
+  EXPECT_EQ(lead_in_steps(1e-3), 1);  // at least one
+  EXPECT_EQ(lead_in_steps(0), kMaxStepsPerSample);
+  EXPECT_EQ(lead_in_steps(std::nan("")), kMaxStepsPerSample);
+  for (double est = 1.1e-6; est < 1e-3; est *= 1.9) {
+    EXPECT_GE(lead_in_steps(est) * est, kLeadInSeconds * (1 - 1e-9)) << est;
+  }
 }
 
 // ---- error checks --------------------------------------------------------------------------

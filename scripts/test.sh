@@ -4,7 +4,8 @@
 #   1. the normal build: every test (host, CPU backend, harness, CLI, emulated kernels); with
 #      nvcc present the CUDA kernels are compiled for sm_90a, and scripts/check-spills.sh reads
 #      the built kernel library: any stack frame (register spills) or local memory in a decode
-#      kernel, or a kernel outside the known namespaces, fails (table: build/kernel-resources.md);
+#      kernel, or a kernel outside the known namespaces, fails (table: build/kernel-resources.md,
+#      followed by the static model's table of the same library: decodebench kernels --static);
 #   2. an AddressSanitizer+UBSan build of the emulated tests (ctest -L asan);
 #   3. a ThreadSanitizer build of the emulated tests (ctest -L tsan).
 # Options: --quick skips the sanitizer builds. Build dirs: build/ ($DECODEBENCH_BUILD_DIR, as
@@ -39,6 +40,14 @@ if [ -d "$build_dir/kernels/CMakeFiles/decodebench_kernels_cuda.dir" ]; then  # 
   stamp "spill check (CUDA kernels)"
   scripts/check-spills.sh "$build_dir/kernels/libdecodebench_kernels_cuda.a" \
     --markdown "$build_dir/kernel-resources.md"
+  # The static model of the same library (main loops read from the SASS: instructions per KV
+  # byte, issue-bound bandwidth, occupancy, bytes in flight), appended to the same file.
+  stamp "static model (CUDA kernels)"
+  {
+    printf '\n## Static model (decodebench kernels --static)\n\n'
+    "$build_dir/src/cli/decodebench" kernels --static --format md \
+      --binary "$build_dir/kernels/libdecodebench_kernels_cuda.a"
+  } >>"$build_dir/kernel-resources.md"
 fi
 stamp "tests"
 ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" --timeout 900

@@ -36,13 +36,15 @@ double positive_number(const json& row, const char* key, const std::filesystem::
 }
 
 Datasheet parse_row(const json& row, const std::filesystem::path& file, const std::string& where) {
-  static const std::vector<std::string> kKeys = {"key",       "name",       "match",
-                                                 "bandwidth", "fp32_flops", "mem_bytes"};
+  static const std::vector<std::string> kKeys = {
+      "key",       "name",     "match",          "bandwidth",         "fp32_flops",
+      "mem_bytes", "sm_count", "boost_clock_hz", "compute_capability"};
   if (!row.is_object()) fail(file, where, "must be an object");
   for (const auto& [k, v] : row.items()) {
     if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
       fail(file, where + "." + k,
-           "unknown key (valid: key, name, match, bandwidth, fp32_flops, mem_bytes)");
+           "unknown key (valid: key, name, match, bandwidth, fp32_flops, mem_bytes, sm_count, "
+           "boost_clock_hz, compute_capability)");
     }
   }
   Datasheet d;
@@ -66,6 +68,30 @@ Datasheet parse_row(const json& row, const std::filesystem::path& file, const st
   d.bandwidth = positive_number(row, "bandwidth", file, here);
   d.fp32_flops = positive_number(row, "fp32_flops", file, here);
   d.mem_bytes = static_cast<std::int64_t>(positive_number(row, "mem_bytes", file, here));
+  if (row.contains("sm_count")) {
+    const json& v = row.at("sm_count");
+    if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) {
+      fail(file, here + ".sm_count", "must be a positive integer, got " + v.dump());
+    }
+    d.sm_count = v.get<int>();
+  }
+  if (row.contains("boost_clock_hz")) {
+    d.boost_clock_hz = positive_number(row, "boost_clock_hz", file, here);
+  }
+  if (row.contains("compute_capability")) {
+    const json& v = row.at("compute_capability");
+    const std::string cc = v.is_string() ? v.get<std::string>() : "";
+    const std::size_t dot = cc.find('.');
+    const auto digits = [](const std::string& s) {
+      return !s.empty() &&
+             std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+    };
+    if (dot == std::string::npos || !digits(cc.substr(0, dot)) || !digits(cc.substr(dot + 1))) {
+      fail(file, here + ".compute_capability",
+           "must be a string MAJOR.MINOR such as \"9.0\", got " + v.dump());
+    }
+    d.compute_capability = cc;
+  }
   return d;
 }
 

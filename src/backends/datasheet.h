@@ -1,5 +1,6 @@
 // Datasheet peaks of known GPUs (configs/devices.json): the vendor's memory bandwidth, fp32
-// (non-tensor) FLOP rate and memory size. Reports carry them next to the measured ceilings so a
+// (non-tensor) FLOP rate and memory size, and where known the SM count, boost clock and compute
+// capability. Reports carry them next to the measured ceilings so a
 // roofline fraction can be read against either (docs/design.md "Ceilings").
 #pragma once
 
@@ -19,6 +20,10 @@ struct Datasheet {
   double bandwidth = 0;            // B/s
   double fp32_flops = 0;           // FLOP/s, non-tensor fp32
   std::int64_t mem_bytes = 0;      // bytes (GB = 1e9)
+  // Optional (0 / empty when the file leaves them out), for the static model's issue bound:
+  int sm_count = 0;                // streaming multiprocessors
+  double boost_clock_hz = 0;       // the SM clock the vendor quotes its peaks at
+  std::string compute_capability;  // "9.0"
 };
 
 // configs_dir() / "devices.json".

@@ -1,6 +1,10 @@
-// `decodebench ceilings | devices | kernels`: what this machine and this build have.
+// `decodebench ceilings | devices | kernels`: what this machine and this build have;
+// `kernels --static`: the static model of the compiled decode kernels (src/static_model).
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,7 +16,14 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "kernels.h"
+#include "launch_shape.h"
 #include "report/report.h"
+#include "static_model/cuobjdump.h"
+#include "static_model/sass_parse.h"
+#include "static_model/static_report.h"
+#ifdef DECODEBENCH_WITH_CUDA
+#include "backends/cuda/occupancy_model.h"
+#endif
 
 namespace decodebench::cli {
 namespace {
@@ -158,6 +169,11 @@ int run_devices(const DevicesOptions& o) {
 // ---------------------------------------------------------------------------------- kernels
 struct KernelsOptions {
   std::string format = "table";
+  bool static_model = false;
+  bool summary = false;
+  std::string binary;
+  std::string cuobjdump;
+  std::string out;
 };
 
 std::string dtype_list(const std::vector<DType>& types) {
@@ -198,7 +214,101 @@ std::string kernels_markdown(const std::vector<kernels::KernelInfo>& ladder) {
   return s;
 }
 
+// ---------------------------------------------------------------------------- kernels --static
+#ifdef DECODEBENCH_WITH_CUDA
+// The devices the static model prints an issue bound for (their SMs and clock from
+// configs/devices.json), and the one README.md's summary is for.
+constexpr const char* kStaticDevices[] = {"h100-sxm", "h200"};
+constexpr const char* kSummaryDevice = "h200";
+
+static_model::DeviceFigures device_figures(const std::string& key) {
+  const Datasheet d = datasheet_by_key(key);
+  if (d.sm_count <= 0 || d.boost_clock_hz <= 0) {
+    throw InputError(datasheet_file().string() + ": key 'devices[" + key +
+                     "]': the static model needs its sm_count and boost_clock_hz");
+  }
+  return {d.key, d.name, d.sm_count, d.boost_clock_hz, d.bandwidth};
+}
+#endif
+
+int run_static(const KernelsOptions& o) {
+#ifndef DECODEBENCH_WITH_CUDA
+  (void)o;
+  throw InputError(
+      "--static: the static model reads the CUDA kernels compiled into the binary and needs a "
+      "CUDA build (this one was configured without nvcc)");
+#else
+  const OutputFormat format = parse_format(o.format);
+  if (format == OutputFormat::csv) {
+    throw InputError("--format: `kernels --static` prints table, md or json (got " + o.format +
+                     ")");
+  }
+  if (o.summary && format != OutputFormat::md) {
+    throw InputError("--summary: README.md's summary is Markdown; use it with --format md");
+  }
+  const std::string binary = o.binary.empty() ? static_model::this_executable() : o.binary;
+  if (!std::filesystem::is_regular_file(binary)) {
+    throw InputError("--binary " + binary + ": no such file");
+  }
+  const std::string cuobjdump = static_model::find_cuobjdump(o.cuobjdump);
+  const std::string sass = static_model::run_cuobjdump(cuobjdump, {"-sass", binary});
+  if (sass.find("Function : ") == std::string::npos) {
+    throw InputError(binary + ": no device code (`" + cuobjdump + " -sass` lists no function)");
+  }
+  const std::vector<static_model::Function> functions = static_model::parse_sass(sass, binary);
+  const std::vector<static_model::ResourceUsage> resources = static_model::parse_resource_usage(
+      static_model::run_cuobjdump(cuobjdump, {"--dump-resource-usage", binary}), binary);
+
+  static_model::Hooks hooks;
+  hooks.launch_shape =
+      [](const static_model::KernelName& k) -> std::optional<static_model::LaunchShape> {
+    const std::optional<kernels::LaunchShape> s = kernels::launch_shape(
+        k.rung, k.kernel, k.kv_dtype.value_or(DType::f16), k.head_dim, k.group_cap);
+    if (!s) return std::nullopt;
+    return static_model::LaunchShape{s->threads, s->dynamic_smem};
+  };
+  hooks.occupancy = [](int registers, std::size_t static_smem,
+                       const static_model::LaunchShape& launch) {
+    const cuda::Occupancy occ = cuda::occupancy(
+        {registers, static_smem, launch.dynamic_smem, launch.threads}, cuda::hopper_sm());
+    return static_model::OccupancyFigure{occ.ctas_per_sm, occ.limited_by, occ.error};
+  };
+  std::vector<std::string> rungs;
+  for (const kernels::KernelInfo& k : kernels::kernel_ladder()) rungs.push_back(k.name);
+  const std::vector<static_model::Instance> instances =
+      static_model::analyze_instances(functions, resources, hooks, rungs);
+
+  static_model::ModelSettings settings;
+  for (const char* key : kStaticDevices) settings.devices.push_back(device_figures(key));
+  std::string text;
+  if (format == OutputFormat::json) {
+    nlohmann::json j = static_model::static_json(instances, settings);
+    j["binary"] = binary;
+    j["cuobjdump"] = cuobjdump;
+    text = j.dump(2) + "\n";
+  } else if (format == OutputFormat::md && o.summary) {
+    text = static_model::static_summary_markdown(instances, settings, kSummaryDevice);
+    for (const std::string& m : static_model::summary_missing(instances, rungs)) {
+      std::cerr << "decodebench: note: the summary lacks " << m << " (not in " << binary << ")\n";
+    }
+  } else if (format == OutputFormat::md) {
+    text = static_model::static_markdown(instances, settings);
+  } else {
+    text = static_model::static_table(instances, settings) +
+           fmt::format("  read from {} by {}\n", binary, cuobjdump);
+  }
+  emit(text, o.out);
+  return kExitOk;
+#endif
+}
+
 int run_kernels(const KernelsOptions& o) {
+  if (o.static_model) return run_static(o);
+  for (const auto& [given, flag] :
+       {std::pair{!o.binary.empty(), "--binary"}, std::pair{!o.cuobjdump.empty(), "--cuobjdump"},
+        std::pair{o.summary, "--summary"}, std::pair{!o.out.empty(), "--out"}}) {
+    if (given) throw InputError(std::string(flag) + " belongs to the static model: add --static");
+  }
   const OutputFormat format = parse_format(o.format);
   const auto& ladder = kernels::kernel_ladder();
   nlohmann::json j = {{"ladder", nlohmann::json::array()}, {"backends", nlohmann::json::object()}};
@@ -286,6 +396,18 @@ void add_kernels_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--format", o->format,
                   "table or json (this build), or md (the ladder as README.md's Markdown table)")
       ->capture_default_str();
+  cmd->add_flag("--static", o->static_model,
+                "The static model instead: per decode kernel instance, its main loop read from "
+                "the SASS (cuobjdump): warp-instructions per KV byte, the issue-bound bandwidth "
+                "on H100 SXM and H200, CTAs per SM, KV bytes in flight, barriers (CUDA builds)");
+  cmd->add_option("--binary", o->binary,
+                  "--static: the binary or kernel library (.a) to read (default: this executable)");
+  cmd->add_option("--cuobjdump", o->cuobjdump,
+                  "--static: the cuobjdump to run (default: $DECODEBENCH_CUOBJDUMP, $CUOBJDUMP, "
+                  "PATH, $CUDA_HOME/bin, beside nvcc, /usr/local/cuda/bin, the PyPI wheel)");
+  cmd->add_flag("--summary", o->summary,
+                "--static --format md: README.md's summary table (head_dim 128, f16 / fp8_e4m3)");
+  cmd->add_option("--out", o->out, "--static: write the output to this file instead of stdout");
   cmd->callback([o, &exit_code] { exit_code = run_kernels(*o); });
 }
 

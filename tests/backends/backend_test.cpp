@@ -71,6 +71,26 @@ TEST(Datasheet, NamesMatchTheLongestPattern) {
   EXPECT_NE(msg.find("h100-sxm"), std::string::npos) << msg;
 }
 
+// The static model's issue bound reads SMs and clock of the H100 SXM and the H200; the fields
+// are optional, so a row may leave them out.
+TEST(Datasheet, SmCountClockAndComputeCapability) {
+  for (const char* key : {"h100-sxm", "h200"}) {
+    const Datasheet d = datasheet_by_key(key);
+    EXPECT_EQ(d.sm_count, 132) << key;
+    EXPECT_DOUBLE_EQ(d.boost_clock_hz, 1.98e9) << key;
+    EXPECT_EQ(d.compute_capability, "9.0") << key;
+  }
+  const auto path = std::filesystem::temp_directory_path() / "decodebench_optional_devices.json";
+  std::ofstream(path) << R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
+      "bandwidth": 1e12, "fp32_flops": 1e12, "mem_bytes": 1e9}]})";
+  const std::vector<Datasheet> rows = load_datasheets(path);
+  std::filesystem::remove(path);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].sm_count, 0);
+  EXPECT_EQ(rows[0].boost_clock_hz, 0);
+  EXPECT_EQ(rows[0].compute_capability, "");
+}
+
 TEST(Datasheet, MalformedFileNamesFileAndKey) {
   const auto path = std::filesystem::temp_directory_path() / "decodebench_bad_devices.json";
   auto load_error = [&](const std::string& text) {
@@ -84,6 +104,17 @@ TEST(Datasheet, MalformedFileNamesFileAndKey) {
   msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
       "bandwidth": -1, "fp32_flops": 1e12, "mem_bytes": 1e9}]})");
   EXPECT_NE(msg.find("devices[x].bandwidth"), std::string::npos) << msg;
+  msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
+      "bandwidth": 1e12, "fp32_flops": 1e12, "mem_bytes": 1e9, "sm_count": 13.5}]})");
+  EXPECT_NE(msg.find("devices[x].sm_count"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("positive integer"), std::string::npos) << msg;
+  msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
+      "bandwidth": 1e12, "fp32_flops": 1e12, "mem_bytes": 1e9, "boost_clock_hz": 0}]})");
+  EXPECT_NE(msg.find("devices[x].boost_clock_hz"), std::string::npos) << msg;
+  msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
+      "bandwidth": 1e12, "fp32_flops": 1e12, "mem_bytes": 1e9, "compute_capability": 9}]})");
+  EXPECT_NE(msg.find("devices[x].compute_capability"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("MAJOR.MINOR"), std::string::npos) << msg;
   msg = load_error(R"({"gpus": []})");
   EXPECT_NE(msg.find("'gpus'"), std::string::npos) << msg;
   msg = load_error("{not json");

@@ -1,5 +1,6 @@
 // `decodebench ceilings | devices | kernels`: what this machine and this build have;
 // `kernels --static`: the static model of the compiled decode kernels (src/static_model).
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -16,11 +17,11 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "kernels.h"
-#include "launch_shape.h"
 #include "report/report.h"
 #include "static_model/cuobjdump.h"
 #include "static_model/sass_parse.h"
 #include "static_model/static_report.h"
+#include "workload/workload.h"
 #ifdef DECODEBENCH_WITH_CUDA
 #include "backends/cuda/occupancy_model.h"
 #endif
@@ -260,12 +261,27 @@ int run_static(const KernelsOptions& o) {
       static_model::run_cuobjdump(cuobjdump, {"--dump-resource-usage", binary}), binary);
 
   static_model::Hooks hooks;
+  // The launch of each instance as its rung's launcher shapes it (kernels::cuda::launch_shape,
+  // the split planner's source too), asked with a one-sequence point of the instance's dtype,
+  // head_dim and group cap. It describes the main kernel of instances compiled into this build;
+  // others (a split_kv merge, a --binary with instances this build lacks) stay n/a.
   hooks.launch_shape =
       [](const static_model::KernelName& k) -> std::optional<static_model::LaunchShape> {
-    const std::optional<kernels::LaunchShape> s = kernels::launch_shape(
-        k.rung, k.kernel, k.kv_dtype.value_or(DType::f16), k.head_dim, k.group_cap);
-    if (!s) return std::nullopt;
-    return static_model::LaunchShape{s->threads, s->dynamic_smem};
+    if (!k.decode || !k.kv_dtype || k.head_dim == 0) return std::nullopt;
+    WorkloadSpec spec;
+    spec.model.num_kv_heads = 1;
+    spec.model.num_q_heads = std::max(k.group_cap, 1);
+    spec.model.head_dim = k.head_dim;
+    spec.batch = 1;
+    spec.context = ContextSpec::fixed(256);
+    spec.kv_dtype = *k.kv_dtype;
+    spec.block_size = 16;
+    const kernels::LaunchShape s =
+        kernels::cuda::launch_shape(k.rung, shape_params(spec, build_layout(spec)));
+    if (!s.status.ok() || s.function != k.kernel || s.group_cap != k.group_cap) {
+      return std::nullopt;
+    }
+    return static_model::LaunchShape{s.threads, s.dynamic_smem};
   };
   hooks.occupancy = [](int registers, std::size_t static_smem,
                        const static_model::LaunchShape& launch) {

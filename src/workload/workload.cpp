@@ -239,9 +239,25 @@ ModelShape parse_model(const std::filesystem::path& path) {
 
 // ---- models -------------------------------------------------------------------------------
 
+std::filesystem::path configs_dir_for(const char* env, const std::filesystem::path& exe,
+                                      const std::filesystem::path& compiled_in) {
+  if (env && *env) return env;
+  // A binary copied to another machine (the GPU bundle: bin/ next to configs/) must not read the
+  // build machine's source path, which is absent there or, worse, an older checkout; a binary
+  // in the build tree has no ../configs and falls through to the source tree.
+  if (!exe.empty()) {
+    std::error_code ec;
+    const std::filesystem::path beside = exe.parent_path().parent_path() / "configs";
+    if (std::filesystem::is_directory(beside, ec)) return beside;
+  }
+  return compiled_in;
+}
+
 std::filesystem::path configs_dir() {
-  if (const char* env = std::getenv("DECODEBENCH_CONFIGS"); env && *env) return env;
-  return DECODEBENCH_SOURCE_CONFIGS_DIR;
+  std::error_code ec;  // no /proc (not Linux): the exe rule is skipped
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return configs_dir_for(std::getenv("DECODEBENCH_CONFIGS"), ec ? std::filesystem::path() : exe,
+                         DECODEBENCH_SOURCE_CONFIGS_DIR);
 }
 
 std::vector<std::string> model_presets() {

@@ -28,8 +28,14 @@ struct ModelShape {
 // key (unknown keys rejected) or, for an unknown name, listing the presets.
 ModelShape load_model(const std::string& name_or_path);
 std::vector<std::string> model_presets();  // names of configs/models/*.json, sorted
-// Where configs/ lives: $DECODEBENCH_CONFIGS, else the source tree's configs/ (compiled in).
+// Where configs/ lives: $DECODEBENCH_CONFIGS, else <directory of the running binary>/../configs
+// when it exists (a relocated bundle, scripts/gpu-bundle.sh), else the source tree's configs/
+// (compiled in).
 std::filesystem::path configs_dir();
+// configs_dir()'s rule with its inputs given: env is $DECODEBENCH_CONFIGS (null or empty: unset),
+// exe the running binary's path (empty: unknown), compiled_in the source tree's configs/.
+std::filesystem::path configs_dir_for(const char* env, const std::filesystem::path& exe,
+                                      const std::filesystem::path& compiled_in);
 
 struct ContextSpec {
   enum class Kind { fixed, ragged };

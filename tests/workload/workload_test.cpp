@@ -142,6 +142,26 @@ TEST(Models, UnknownPresetListsThePresets) {
             std::string::npos);
 }
 
+// $DECODEBENCH_CONFIGS first, then configs/ beside the binary's bin/ (a relocated bundle), then
+// the compiled-in source path; an empty variable counts as unset.
+TEST(Models, ConfigsDirOrder) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(::testing::TempDir()) / "configs_dir_order";
+  fs::remove_all(root);
+  fs::create_directories(root / "bin");
+  const fs::path exe = root / "bin" / "decodebench";
+  const fs::path source = "/compiled/in/configs";
+  // No configs/ beside bin/: the compiled-in path.
+  EXPECT_EQ(configs_dir_for(nullptr, exe, source), source);
+  EXPECT_EQ(configs_dir_for("", exe, source), source);
+  EXPECT_EQ(configs_dir_for(nullptr, fs::path(), source), source);
+  fs::create_directories(root / "configs");
+  EXPECT_EQ(configs_dir_for(nullptr, exe, source), root / "configs");
+  EXPECT_EQ(configs_dir_for("", exe, source), root / "configs");
+  EXPECT_EQ(configs_dir_for("/from/env", exe, source), fs::path("/from/env"));
+  fs::remove_all(root);
+}
+
 // ---- validation ---------------------------------------------------------------------------
 
 TEST(Validate, RejectsImpossibleValuesWithTheValidChoices) {

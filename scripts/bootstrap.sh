@@ -9,9 +9,10 @@
 # fails or the machine is offline) it fails within seconds, naming what is missing.
 # The CUDA toolkit is optional and is not installed here: when nvcc is on PATH (or in
 # /usr/local/cuda/bin) the build adds the CUDA kernels and backend, and the spill gate
-# (scripts/check-spills.sh) needs cuobjdump: when none is found, the PyPI wheel
-# nvidia-cuda-cuobjdump of nvcc's major version is installed with pip (once; the gate finds it
-# through python3, no PATH change needed).
+# (scripts/check-spills.sh) and the static model (`decodebench kernels --static`) need cuobjdump
+# and nvdisasm: when they are not found, the PyPI wheels nvidia-cuda-cuobjdump and
+# nvidia-cuda-nvdisasm of nvcc's major version are installed with pip (once; both tools find
+# them through python3, no PATH change needed).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -93,25 +94,34 @@ fi
 
 nvcc="$(command -v nvcc 2>/dev/null || true)"
 if [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc; fi
+# cuobjdump (the spill gate, the static model) and nvdisasm, which `cuobjdump -sass` runs from
+# beside itself (the static model): both from the CUDA toolkit, else from their PyPI wheels.
+have_binary_tools() {
+  local c
+  c="$("$here/check-spills.sh" --find-cuobjdump 2>/dev/null)" || return 1
+  [ -x "$(dirname "$c")/nvdisasm" ] || command -v nvdisasm >/dev/null 2>&1 || return 1
+  echo "$c"
+}
 if [ -n "$nvcc" ]; then
-  if cuobjdump="$("$here/check-spills.sh" --find-cuobjdump 2>/dev/null)"; then
-    echo "bootstrap: cuobjdump: $cuobjdump" >&2
+  if cuobjdump="$(have_binary_tools)"; then
+    echo "bootstrap: cuobjdump and nvdisasm: $(dirname "$cuobjdump")" >&2
   else
     # "release 13.0, V13.0.88" -> any 13.x from 13.0 on: a newer cuobjdump of the same major
     # version reads this nvcc's cubins (the index has no wheel for every minor version).
     version="$("$nvcc" --version | sed -n 's/.*release \([0-9]*\)\.\([0-9]*\).*/\1 \2/p')"
     read -r major minor <<<"$version"
-    spec="nvidia-cuda-cuobjdump>=${major}.${minor},<$((major + 1))"
-    echo "bootstrap: $nvcc has no cuobjdump beside it; installing $spec from PyPI" >&2
+    range=">=${major}.${minor},<$((major + 1))"
+    specs=("nvidia-cuda-cuobjdump$range" "nvidia-cuda-nvdisasm$range")
+    echo "bootstrap: $nvcc has no cuobjdump/nvdisasm beside it; installing ${specs[*]} from PyPI" >&2
     # One try with a short timeout: offline, pip gives up in seconds.
     export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_RETRIES=0 PIP_TIMEOUT=10
-    python3 -m pip install -q "$spec" ||
-      python3 -m pip install -q --break-system-packages "$spec" ||
-      echo "bootstrap: WARNING: could not install $spec; the spill gate will fail" >&2
-    if cuobjdump="$("$here/check-spills.sh" --find-cuobjdump 2>/dev/null)"; then
-      echo "bootstrap: cuobjdump: $cuobjdump" >&2
+    python3 -m pip install -q "${specs[@]}" ||
+      python3 -m pip install -q --break-system-packages "${specs[@]}" ||
+      echo "bootstrap: WARNING: could not install ${specs[*]}; the spill gate and the static model will fail" >&2
+    if cuobjdump="$(have_binary_tools)"; then
+      echo "bootstrap: cuobjdump and nvdisasm: $(dirname "$cuobjdump")" >&2
     else
-      echo "bootstrap: WARNING: no cuobjdump found after installing $spec" >&2
+      echo "bootstrap: WARNING: no cuobjdump with nvdisasm found after installing ${specs[*]}" >&2
     fi
   fi
 fi

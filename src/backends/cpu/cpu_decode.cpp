@@ -103,7 +103,8 @@ Launch checked_launch(const kernels::PagedDecodeParams& p, const DecodeOptions& 
   if (std::string why = unsupported_reason(p); !why.empty()) throw InputError(why);
   if (options.path == DecodePath::avx512 && !avx512_compiled())
     throw InputError(
-        "the avx512 cpu path is not compiled into this build (needs DECODEBENCH_NATIVE on an "
+        "the avx512 cpu path is not compiled into this build (needs DECODEBENCH_CPU_ARCH=native on "
+        "an "
         "AVX-512 machine)");
   if (!p.k_cache || !p.v_cache || !p.block_tables || !p.context_lens ||
       (needs_q_out && (!p.q || !p.out)))

@@ -15,7 +15,8 @@
 //             group with each K row loaded once, V rows accumulated into g accumulators.
 //   portable  plain C++ loops (the compiler vectorizes what it can), scalar bit-exact
 //             conversions from kernels/common/float_formats.h; correct on any x86-64 / any ISA.
-// `automatic` picks avx512 when it was compiled in (DECODEBENCH_NATIVE on an AVX-512 machine).
+// `automatic` picks avx512 when it was compiled in (DECODEBENCH_CPU_ARCH=native on an AVX-512
+// machine).
 #pragma once
 
 #include <cstddef>

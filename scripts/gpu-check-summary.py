@@ -78,8 +78,28 @@ def shape(r):
     return (r.get("batch"), (r.get("context") or {}).get("values", [None])[0])
 
 
-def target_lines(targets, copy):
+def static_bound(static, r, device_name):
+    """The static model's issue-bound bandwidth on this device (an H200 or H100 SXM: the two it
+    models) for the instance that ran r: its rung, KV dtype and head_dim, at the smallest
+    compiled group cap serving its group."""
+    key = "h200" if "H200" in device_name else "h100-sxm" if "H100" in device_name else None
+    if not static or not r or not key:
+        return None
+    m = r.get("model_shape") or {}
+    group = (m.get("num_q_heads") or 0) // max(m.get("num_kv_heads") or 1, 1)
+    found = [i for i in static.get("instances") or []
+             if i.get("rung") == r.get("kernel") and i.get("kv_dtype") == r.get("kv_dtype")
+             and i.get("head_dim") == m.get("head_dim") and i.get("main_loop")
+             and (i.get("group_cap") or 0) in (0,) + tuple(c for c in (2, 4, 8) if c >= group)]
+    if not found:
+        return None
+    inst = min(found, key=lambda i: i.get("group_cap") or 0)
+    return (inst["main_loop"].get("issue_bound_bandwidth") or {}).get(key)
+
+
+def target_lines(targets, copy, static=None):
     lines = []
+    device_name = ((targets.get("devices") or [{}])[0]).get("name") or ""
     ok = [r for r in targets.get("results") or [] if r.get("status") == "ok"
           and r.get("bandwidth", {}).get("achieved")]
     auto_tps = {}
@@ -98,6 +118,9 @@ def target_lines(targets, copy):
                 return f"{gbps(bw)}{pct}" + (f", {tps:.0f} tok/s" if tps else "")
 
             text = f"auto={auto['kernel']} {fig(auto)}" if auto else "auto: no ok point"
+            bound = static_bound(static, auto, device_name)
+            if bound:
+                text += f" (static issue bound {gbps(bound)})"
             if best:
                 text += f" | best {best['kernel']} {fig(best)}"
             if kv == "f16" and copy and here:
@@ -198,7 +221,8 @@ def main():
     if targets:
         print("target points (llama-3.1-8b, h=0; % of the measured copy ceiling; tokens/s is "
               "attention only):")
-        for line in target_lines(targets, copy_ceiling(targets, ceilings)):
+        for line in target_lines(targets, copy_ceiling(targets, ceilings),
+                                 load(outdir, "static-model.json")):
             print(line)
     line = gqa_line(sweep) if sweep else None
     if line:

@@ -30,6 +30,9 @@
 #                   bytes.min                                    ncu-bytes.md, ncu-bytes.json
 #   NAME            each of manifest.json's gpu_tests (GoogleTest), run directly
 #                                                                          NAME.log, NAME.xml
+#   static-model    decodebench kernels --static: the SASS model of the bundle's own kernels
+#                   (issue bounds, CTAs per SM) to compare with the measurements
+#                                                        static-model.log, static-model.json
 #   sweep           configs/sweeps/gpu-check.json with what is left of the budget (stopped by the
 #                   budget it is "partial", not a failure)             sweep.log, gpu-check.json
 #   nvidia-smi-end  the snapshot again, after the load                       nvidia-smi-end.log
@@ -334,6 +337,12 @@ for t in "${gpu_tests[@]}"; do
   step "$name" "$outdir/$name.log" 120 env -C "$scratch/$name" CUDA_VISIBLE_DEVICES="$device" \
     "$exe" --gtest_output="xml:$outdir/$name.xml"
 done
+
+# --- the static model of this very binary, to set beside what was measured -------------------
+# GPU-free (cuobjdump reads the kernels linked into decodebench), so it goes after the figures
+# that need the GPU; cuobjdump and nvdisasm come with the toolkit on the GPU machine.
+step static-model "$outdir/static-model.log" 60 "$bin" kernels --static --format json \
+  --out "$outdir/static-model.json"
 
 # --- the long tail ---------------------------------------------------------------------------
 sweep_step --partial-ok sweep gpu-check.json gpu-check.json 100000

@@ -148,6 +148,13 @@ elif cmd == "check":
 elif cmd == "ceilings":
     write(opt("--out"), device)
     print(json.dumps(device))
+elif cmd == "kernels" and "--static" in args:
+    write(opt("--out"), {"instances": [
+        {"rung": "pipelined", "kernel": "pipelined_kernel", "kv_dtype": "f16", "head_dim": 128,
+         "group_cap": 4, "main_loop": {"issue_bound_bandwidth": {"h200": 4.7e12}}},
+        {"rung": "pipelined", "kernel": "pipelined_kernel", "kv_dtype": "f16", "head_dim": 128,
+         "group_cap": 8, "main_loop": {"issue_bound_bandwidth": {"h200": 3.0e12}}}]})
+    print("static model: 0 instances")
 elif cmd == "sweep":
     config = os.path.basename(opt("--config", ""))
     print(f"kernel model ... (the results table of {config})", flush=True)
@@ -272,6 +279,7 @@ fi
 order="$(sed -E -n \
   -e 's/^nvidia-smi -q.*/smi/p' \
   -e 's/^decodebench (devices|check|ceilings).*/\1/p' \
+  -e 's/^decodebench kernels --static.*/static-model/p' \
   -e 's/^decodebench sweep .*--batch ([0-9]+).*/ncu-run-\1/p' \
   -e 's/^decodebench sweep .*gpu-targets.json.*/targets/p' \
   -e 's/^decodebench sweep .*gpu-check.json.*/sweep/p' \
@@ -279,7 +287,7 @@ order="$(sed -E -n \
   -e 's/^ncu .*--batch ([0-9]+).*/ncu-\1/p' \
   -e 's/^(cuda_[a-z_]+tests) .*CUDA_VISIBLE_DEVICES=0$/\1/p' clean/calls.log | tr '\n' ' ')"
 want="smi devices check ceilings targets ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
-want+=" cuda_backend_tests cuda_plan_tests sweep smi "
+want+=" cuda_backend_tests cuda_plan_tests static-model sweep smi "
 if [ "$order" = "$want" ]; then ok "clean: steps in order"; else
   bad "clean: steps ran as '$order', want '$want'"
 fi
@@ -295,7 +303,8 @@ for f in summary.txt steps.tsv bundle.log bundle-manifest.json nvidia-smi.log de
   check.log check.json ceilings.log ceilings.json targets.log targets.json \
   ncu-b64-8k.log ncu-b64-8k.csv ncu-b64-8k.json ncu-b1-32k.log ncu-b1-32k.csv ncu-b1-32k.json \
   ncu-bytes.log ncu-bytes.md ncu-bytes.json cuda_backend_tests.log cuda_backend_tests.xml \
-  cuda_plan_tests.log cuda_plan_tests.xml sweep.log gpu-check.json nvidia-smi-end.log; do
+  cuda_plan_tests.log cuda_plan_tests.xml static-model.log static-model.json sweep.log \
+  gpu-check.json nvidia-smi-end.log; do
   [ -s "clean/out/$f" ] || missing+=" $f"
 done
 if [ -z "$missing" ]; then ok "clean: every log and report is in OUTDIR"; else
@@ -307,7 +316,7 @@ fi
 # The summary is last: from its header to the end no progress line, and it names every step.
 summary_at="$(grep -n '^== gpu-check summary' clean/out.txt | cut -d: -f1 | tail -n 1)"
 if [ -n "$summary_at" ] && ! tail -n "+$summary_at" clean/out.txt | grep -q '^\[gpu-check' &&
-  tail -n 1 clean/out.txt | grep -q '^RESULT: all 13 steps passed'; then
+  tail -n 1 clean/out.txt | grep -q '^RESULT: all 14 steps passed'; then
   ok "clean: the summary is printed last"
 else
   bad "clean: the summary is not last (header at line '${summary_at:-none}'):"
@@ -353,7 +362,9 @@ step_is check check FAIL
 for s in ceilings targets ncu-b64-8k ncu-b1-32k ncu-bytes cuda_backend_tests sweep; do
   step_is check "$s" ok
 done
-has check out.txt '^RESULT: FAILED 1 of 13 steps: check' "summary: only check failed"
+has check out.txt '^RESULT: FAILED 1 of 14 steps: check' "summary: only check failed"
+has clean out.txt 'b=64 ctx=8192 f16 .*auto=pipelined .*(static issue bound 4700 GB/s)' \
+  "summary: the static model's bound of the instance that ran (group 4: cap 4, not 8)"
 
 # --- planted: no ncu -------------------------------------------------------------------------
 # Where this machine has no ncu of its own, take the fake off PATH; else point NCU elsewhere.

@@ -23,6 +23,10 @@ __global__ void reverse_kernel(const __grid_constant__ Params p) {
   // pair could be missed in an unlucky interleaving; 8 rounds x 4 blocks make that vanishingly
   // unlikely.
   float v = static_cast<float>(t);
+  // Every thread of the block is running from here on: without this rendezvous one thread may
+  // finish all its rounds before its partner starts, a schedule in which TSan missed the race
+  // (about 1 run in 50 on a loaded 2-core machine). The barrier orders nothing that follows it.
+  __syncthreads();
   for (int round = 0; round < kRounds; ++round) {
     s[t] = v;
     if (p.barrier) __syncthreads();  // the fault: skipped

@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "backends/cuda/hopper_split_instances.h"
 #include "cli/cli_run.h"
+#include "common/dtype.h"
 
 namespace decodebench::testing {
 namespace {
@@ -105,6 +107,24 @@ TEST(StaticModelBuild, PipelinedF16IsInAPlausibleBand) {
   EXPECT_EQ(k["main_loop"]["in_flight_per_cta"], 32 * 1024);  // kBytesInFlight
   EXPECT_EQ(k["main_loop"]["barriers"], 3);
   EXPECT_GT(k["ctas_per_sm"].get<int>(), 0);
+}
+
+// The planner's H100/H200 tests feed the occupancy calculator literal register counts
+// (hopper_split_instances.h); they must be what this compiler allocated.
+TEST(StaticModelBuild, PlannerTestRegistersAreCurrent) {
+  TempDir dir;
+  const nlohmann::json j = static_json("", dir);
+  int checked = 0;
+  for (const testing::SplitInstance& inst : testing::kHopperSplitInstances) {
+    const std::string kv(dtype_name(inst.kv));
+    const nlohmann::json k = find_instance(j, "split_kernel", kv, 128, inst.group);
+    if (k.is_null()) continue;  // not compiled in this build
+    ++checked;
+    EXPECT_EQ(k.at("registers").get<int>(), inst.registers)
+        << "split_kernel<" << kv << ", 128, " << inst.group
+        << ">: update tests/backends/cuda/hopper_split_instances.h";
+  }
+  if (checked == 0) GTEST_SKIP() << "this build has none of the split instances the planner uses";
 }
 
 constexpr const char* kBegin = "<!-- static-model:begin -->\n";

@@ -12,6 +12,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/hopper_split_instances.h"
 #include "backends/cuda/occupancy_model.h"
 #include "common/errors.h"
 #include "kernels.h"
@@ -129,14 +130,10 @@ TEST(CudaPlan, MemorySkipReasonNamesBothSizes) {
 // H100 SXM and H200: the same sm_90 SM, 132 of them.
 constexpr int kHopperSms = 132;
 
-struct SplitInstance {
-  DType kv;
-  int group;      // Hq / Hkv; the compiled cap serving it is what launch_shape reports
-  int registers;  // split_kernel<kv, 128, cap> on sm_90a
-};
-constexpr SplitInstance kF16Cap4{DType::f16, 4, 123};
-constexpr SplitInstance kFp8Cap4{DType::fp8_e4m3, 4, 123};
-constexpr SplitInstance kFp8Cap8{DType::fp8_e4m3, 8, 197};
+using testing::kF16Cap4;
+using testing::kFp8Cap4;
+using testing::kFp8Cap8;
+using testing::SplitInstance;
 
 k::PagedDecodeParams llama_params(const SplitInstance& inst, int batch, int context) {
   ModelShape m = llama_8b();

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,11 +33,12 @@ class PreparedPoint {
   // How time_one() times a sample (method, steps per sample, warm or cold caches), for the
   // report. Read after the samples: a backend may choose the steps per sample on the first.
   virtual TimingRecord timing() const = 0;
-  // The median read bandwidth (B/s) measured right before the timed samples, or NaN when the
-  // backend measures none. The cpu backend's cold-cache flush is a timed read of 2x the LLC
-  // before every sample; on a host whose memory bandwidth drifts (a shared VM) this pairs each
-  // step with the bandwidth of its own moment, where the sweep's ceilings are minutes old.
-  virtual double paired_read_Bps() const { return std::numeric_limits<double>::quiet_NaN(); }
+  // The read bandwidth (B/s) measured right before each timed sample, one per time_one() call
+  // in order, or empty when the backend measures none. The cpu backend's cold-cache flush is a
+  // timed read of 2x the LLC before every sample; on a host whose memory bandwidth drifts (a
+  // shared VM) this pairs each step with the bandwidth of its own moment, where the sweep's
+  // ceilings are minutes old (roofline.fraction_paired; compare's normalized space).
+  virtual std::vector<double> paired_read_samples() const { return {}; }
 };
 
 class Backend {

@@ -201,6 +201,11 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   if (!time_it) return;
 
   r.samples = measure(*prepared, config.measure);
+  r.paired_read_samples = prepared->paired_read_samples();
+  if (!r.paired_read_samples.empty() && r.paired_read_samples.size() != r.samples.size()) {
+    throw std::logic_error(fmt::format("{} paired read bandwidths for {} samples",
+                                       r.paired_read_samples.size(), r.samples.size()));
+  }
   r.timing = prepared->timing();  // after the samples: the steps per sample may be chosen then
   r.time_s = summarize(r.samples);
   if (stop_reason(r.samples, config.measure, /*wall_elapsed_s=*/0) != StopReason::converged) {
@@ -217,8 +222,9 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   in.flops = r.flops;
   in.batch = p.spec.batch;
   in.num_layers = p.spec.model.num_layers;
-  const RooflineResult roof =
-      compute_roofline(in, r.time_s.median, device, prepared->paired_read_Bps());
+  const RooflineResult roof = compute_roofline(
+      in, r.time_s.median, device,
+      r.paired_read_samples.empty() ? kNotAvailable : summarize(r.paired_read_samples).median);
   r.bandwidth = roof.bandwidth;
   r.roofline = roof.roofline;
   r.tokens_per_s = roof.tokens_per_s;
@@ -248,8 +254,12 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
 
   Report report = new_report();
   report.config = to_json(config);
+  // Ceilings first: a backend may describe its device from them (the cpu's FLOP peak is its
+  // measured FMA rate).
+  const Ceilings ceilings = options.ceilings ? *options.ceilings : backend.measure_ceilings();
   DeviceInfo device = backend.device_info();
-  device.measured = options.ceilings ? *options.ceilings : backend.measure_ceilings();
+  device.measured = ceilings;
+  if (!(device.flops_peak > 0)) device.flops_peak = ceilings.fma_flops;
   report.devices = {device};
   report.completion.points_planned = static_cast<int>(points.size());
 

@@ -7,22 +7,9 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "report/point_identity.h"
 
 namespace decodebench {
-
-namespace {
-
-// A point's identity across runs: everything that defines the work and the kernel asked for.
-std::string point_key(const PointResult& p) {
-  const std::string context = p.context.kind == ContextSpec::Kind::fixed
-                                  ? fmt::format("{}", p.context.lo)
-                                  : fmt::format("{}:{}", p.context.lo, p.context.hi);
-  return fmt::format("{}/{} {} kv={} q={} P={} B={} L={} h={} G={}", p.backend, p.kernel_requested,
-                     p.model, dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
-                     context, p.hit_rate, p.prefix_groups);
-}
-
-}  // namespace
 
 ReportComparison compare_reports(const Report& baseline, const Report& current,
                                  double max_slowdown) {
@@ -37,9 +24,9 @@ ReportComparison compare_reports(const Report& baseline, const Report& current,
   ReportComparison c;
   c.max_slowdown = max_slowdown;
   std::map<std::string, const PointResult*> base;
-  for (const auto& p : baseline.results) base.emplace(point_key(p), &p);
+  for (const auto& p : baseline.results) base.emplace(point_identity(p), &p);
   std::map<std::string, const PointResult*> cur;
-  for (const auto& p : current.results) cur.emplace(point_key(p), &p);
+  for (const auto& p : current.results) cur.emplace(point_identity(p), &p);
 
   for (const auto& [key, p] : cur) {
     if (p->status == PointStatus::wrong || p->status == PointStatus::error) {

@@ -99,9 +99,12 @@ struct PointResult {
   int prefix_groups = 1;
   std::uint64_t seed = 0;
   PointStatus status = PointStatus::ok;
-  std::string reason;                  // why skipped / wrong / error; empty when ok
-  SampleStats time_s;                  // NaN unless status ok
-  std::vector<double> samples;         // every timed sample, seconds (kept, STYLE.md 18)
+  std::string reason;           // why skipped / wrong / error; empty when ok
+  SampleStats time_s;           // NaN unless status ok
+  std::vector<double> samples;  // every timed sample, seconds (kept, STYLE.md 18)
+  // Read bandwidth (B/s) measured right before each sample, aligned with `samples`; empty where
+  // none was measured (PreparedPoint::paired_read_samples).
+  std::vector<double> paired_read_samples;
   std::optional<TimingRecord> timing;  // how they were timed; empty unless timed (JSON null)
   BytesRecord bytes;
   double flops = 0;

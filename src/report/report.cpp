@@ -139,6 +139,8 @@ TimingRecord timing_from(const JsonIn& in) {
 json to_json(const PointResult& r) {
   json samples = json::array();
   for (double s : r.samples) samples.push_back(s);
+  json paired = json::array();
+  for (double b : r.paired_read_samples) paired.push_back(b);
   return {
       {"index", r.index},
       {"kernel", r.kernel},
@@ -171,6 +173,7 @@ json to_json(const PointResult& r) {
         {"rel_noise", number_or_null(r.time_s.rel_noise)},
         {"samples", r.time_s.samples}}},
       {"samples", samples},
+      {"paired_read_samples", paired},
       {"timing", timing_to_json(r.timing)},
       {"bytes",
        {{"kv_logical", r.bytes.kv_logical},
@@ -242,6 +245,16 @@ PointResult point_from(const JsonIn& in) {
   r.time_s.samples = t.at("samples").int32();
   const JsonIn samples = in.at("samples");
   for (std::size_t i = 0; i < samples.size(); ++i) r.samples.push_back(samples.at(i).number());
+  // Added after the first reports were written: absent means none measured.
+  if (in.has("paired_read_samples")) {
+    const JsonIn paired = in.at("paired_read_samples");
+    for (std::size_t i = 0; i < paired.size(); ++i)
+      r.paired_read_samples.push_back(paired.at(i).number());
+    if (!r.paired_read_samples.empty() && r.paired_read_samples.size() != r.samples.size()) {
+      paired.fail(fmt::format("has {} entries for {} samples", r.paired_read_samples.size(),
+                              r.samples.size()));
+    }
+  }
   // Added after the first reports were written: absent (or null) means not recorded.
   if (in.has("timing") && !in.at("timing").json().is_null())
     r.timing = timing_from(in.at("timing"));

@@ -33,9 +33,12 @@ class FakePrepared : public PreparedPoint {
   }
   double time_one() override {
     ++*time_calls_;
+    ++samples_;
     return 1e-3;
   }
-  double paired_read_Bps() const override { return 5e9; }  // half the fake read ceiling
+  std::vector<double> paired_read_samples() const override {  // half the fake read ceiling
+    return std::vector<double>(static_cast<std::size_t>(samples_), 5e9);
+  }
   // Chosen on the first sample, as the cuda backend's warm timing does: read after measuring.
   TimingRecord timing() const override {
     return {TimingMethod::graph_replay, *time_calls_ > 0 ? 7 : 0, /*warm_l2=*/true};
@@ -45,6 +48,7 @@ class FakePrepared : public PreparedPoint {
   std::vector<float> out_;
   int runs_ = 0;
   int* time_calls_;
+  int samples_ = 0;  // this point's own (time_calls_ counts every point's)
 };
 
 class FakeBackend : public Backend {

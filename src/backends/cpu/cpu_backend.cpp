@@ -58,12 +58,7 @@ class CpuPoint final : public PreparedPoint {
 
   std::vector<float> output() override { return decode_to_float(out_, params_.q_dtype); }
 
-  double paired_read_Bps() const override {
-    if (paired_read_.empty()) return std::numeric_limits<double>::quiet_NaN();
-    std::vector<double> v = paired_read_;
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-  }
+  std::vector<double> paired_read_samples() const override { return paired_read_; }
 
   // A steady clock around one step; cold: after the flush, which is outside the clock reads.
   TimingRecord timing() const override {

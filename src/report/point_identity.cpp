@@ -1,0 +1,18 @@
+#include "report/point_identity.h"
+
+#include <fmt/format.h>
+
+#include "common/dtype.h"
+
+namespace decodebench {
+
+std::string point_identity(const PointResult& p) {
+  const std::string context = p.context.kind == ContextSpec::Kind::fixed
+                                  ? fmt::format("{}", p.context.lo)
+                                  : fmt::format("{}:{}", p.context.lo, p.context.hi);
+  return fmt::format("{}/{} {} kv={} q={} P={} B={} L={} h={} G={}", p.backend, p.kernel_requested,
+                     p.model, dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
+                     context, p.hit_rate, p.prefix_groups);
+}
+
+}  // namespace decodebench

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # README command one: install what is missing, build, and run the default sweep on the best
 # backend present (CUDA when a GPU is there, else the CPU). Prints the table and writes
-# results/latest.json. Extra arguments go to `decodebench sweep` (a --config, --backend or --out
-# given here replaces the default one), e.g.
+# results/latest.json (the run before it becomes results/previous.json). Extra arguments go to
+# `decodebench sweep` (a --config, --backend or --out given here replaces the default one), e.g.
 #   scripts/run.sh --batch 1,8 --context 4096 --kv-dtype f16,fp8_e4m3
 #   scripts/run.sh --config configs/sweeps/smoke.json      # what .ci/run does first
 set -euo pipefail
@@ -25,4 +25,8 @@ for ((i = 0; i < ${#defaults[@]}; i += 2)); do
   ((given)) || args+=("${defaults[i]}" "${defaults[i + 1]}")
 done
 mkdir -p results
+# The last run stays beside the new one: scripts/plot.py draws its compare figure against it.
+if [ -f results/latest.json ] && [[ " ${args[*]} " == *" results/latest.json "* ]]; then
+  cp results/latest.json results/previous.json
+fi
 exec "$build_dir/src/cli/decodebench" sweep "${args[@]}" "$@"

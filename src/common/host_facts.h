@@ -5,7 +5,8 @@
 
 namespace decodebench {
 
-// /proc/cpuinfo's "model name" of the first CPU, or "unknown CPU".
+// /proc/cpuinfo's "model name" of the first CPU, with its family and model when the name has
+// no model number (a VM's masked name), or "unknown CPU".
 std::string cpu_model_name();
 
 }  // namespace decodebench

@@ -55,5 +55,8 @@ benchmark::internal::Benchmark* timed_manually(benchmark::internal::Benchmark* b
 // are measured.
 void register_cpu_benchmarks(bool measure);
 void register_cuda_benchmarks(bool measure);
+// Frees what the CUDA benchmarks hold on the device before main() returns: a static's destructor
+// would run after the CUDA runtime has been torn down.
+void release_cuda_benchmarks();
 
 }  // namespace decodebench::bench

@@ -118,12 +118,20 @@ void register_cuda_benchmarks(bool measure) {
     return;
   }
   CudaState& s = cuda_state();
-  s.backend = make_backend("cuda");
+  try {
+    s.backend = make_backend("cuda");
+    if (measure) s.ceilings = s.backend->measure_ceilings();
+  } catch (const std::exception& e) {
+    // A device the runtime sees but cannot use: nothing is registered, and the context says why
+    // (the smoke test then fails for want of cuda/ benchmarks).
+    s.backend.reset();
+    benchmark::AddCustomContext("decodebench.cuda", fmt::format("unusable: {}", e.what()));
+    return;
+  }
   const std::vector<std::string> rungs = s.backend->kernel_names();
   benchmark::AddCustomContext("decodebench.cuda", s.backend->device_info().name);
   benchmark::AddCustomContext("decodebench.cuda.kernels", fmt::format("{}", fmt::join(rungs, ",")));
   if (measure) {
-    s.ceilings = s.backend->measure_ceilings();
     benchmark::AddCustomContext("decodebench.cuda.read_GBps",
                                 fmt::format("{:.1f}", s.ceilings.read / 1e9));
     benchmark::AddCustomContext("decodebench.cuda.copy_GBps",
@@ -145,6 +153,13 @@ void register_cuda_benchmarks(bool measure) {
                                                     bm_cuda_decode, rung, pt));
     }
   }
+}
+
+void release_cuda_benchmarks() {
+  CudaState& s = cuda_state();
+  s.point.reset();  // before the backend, which owns its stream and L2 scrubber
+  s.workload = Workload{};
+  s.backend.reset();
 }
 
 }  // namespace decodebench::bench

@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   benchmark::RunSpecifiedBenchmarks();
+  bench::release_cuda_benchmarks();
   benchmark::Shutdown();
   return 0;
 }

@@ -41,10 +41,11 @@ if cuda in ("no device", "not built"):
     if "cuda" in families:
         problems.append(f"cuda benchmarks ran although the context says cuda: {cuda}")
 else:
-    wanted.append("cuda")
+    wanted.append("cuda")  # the context names a device (or why it is unusable: then none ran)
     problems += [f"context lacks {k}" for k in ("decodebench.cuda.read_GBps",
                                                  "decodebench.cuda.copy_GBps") if not ctx.get(k)]
-problems += [f"no {f}/ benchmark" for f in wanted if f not in families]
+problems += [f"no {f}/ benchmark" + (f" (decodebench.cuda: {cuda})" if f == "cuda" else "")
+             for f in wanted if f not in families]
 for b in benches:
     if b.get("error_occurred") and not b.get("error_message", "").startswith("skipped:"):
         problems.append(f"{b['name']} failed: {b.get('error_message')}")

@@ -77,6 +77,7 @@ PreparedPoint& prepared(CudaState& s, const std::string& kernel, const BenchPoin
   s.point.reset();  // the previous point's device memory first
   s.point_key.clear();
   if (s.workload_key != pt.label()) {
+    s.workload_key.clear();  // until the new workload is complete
     s.workload = Workload{};
     s.workload = make_workload(pt.spec());
     s.bytes = byte_model(s.workload.spec, s.workload.layout);

@@ -1,10 +1,11 @@
 // Google Benchmark microbenchmarks of the CPU side: the optimized decode at real model shapes,
 // the KV conversion loop it is built on, and the bandwidth-ceiling kernels it is judged against.
 //
-//   decodebench_bench --benchmark_filter=decode      the decode (manual time, cold KV, bytes_min /
-//   s,
-//                                                    frac_of_read against the measured read
-//                                                    ceiling)
+//   decodebench_bench --benchmark_filter=decode      the decode (manual time, cold KV, the byte
+//                                                    counters of bench.h: bytes_min and logical
+//                                                    bytes per second, frac_of_read against the
+//                                                    read ceiling measured at start); at h = 0
+//                                                    and at prefix points (.../h:0.5, h:0.9)
 //   decodebench_bench --benchmark_filter=paged_read  the decode's memory walk with no arithmetic
 //                                                    (cpu::paged_kv_read), same points: what its
 //                                                    order and prefetches cost alone
@@ -15,9 +16,10 @@
 //   decodebench_bench --benchmark_filter=ceiling     read / triad over >= 8x LLC buffers
 //
 // Counters: bytes_per_second (Google Benchmark's rate from SetBytesProcessed) is the byte
-// model's bytes_min per step for the decode and the counted bytes for the ceilings;
-// `kv_GBps` and `arith_intensity` describe the decode point. Shapes are registered at run time
-// with RegisterBenchmark, so adding one is one line in register_decode().
+// model's bytes_min per step for the decode and the counted bytes for the ceilings. Shapes are
+// registered at run time with RegisterBenchmark, so adding one is one line in register_decode().
+// Context: decodebench.cpu (the CPU), decodebench.cpu.read_GBps / copy_GBps (the ceilings the
+// decode is judged against), decodebench.cpu.path, decodebench.cpu.omp_threads.
 #include <benchmark/benchmark.h>
 
 #include <omp.h>
@@ -30,10 +32,14 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "backends/cpu/cpu_ceilings.h"
 #include "backends/cpu/cpu_decode.h"
+#include "bench/bench.h"
 #include "common/dtype.h"
 #include "common/float_formats.h"
 #include "common/host_facts.h"
@@ -41,17 +47,10 @@
 #include "workload/byte_model.h"
 #include "workload/workload.h"
 
-namespace decodebench {
+namespace decodebench::bench {
 namespace {
 
 // ---- the decode ------------------------------------------------------------------------------
-
-struct DecodePoint {
-  const char* model;  // preset name in configs/models
-  int batch;
-  int context;
-  DType kv;
-};
 
 // Workloads are big (the llama-3.1-8b batch-8 context-8192 point streams 268 MB per step) and
 // slow to generate, so each is built once, on first use, and kept for the whole run.
@@ -60,18 +59,11 @@ struct Prepared {
   ByteModel bytes;
   std::vector<std::byte> out;
 };
-Prepared& prepared(const DecodePoint& pt) {
+Prepared& prepared(const BenchPoint& pt) {
   static std::map<std::string, std::unique_ptr<Prepared>> cache;
-  const std::string key = std::string(pt.model) + "/" + std::to_string(pt.batch) + "/" +
-                          std::to_string(pt.context) + "/" + std::string(dtype_name(pt.kv));
-  auto& slot = cache[key];
+  auto& slot = cache[pt.label()];
   if (!slot) {
-    WorkloadSpec spec;
-    spec.model = load_model(pt.model);
-    spec.batch = pt.batch;
-    spec.context = ContextSpec::fixed(pt.context);
-    spec.kv_dtype = pt.kv;
-    spec.seed = 1;
+    const WorkloadSpec spec = pt.spec();
     slot = std::make_unique<Prepared>();
     slot->w = make_workload(spec);
     slot->bytes = byte_model(spec, slot->w.layout);
@@ -84,16 +76,21 @@ Prepared& prepared(const DecodePoint& pt) {
   return *slot;
 }
 
-// The measured read ceiling (B/s) the decode is judged against, measured once per process,
-// on first use, by the ceiling code the `cpu` backend reports.
-double read_ceiling() {
-  static const double read = [] {
-    cpu::CeilingOptions options;
-    options.repetitions = 3;
-    options.fma_iterations = 1;
-    return cpu::measure_ceilings(options).read;
-  }();
-  return read;
+// The ceilings the decode is judged against, measured once at start (register_cpu_benchmarks)
+// by the ceiling code the `cpu` backend reports, before anything is timed; 0 when not measured.
+Ceilings& measured_ceilings() {
+  static Ceilings c;
+  return c;
+}
+double read_ceiling() { return measured_ceilings().read; }
+
+// Cheap settings (best of 3, no FMA peak): a few seconds at most; small buffers in a small run.
+Ceilings measure_cpu_ceilings() {
+  cpu::CeilingOptions options;
+  options.repetitions = 3;
+  options.fma_iterations = 1;
+  if (small_run()) options.buffer_bytes = std::int64_t{8} << 20;
+  return cpu::measure_ceilings(options);
 }
 
 // Runs `step` once to warm up (page in the output, the scratch, the code), then times it once
@@ -113,23 +110,16 @@ void time_cold_steps(benchmark::State& state, Prepared& p, Step step) {
   }
 }
 
-void bm_decode(benchmark::State& state, DecodePoint pt, cpu::DecodePath path) {
+void bm_decode(benchmark::State& state, BenchPoint pt, cpu::DecodePath path) {
   Prepared& p = prepared(pt);
-  read_ceiling();  // measured before the decode is timed, never inside its loop
   kernels::PagedDecodeParams params = p.w.params();
   params.out = p.out.data();
   cpu::DecodeOptions options;
   options.path = path;
   time_cold_steps(state, p, [&] { cpu::paged_decode(params, options); });
-  state.SetBytesProcessed(state.iterations() * p.bytes.min);
-  state.counters["kv_GBps"] = benchmark::Counter(
-      static_cast<double>(p.bytes.kv_unique) * static_cast<double>(state.iterations()) / 1e9,
-      benchmark::Counter::kIsRate);
-  state.counters["arith_intensity"] = p.bytes.arithmetic_intensity;
-  // bytes_min / t over the read ceiling: the CPU figure of merit (>= 0.7 at the CPU target point).
-  state.counters["frac_of_read"] = benchmark::Counter(
-      static_cast<double>(p.bytes.min) * static_cast<double>(state.iterations()) / read_ceiling(),
-      benchmark::Counter::kIsRate);
+  // frac_of_read (bytes_min / t over the read ceiling): the CPU figure of merit (>= 0.7 at the
+  // CPU target point).
+  set_decode_counters(state, p.bytes, read_ceiling(), p.w.layout.hit_rate_actual);
   state.counters["threads"] = omp_get_max_threads();
   state.SetLabel(cpu::resolved_path_name(path));
 }
@@ -138,9 +128,8 @@ void bm_decode(benchmark::State& state, DecodePoint pt, cpu::DecodePath path) {
 // Next to decode/..., its time is what the decode's order and prefetches cost with no arithmetic,
 // and frac_of_read how far that stays from the sequential read ceiling (not a bound on the decode
 // since its prefetches go to L1: see cpu::paged_kv_read).
-void bm_paged_read(benchmark::State& state, DecodePoint pt, cpu::DecodePath path) {
+void bm_paged_read(benchmark::State& state, BenchPoint pt, cpu::DecodePath path) {
   Prepared& p = prepared(pt);
-  read_ceiling();
   const kernels::PagedDecodeParams params = p.w.params();
   cpu::DecodeOptions options;
   options.path = path;
@@ -225,9 +214,8 @@ std::uint64_t read_whole_blocks(const kernels::PagedDecodeParams& p) {
 
 enum class LayoutOrder { sequential, whole_blocks };
 
-void bm_layout_read(benchmark::State& state, DecodePoint pt, LayoutOrder order) {
+void bm_layout_read(benchmark::State& state, BenchPoint pt, LayoutOrder order) {
   Prepared& p = prepared(pt);
-  read_ceiling();
   const kernels::PagedDecodeParams params = p.w.params();
   if (dtype_size(pt.kv) * static_cast<std::size_t>(params.head_dim) % 64 != 0) {
     state.SkipWithError("layout_read needs K/V rows of whole 64-byte lines");
@@ -253,45 +241,49 @@ void bm_layout_read(benchmark::State& state, DecodePoint pt, LayoutOrder order) 
   state.counters["threads"] = omp_get_max_threads();
 }
 
+// The automatic path, and the portable one beside it where automatic resolves to another (the
+// same code twice would be registered twice under one name).
+std::vector<cpu::DecodePath> distinct_paths() {
+  if (std::string_view(cpu::resolved_path_name(cpu::DecodePath::automatic)) ==
+      cpu::resolved_path_name(cpu::DecodePath::portable))
+    return {cpu::DecodePath::automatic};
+  return {cpu::DecodePath::automatic, cpu::DecodePath::portable};
+}
+
 void register_decode() {
-  const DecodePoint points[] = {
-      {"llama-3.1-8b", 8, 8192, DType::f16},  // the CPU target point
-      {"llama-3.1-8b", 1, 8192, DType::f16},      {"llama-3.1-8b", 8, 8192, DType::bf16},
-      {"llama-3.1-8b", 8, 8192, DType::fp8_e4m3}, {"llama-3.1-8b", 8, 8192, DType::fp8_e5m2},
-      {"qwen2.5-7b", 8, 8192, DType::f16},  // GQA 7: passes of 4 + 2 + 1 heads
-      {"llama-2-7b", 4, 4096, DType::f16},  // MHA
+  const BenchPoint points[] = {
+      {"llama-3.1-8b", 8, 8192, 0, DType::f16},  // the CPU target point
+      {"llama-3.1-8b", 1, 8192, 0, DType::f16},
+      {"llama-3.1-8b", 8, 8192, 0, DType::bf16},
+      {"llama-3.1-8b", 8, 8192, 0, DType::fp8_e4m3},
+      {"llama-3.1-8b", 8, 8192, 0, DType::fp8_e5m2},
+      {"qwen2.5-7b", 8, 8192, 0, DType::f16},  // GQA 7: passes of 4 + 2 + 1 heads
+      {"llama-2-7b", 4, 4096, 0, DType::f16},  // MHA
+      // Prefix points: the target point with a shared prefix of h of every context (one group,
+      // as the sweep lays it out); bytes_min_GBps counts each shared block once,
+      // bytes_logical_GBps once per sequence.
+      {"llama-3.1-8b", 8, 8192, 0.5, DType::f16},
+      {"llama-3.1-8b", 8, 8192, 0.9, DType::f16},
   };
-  for (const DecodePoint& pt : points) {
-    for (cpu::DecodePath path : {cpu::DecodePath::automatic, cpu::DecodePath::portable}) {
-      if (path == cpu::DecodePath::portable && pt.kv != DType::f16) continue;
-      const std::string name =
-          std::string("decode/") + pt.model + "/kv:" + std::string(dtype_name(pt.kv)) +
-          "/batch:" + std::to_string(pt.batch) + "/ctx:" + std::to_string(pt.context) + "/" +
-          cpu::resolved_path_name(path);
-      benchmark::RegisterBenchmark(name.c_str(), bm_decode, pt, path)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(0.5);
+  for (const BenchPoint& registered : points) {
+    const BenchPoint pt = registered.sized();
+    for (cpu::DecodePath path : distinct_paths()) {
+      if (path == cpu::DecodePath::portable && (pt.kv != DType::f16 || pt.hit_rate > 0)) continue;
+      // The hit rate before the path, so "^decode/<point>/avx512" (scripts/cpu-layout-split.sh)
+      // keeps matching the h = 0 point only.
+      const std::string point = pt.label() + "/" + cpu::resolved_path_name(path);
+      timed_manually(
+          benchmark::RegisterBenchmark(("decode/" + point).c_str(), bm_decode, pt, path));
       if (path == cpu::DecodePath::automatic)
-        benchmark::RegisterBenchmark(
-            ("paged_read/" + name.substr(std::string("decode/").size())).c_str(), bm_paged_read, pt,
-            path)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(0.5);
+        timed_manually(
+            benchmark::RegisterBenchmark(("paged_read/" + point).c_str(), bm_paged_read, pt, path));
     }
   }
-  const DecodePoint& target = points[0];
-  const std::string point =
-      std::string(target.model) + "/kv:" + std::string(dtype_name(target.kv)) +
-      "/batch:" + std::to_string(target.batch) + "/ctx:" + std::to_string(target.context);
+  const BenchPoint target = points[0].sized();
   for (auto [label, order] : {std::pair{"sequential", LayoutOrder::sequential},
                               std::pair{"whole_blocks", LayoutOrder::whole_blocks}})
-    benchmark::RegisterBenchmark(("layout_read/" + point + "/" + label).c_str(), bm_layout_read,
-                                 target, order)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond)
-        ->MinTime(0.5);
+    timed_manually(benchmark::RegisterBenchmark(
+        ("layout_read/" + target.label() + "/" + label).c_str(), bm_layout_read, target, order));
 }
 
 // ---- the KV conversion loop --------------------------------------------------------------------
@@ -317,7 +309,7 @@ void bm_convert(benchmark::State& state, DType kv, cpu::DecodePath path) {
 
 void register_convert() {
   for (DType kv : {DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2}) {
-    for (cpu::DecodePath path : {cpu::DecodePath::automatic, cpu::DecodePath::portable}) {
+    for (cpu::DecodePath path : distinct_paths()) {
       const std::string name =
           "convert/" + std::string(dtype_name(kv)) + "_to_f32/" + cpu::resolved_path_name(path);
       benchmark::RegisterBenchmark(name.c_str(), bm_convert, kv, path)
@@ -338,7 +330,9 @@ Buffer allocate(std::size_t n) {
 
 // Buffer elements for the DRAM-sized runs: 8x the last-level cache, at most a sixth of the
 // available memory (three triad buffers in half of it), a multiple of the kernels' chunk.
+// 4 MiB in a small run.
 std::size_t dram_elements() {
+  if (small_run()) return (std::size_t{4} << 20) / sizeof(float);
   const std::int64_t llc = std::max<std::int64_t>(cpu::last_level_cache_bytes(), 32 << 20);
   std::int64_t bytes = 8 * llc;
   if (const std::int64_t avail = cpu::available_memory_bytes(); avail > 0)
@@ -379,19 +373,21 @@ void register_ceilings() {
 }
 
 }  // namespace
-}  // namespace decodebench
 
-int main(int argc, char** argv) {
-  decodebench::register_decode();
-  decodebench::register_convert();
-  decodebench::register_ceilings();
-  benchmark::AddCustomContext("decodebench.cpu_path", decodebench::cpu::resolved_path_name(
-                                                          decodebench::cpu::DecodePath::automatic));
-  benchmark::AddCustomContext("decodebench.cpu_model", decodebench::cpu_model_name());
-  benchmark::AddCustomContext("decodebench.omp_threads", std::to_string(omp_get_max_threads()));
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+void register_cpu_benchmarks(bool measure) {
+  register_decode();
+  register_convert();
+  register_ceilings();
+  benchmark::AddCustomContext("decodebench.cpu", cpu_model_name());
+  benchmark::AddCustomContext("decodebench.cpu.path",
+                              cpu::resolved_path_name(cpu::DecodePath::automatic));
+  benchmark::AddCustomContext("decodebench.cpu.omp_threads", std::to_string(omp_get_max_threads()));
+  if (!measure) return;
+  measured_ceilings() = measure_cpu_ceilings();
+  const Ceilings& c = measured_ceilings();
+  benchmark::AddCustomContext("decodebench.cpu.read_GBps", fmt::format("{:.1f}", c.read / 1e9));
+  benchmark::AddCustomContext("decodebench.cpu.copy_GBps", fmt::format("{:.1f}", c.copy / 1e9));
+  if (!c.note.empty()) benchmark::AddCustomContext("decodebench.cpu.ceilings_note", c.note);
 }
+
+}  // namespace decodebench::bench

@@ -16,6 +16,7 @@ void add_kernels_command(CLI::App& app, int& exit_code);
 void add_model_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
 void add_merge_command(CLI::App& app, int& exit_code);
+void add_report_command(CLI::App& app, int& exit_code);
 
 // SIGINT during a sweep: finished points are written, then the process exits with 128 + 2,
 // the shell convention for "ended by Ctrl-C".

@@ -1,14 +1,18 @@
-// Printers for a report's results: aligned table (fmt), JSON, CSV, Markdown.
+// Printers for a report's results: aligned table (fmt), JSON, CSV, Markdown; the cells of the
+// table and Markdown come from results_view.h.
 #include "report/format.h"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "report/knees.h"
+#include "report/point_identity.h"
 
 namespace decodebench {
 
@@ -34,9 +38,228 @@ namespace {
 
 constexpr const char* kNa = "-";
 
-// value scaled to [1, 1000) with an SI prefix; 3 significant digits.
-std::string si(double x, std::string_view unit) {
+// Display width in code points (the table has "µ" and "→"; all our text is otherwise ASCII).
+std::size_t display_width(std::string_view s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string pad(std::string_view s, std::size_t width, bool right) {
+  const std::size_t w = display_width(s);
+  const std::string fill(width > w ? width - w : 0, ' ');
+  return right ? fill + std::string(s) : std::string(s) + fill;
+}
+
+std::string aligned(const TextTable& t, std::string_view indent) {
+  std::vector<std::size_t> width(t.columns.size());
+  for (std::size_t c = 0; c < t.columns.size(); ++c) {
+    width[c] = display_width(t.columns[c].title);
+    for (const auto& row : t.rows) width[c] = std::max(width[c], display_width(row[c]));
+  }
+  auto line = [&](auto cell_of) {
+    std::string s(indent);
+    for (std::size_t c = 0; c < t.columns.size(); ++c) {
+      std::string cell = pad(cell_of(c), width[c], t.columns[c].right);
+      if (c + 1 == t.columns.size()) {
+        while (!cell.empty() && cell.back() == ' ') cell.pop_back();
+      }
+      s += cell + (c + 1 < t.columns.size() ? "  " : "\n");
+    }
+    return s;
+  };
+  std::string out = line([&](std::size_t c) { return t.columns[c].title; });
+  for (const auto& row : t.rows) out += line([&](std::size_t c) { return row[c]; });
+  return out;
+}
+
+std::string knees_heading() {
+  return fmt::format("knees (the smallest batch of a series reaching {:.0f}% of its maximum GB/s)",
+                     100 * kKneeFraction);
+}
+
+std::string device_lines(std::span<const LabelledReport> reports, std::string_view end) {
+  std::string out;
+  for (const LabelledReport& lr : reports) {
+    for (const auto& d : lr.report->devices) {
+      out += (reports.size() > 1 ? lr.label + ": " : std::string()) + device_line(d) +
+             std::string(end);
+    }
+  }
+  return out;
+}
+
+std::string format_table(std::span<const LabelledReport> reports, const ResultsView& v) {
+  std::string out = device_lines(reports, "\n");
+  out += aligned(v.results, "");
+  for (const std::string& l : v.legend) out += l + "\n";
+  if (!v.only_in_some.empty()) {
+    out += "points in only some reports:\n";
+    for (const std::string& l : v.only_in_some) out += "  " + l + "\n";
+  }
+  if (!v.knees.rows.empty()) out += knees_heading() + ":\n" + aligned(v.knees, "  ");
+  if (!v.not_ok.empty()) {
+    out += "not ok:\n";
+    for (const std::string& l : v.not_ok) out += "  " + l + "\n";
+  }
+  for (const std::string& l : v.completion) out += l + "\n";
+  return out;
+}
+
+std::string md_cell(std::string_view s) {
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+std::string md_table(const TextTable& t) {
+  std::string out = "|";
+  for (const auto& c : t.columns) out += fmt::format(" {} |", md_cell(c.title));
+  out += "\n|";
+  for (const auto& c : t.columns) out += c.right ? "---:|" : "---|";
+  out += "\n";
+  for (const auto& row : t.rows) {
+    out += "|";
+    for (const auto& cell : row) out += fmt::format(" {} |", md_cell(cell));
+    out += "\n";
+  }
+  return out;
+}
+
+std::string format_md(std::span<const LabelledReport> reports, const ResultsView& v) {
+  std::string out = device_lines(reports, "\n\n");
+  out += md_table(v.results);
+  out += "\n";
+  for (const std::string& l : v.legend) out += "- " + md_cell(l) + "\n";
+  if (!v.only_in_some.empty()) {
+    out += "\nPoints in only some reports:\n\n";
+    for (const std::string& l : v.only_in_some) out += "- " + md_cell(l) + "\n";
+  }
+  if (!v.knees.rows.empty()) out += fmt::format("\n{}:\n\n{}", knees_heading(), md_table(v.knees));
+  if (!v.not_ok.empty()) {
+    out += "\nNot ok:\n\n";
+    for (const std::string& l : v.not_ok) out += "- " + md_cell(l) + "\n";
+  }
+  if (!v.completion.empty()) out += "\n";
+  for (const std::string& l : v.completion) out += md_cell(l) + "\n";
+  return out;
+}
+
+std::string csv_number(double x) { return std::isfinite(x) ? fmt::format("{}", x) : ""; }
+
+std::string csv_text(std::string_view s) {
+  if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string format_csv(const Report& r, const FormatOptions& o) {
+  const double max_noise = max_noise_for(r, o);
+  std::string out =
+      "index,kernel,kernel_requested,backend,model,kv_dtype,q_dtype,block_size,batch,"
+      "context_kind,context_lo,context_hi,hit_rate,hit_rate_actual,prefix_groups,status,"
+      "median_s,min_s,max_s,p10_s,p90_s,mean_s,rel_noise,samples,bytes_min,kv_bytes_logical,"
+      "kv_bytes_unique,flops,arithmetic_intensity,achieved_bandwidth_Bps,"
+      "logical_bandwidth_Bps,bound,t_roof_s,fraction_measured,fraction_datasheet,"
+      "paired_read_Bps,fraction_paired,tokens_per_s_attention_only,max_abs_err,max_rel_err,quant_"
+      "rel_err,noise_exceeded,stopped_at_timeout,reason\n";
+  for (const auto& p : r.results) {
+    const bool ok = p.status == PointStatus::ok;
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+        p.index, csv_text(p.kernel), csv_text(p.kernel_requested), csv_text(p.backend),
+        csv_text(p.model), dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
+        p.context.kind == ContextSpec::Kind::fixed ? "fixed" : "ragged", p.context.lo, p.context.hi,
+        p.hit_rate, p.hit_rate_actual, p.prefix_groups, status_name(p.status),
+        csv_number(p.time_s.median), csv_number(p.time_s.min), csv_number(p.time_s.max),
+        csv_number(p.time_s.p10), csv_number(p.time_s.p90), csv_number(p.time_s.mean),
+        csv_number(p.time_s.rel_noise), p.time_s.samples, p.bytes.min, p.bytes.kv_logical,
+        p.bytes.kv_unique, p.flops, p.arithmetic_intensity, csv_number(p.bandwidth.achieved),
+        csv_number(p.bandwidth.logical), ok ? bound_name(p.roofline.bound) : "",
+        csv_number(p.roofline.t_roof_s), csv_number(p.roofline.fraction_measured),
+        csv_number(p.roofline.fraction_datasheet), csv_number(p.roofline.paired_read_Bps),
+        csv_number(p.roofline.fraction_paired), csv_number(p.tokens_per_s),
+        csv_number(p.error.max_abs), csv_number(p.error.max_rel), csv_number(p.error.quant_rel),
+        noise_exceeded(p, max_noise) ? 1 : 0, stopped_at_timeout(p, r.config) ? 1 : 0,
+        csv_text(p.reason));
+  }
+  return out;
+}
+
+// Side by side for machines: the identity once, then per report its status, times, bandwidths,
+// tokens/s and marks, and each later report's median over the first's. Every point of any
+// report gets a row (the table lists those below it); a report without the point has empty cells.
+std::string format_csv(std::span<const LabelledReport> reports, const FormatOptions& o) {
+  std::vector<std::map<std::string, const PointResult*>> by_id(reports.size());
+  std::vector<std::pair<std::string, const PointResult*>> order;  // first appearance
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    for (const PointResult& p : reports[i].report->results) {
+      const std::string id = point_identity(p);
+      const bool known =
+          std::any_of(by_id.begin(), by_id.end(), [&](const auto& m) { return m.count(id) > 0; });
+      if (!known) order.emplace_back(id, &p);
+      by_id[i].emplace(id, &p);
+    }
+  }
+  std::string out =
+      "identity,backend,kernel_requested,model,kv_dtype,q_dtype,block_size,batch,context_kind,"
+      "context_lo,context_hi,hit_rate,prefix_groups";
+  for (const LabelledReport& lr : reports) {
+    for (const char* col :
+         {"status", "kernel", "median_s", "rel_noise", "samples", "achieved_bandwidth_Bps",
+          "logical_bandwidth_Bps", "tokens_per_s_attention_only", "noise_exceeded",
+          "stopped_at_timeout"}) {
+      out += fmt::format(",{}", csv_text(lr.label + "_" + col));
+    }
+  }
+  for (std::size_t i = 1; i < reports.size(); ++i) {
+    out += fmt::format(",{}", csv_text(reports[i].label + "_median_over_" + reports[0].label));
+  }
+  out += "\n";
+  for (const auto& [id, p] : order) {
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", csv_text(id), csv_text(p->backend),
+                       csv_text(p->kernel_requested), csv_text(p->model), dtype_name(p->kv_dtype),
+                       dtype_name(p->q_dtype), p->block_size, p->batch,
+                       p->context.kind == ContextSpec::Kind::fixed ? "fixed" : "ragged",
+                       p->context.lo, p->context.hi, p->hit_rate, p->prefix_groups);
+    std::vector<const PointResult*> pts;
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      const auto it = by_id[i].find(id);
+      const PointResult* q = it == by_id[i].end() ? nullptr : it->second;
+      pts.push_back(q);
+      if (!q) {
+        out += std::string(10, ',');
+        continue;
+      }
+      out +=
+          fmt::format(",{},{},{},{},{},{},{},{},{},{}", status_name(q->status), csv_text(q->kernel),
+                      csv_number(q->time_s.median), csv_number(q->time_s.rel_noise),
+                      q->time_s.samples, csv_number(q->bandwidth.achieved),
+                      csv_number(q->bandwidth.logical), csv_number(q->tokens_per_s),
+                      noise_exceeded(*q, max_noise_for(*reports[i].report, o)) ? 1 : 0,
+                      stopped_at_timeout(*q, reports[i].report->config) ? 1 : 0);
+    }
+    for (std::size_t i = 1; i < reports.size(); ++i) {
+      const bool both = pts[0] && pts[i] && pts[0]->status == PointStatus::ok &&
+                        pts[i]->status == PointStatus::ok && pts[0]->time_s.median > 0;
+      out +=
+          fmt::format(",{}", both ? csv_number(pts[i]->time_s.median / pts[0]->time_s.median) : "");
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_bandwidth(double bytes_per_s) { return format_si(bytes_per_s, "B/s"); }
+std::string format_bytes(double bytes) { return format_si(bytes, "B"); }
+
+std::string format_si(double x, std::string_view unit) {
   if (!std::isfinite(x)) return kNa;
+  // Scaled to [1, 1000) with an SI prefix; 3 significant digits.
   static constexpr std::array<std::pair<double, const char*>, 5> kUp{
       {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}, {1, ""}}};
   for (const auto& [scale, prefix] : kUp) {
@@ -51,195 +274,10 @@ std::string si(double x, std::string_view unit) {
   return unit.empty() ? fmt::format("{:.3g}", x) : fmt::format("{:.3g} {}", x, unit);
 }
 
-std::string percent(double fraction) {
+std::string format_percent(double fraction) {
   if (!std::isfinite(fraction)) return kNa;
   return fmt::format("{:.1f}%", 100 * fraction);
 }
-
-// Display width in code points (the table has "µ" and "→"; all our text is otherwise ASCII).
-std::size_t display_width(std::string_view s) {
-  std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-std::string pad(std::string_view s, std::size_t width, bool right) {
-  const std::size_t w = display_width(s);
-  const std::string fill(width > w ? width - w : 0, ' ');
-  return right ? fill + std::string(s) : std::string(s) + fill;
-}
-
-std::string kernel_label(const PointResult& p) {
-  if (p.kernel_requested == "auto" && !p.kernel.empty() && p.kernel != "auto") {
-    return fmt::format("auto→{}", p.kernel);
-  }
-  return p.kernel.empty() ? p.kernel_requested : p.kernel;
-}
-
-std::string context_text(const ContextSpec& c) {
-  return c.kind == ContextSpec::Kind::fixed ? fmt::format("{}", c.lo)
-                                            : fmt::format("{}:{}", c.lo, c.hi);
-}
-
-struct Column {
-  const char* title;
-  bool right;  // numbers right-aligned
-};
-
-constexpr std::array<Column, 15> kColumns{{{"kernel", false},
-                                           {"model", false},
-                                           {"kv", false},
-                                           {"batch", true},
-                                           {"context", true},
-                                           {"h req/act", true},
-                                           {"status", false},
-                                           {"median", true},
-                                           {"GB/s", true},
-                                           {"% roof", true},
-                                           {"% datasheet", true},
-                                           {"% paired", true},
-                                           {"tok/s (attn only)", true},
-                                           {"noise", true},
-                                           {"samples", true}}};
-
-std::vector<std::string> row_cells(const PointResult& p) {
-  const bool ok = p.status == PointStatus::ok;
-  return {kernel_label(p),
-          p.model,
-          std::string(dtype_name(p.kv_dtype)),
-          fmt::format("{}", p.batch),
-          context_text(p.context),
-          fmt::format("{:.2f}/{:.2f}", p.hit_rate, p.hit_rate_actual),
-          std::string(status_name(p.status)),
-          ok ? format_seconds(p.time_s.median) : kNa,
-          ok && available(p.bandwidth.achieved) ? fmt::format("{:.1f}", p.bandwidth.achieved / 1e9)
-                                                : kNa,
-          ok ? percent(p.roofline.fraction_measured) : kNa,
-          ok ? percent(p.roofline.fraction_datasheet) : kNa,
-          ok ? percent(p.roofline.fraction_paired) : kNa,
-          ok ? si(p.tokens_per_s, "") : kNa,
-          ok ? percent(p.time_s.rel_noise) : kNa,
-          ok ? fmt::format("{}", p.time_s.samples) : kNa};
-}
-
-std::string device_line(const DeviceRecord& d) {
-  auto bw = [](double x) { return x > 0 ? format_bandwidth(x) : std::string("n/a"); };
-  return fmt::format(
-      "device: {} \"{}\" | measured read {}, copy {}, triad {}, fp32 FMA {} | theoretical {} | "
-      "datasheet {}",
-      d.backend, d.name, bw(d.measured.read), bw(d.measured.copy), bw(d.measured.triad),
-      d.measured.fma_flops > 0 ? si(d.measured.fma_flops, "FLOP/s") : std::string("n/a"),
-      bw(d.bandwidth_theoretical), bw(d.bandwidth_datasheet));
-}
-
-std::string not_ok_notes(const Report& r) {
-  std::string out;
-  for (const auto& p : r.results) {
-    if (p.status == PointStatus::ok) continue;
-    out += fmt::format("  point {} ({}, {}, batch {}, context {}): {}: {}\n", p.index,
-                       kernel_label(p), dtype_name(p.kv_dtype), p.batch, context_text(p.context),
-                       status_name(p.status), p.reason);
-  }
-  return out;
-}
-
-std::string format_table(const Report& r) {
-  std::string out;
-  for (const auto& d : r.devices) out += device_line(d) + "\n";
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& p : r.results) rows.push_back(row_cells(p));
-  std::array<std::size_t, kColumns.size()> width{};
-  for (std::size_t c = 0; c < kColumns.size(); ++c) {
-    width[c] = display_width(kColumns[c].title);
-    for (const auto& row : rows) width[c] = std::max(width[c], display_width(row[c]));
-  }
-  auto line = [&](auto cell_of) {
-    std::string s;
-    for (std::size_t c = 0; c < kColumns.size(); ++c) {
-      s += pad(cell_of(c), width[c], kColumns[c].right);
-      s += c + 1 < kColumns.size() ? "  " : "\n";
-    }
-    return s;
-  };
-  out += line([&](std::size_t c) { return std::string(kColumns[c].title); });
-  for (const auto& row : rows) out += line([&](std::size_t c) { return row[c]; });
-  out +=
-      "% roof: the median time's fraction of the roofline time against the measured "
-      "ceilings; % paired: the same against the read bandwidth measured right before each "
-      "sample (cpu); tok/s counts attention only (batch / (step time x layers)).\n";
-  const std::string notes = not_ok_notes(r);
-  if (!notes.empty()) out += "not ok:\n" + notes;
-  if (r.completion.state != Completion::State::complete) {
-    out += fmt::format("sweep {}: {} ({} of {} points finished)\n",
-                       completion_state_name(r.completion.state), r.completion.reason,
-                       r.results.size(), r.completion.points_planned);
-  }
-  return out;
-}
-
-std::string format_md(const Report& r) {
-  std::string out;
-  for (const auto& d : r.devices) out += device_line(d) + "\n\n";
-  out += "|";
-  for (const auto& c : kColumns) out += fmt::format(" {} |", c.title);
-  out += "\n|";
-  for (const auto& c : kColumns) out += c.right ? "---:|" : "---|";
-  out += "\n";
-  for (const auto& p : r.results) {
-    out += "|";
-    for (const auto& cell : row_cells(p)) out += fmt::format(" {} |", cell);
-    out += "\n";
-  }
-  const std::string notes = not_ok_notes(r);
-  if (!notes.empty()) out += "\nNot ok:\n\n" + notes;
-  return out;
-}
-
-std::string csv_number(double x) { return std::isfinite(x) ? fmt::format("{}", x) : ""; }
-
-std::string csv_text(std::string_view s) {
-  if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-std::string format_csv(const Report& r) {
-  std::string out =
-      "index,kernel,kernel_requested,backend,model,kv_dtype,q_dtype,block_size,batch,"
-      "context_kind,context_lo,context_hi,hit_rate,hit_rate_actual,prefix_groups,status,"
-      "median_s,min_s,max_s,p10_s,p90_s,mean_s,rel_noise,samples,bytes_min,kv_bytes_logical,"
-      "kv_bytes_unique,flops,arithmetic_intensity,achieved_bandwidth_Bps,"
-      "logical_bandwidth_Bps,bound,t_roof_s,fraction_measured,fraction_datasheet,"
-      "paired_read_Bps,fraction_paired,tokens_per_s_attention_only,max_abs_err,max_rel_err,quant_"
-      "rel_err,reason\n";
-  for (const auto& p : r.results) {
-    const bool ok = p.status == PointStatus::ok;
-    out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
-        "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-        p.index, csv_text(p.kernel), csv_text(p.kernel_requested), csv_text(p.backend),
-        csv_text(p.model), dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
-        p.context.kind == ContextSpec::Kind::fixed ? "fixed" : "ragged", p.context.lo, p.context.hi,
-        p.hit_rate, p.hit_rate_actual, p.prefix_groups, status_name(p.status),
-        csv_number(p.time_s.median), csv_number(p.time_s.min), csv_number(p.time_s.max),
-        csv_number(p.time_s.p10), csv_number(p.time_s.p90), csv_number(p.time_s.mean),
-        csv_number(p.time_s.rel_noise), p.time_s.samples, p.bytes.min, p.bytes.kv_logical,
-        p.bytes.kv_unique, p.flops, p.arithmetic_intensity, csv_number(p.bandwidth.achieved),
-        csv_number(p.bandwidth.logical), ok ? bound_name(p.roofline.bound) : "",
-        csv_number(p.roofline.t_roof_s), csv_number(p.roofline.fraction_measured),
-        csv_number(p.roofline.fraction_datasheet), csv_number(p.roofline.paired_read_Bps),
-        csv_number(p.roofline.fraction_paired), csv_number(p.tokens_per_s),
-        csv_number(p.error.max_abs), csv_number(p.error.max_rel), csv_number(p.error.quant_rel),
-        csv_text(p.reason));
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string format_bandwidth(double bytes_per_s) { return si(bytes_per_s, "B/s"); }
-std::string format_bytes(double bytes) { return si(bytes, "B"); }
 
 std::string format_seconds(double s) {
   if (!std::isfinite(s)) return kNa;
@@ -250,14 +288,26 @@ std::string format_seconds(double s) {
   return three(s * 1e9) + " ns";
 }
 
-std::string format_results(const Report& r, OutputFormat fmt_kind) {
+std::string format_reports(std::span<const LabelledReport> reports, OutputFormat fmt_kind,
+                           const FormatOptions& o) {
+  if (reports.empty()) return {};
   switch (fmt_kind) {
-    case OutputFormat::table: return format_table(r);
-    case OutputFormat::json: return to_json(r).dump(2) + "\n";
-    case OutputFormat::csv: return format_csv(r);
-    case OutputFormat::md: return format_md(r);
+    case OutputFormat::table: return format_table(reports, results_view(reports, o));
+    case OutputFormat::json:
+      if (reports.size() > 1) {
+        throw InputError("--format json prints one report; give one file, or table, md or csv");
+      }
+      return to_json(*reports[0].report).dump(2) + "\n";
+    case OutputFormat::csv:
+      return reports.size() == 1 ? format_csv(*reports[0].report, o) : format_csv(reports, o);
+    case OutputFormat::md: return format_md(reports, results_view(reports, o));
   }
   return {};
+}
+
+std::string format_results(const Report& r, OutputFormat fmt_kind, const FormatOptions& o) {
+  const LabelledReport one{"", &r};
+  return format_reports({&one, 1}, fmt_kind, o);
 }
 
 }  // namespace decodebench

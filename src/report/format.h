@@ -1,10 +1,12 @@
-// Human- and script-facing renderings of a report's results.
+// Human- and script-facing renderings of a report's results (and of several side by side).
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "report/report.h"
+#include "report/results_view.h"
 
 namespace decodebench {
 
@@ -13,18 +15,28 @@ OutputFormat parse_output_format(std::string_view s);  // InputError listing tab
 std::string_view output_format_name(OutputFormat f);
 
 // table: a header line per device with its ceilings, then one aligned row per point (kernel,
-//        model, kv dtype, batch, context, h req/actual, status, median time, achieved GB/s,
-//        % of measured roof, % of datasheet, attention-only tokens/s, noise) and the reasons of
-//        points that are not ok below the table. SI units (GB = 1e9 B).
+//        model, kv dtype, batch, context, h req/act, status, median time, GB/s of unique and of
+//        logical bytes, % of measured roof, % of datasheet, % paired, attention-only tokens/s,
+//        noise, samples; the % columns only where some point has a value), a legend, the knees
+//        and the reasons of points that are not ok. Status "ok*": stopped at the timeout;
+//        "ok~": noise above the max noise (results_view.h). SI units (GB = 1e9 B).
 // json:  to_json(report), indented.
 // csv:   one header row and one row per point, plain numbers in SI base units (s, B/s), empty
-//        cells for values that are not available.
-// md:    the table's columns as a GitHub Markdown table.
-std::string format_results(const Report& r, OutputFormat fmt);
+//        cells for values that are not available; every column, marks as 0/1 columns.
+// md:    the table's columns, knees and notes as GitHub Markdown.
+std::string format_results(const Report& r, OutputFormat fmt, const FormatOptions& o = {});
 
-// SI formatting helpers used by the table (and the CLI): "3.35 TB/s", "812 µs", "1.2 Mtok/s".
+// Several reports side by side (results_view.h); one report prints as format_results. table,
+// md and csv (csv: a row for every point of any report, empty cells where a report lacks it);
+// json is one report only (InputError).
+std::string format_reports(std::span<const LabelledReport> reports, OutputFormat fmt,
+                           const FormatOptions& o = {});
+
+// SI formatting helpers used by the printers (and the CLI): "3.35 TB/s", "812 µs", "1.2 Mtok/s".
 std::string format_bandwidth(double bytes_per_s);
 std::string format_seconds(double s);
 std::string format_bytes(double bytes);
+std::string format_si(double x, std::string_view unit);  // 3 significant digits, "-" for NaN
+std::string format_percent(double fraction);             // "80.0%", "-" for NaN
 
 }  // namespace decodebench

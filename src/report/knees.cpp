@@ -12,13 +12,13 @@ namespace decodebench {
 
 using nlohmann::json;
 
-namespace {
-
-constexpr const char* kDefinition =
+const char* const kKneesDefinition =
     "knee_batch = the smallest batch of the series whose achieved bandwidth is >= 90% of the "
     "series' maximum achieved bandwidth; a series = ok points with equal model, kernel (as "
     "requested, so 'auto' is one series even where its choice changes with batch), "
     "kv_dtype, q_dtype, block_size, context, hit_rate and prefix_groups, ordered by batch";
+
+namespace {
 
 // Series identity; context as (kind, lo, hi).
 using SeriesKey =
@@ -87,10 +87,22 @@ json compute_knees(std::span<const PointResult> results) {
         {"max_batch", best->batch},
         {"batches", batches},
         {"bandwidth", bandwidth},
-        {"definition", kDefinition},
     });
   }
   return knees;
+}
+
+std::string knee_series_label(const json& knee) {
+  // value(): knees are kept as read, so a hand-edited or older entry may lack a key.
+  std::string context = "?";
+  const json values =
+      knee.contains("context") ? knee["context"].value("values", json::array()) : json::array();
+  if (values.size() == 1) context = fmt::format("{}", values[0].dump());
+  if (values.size() == 2) context = fmt::format("{}:{}", values[0].dump(), values[1].dump());
+  return fmt::format("{} {} kv={} q={} P={} L={} h={:g} G={}", knee.value("kernel", "?"),
+                     knee.value("model", "?"), knee.value("kv_dtype", "?"),
+                     knee.value("q_dtype", "?"), knee.value("block_size", 0), context,
+                     knee.value("hit_rate", 0.0), knee.value("prefix_groups", 1));
 }
 
 }  // namespace decodebench

@@ -1,7 +1,7 @@
 // Knees of the batch curves: where adding sequences stops buying bandwidth.
 //
-// Definition (also written into every knee object as "definition"): a series is the set of ok
-// points sharing (model, kernel as requested -- "auto" stays one series even where its choice
+// Definition (written once per report, as "knees_definition" next to "knees"): a series is the set
+// of ok points sharing (model, kernel as requested -- "auto" stays one series even where its choice
 // changes with batch --, kv_dtype, q_dtype, block_size, context, hit_rate,
 // prefix_groups), ordered by batch. Its knee is the smallest batch whose achieved bandwidth is
 // >= kKneeFraction (90 %) of the series' maximum. For a serving engineer that is the smallest
@@ -11,6 +11,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -20,9 +21,14 @@ namespace decodebench {
 
 inline constexpr double kKneeFraction = 0.9;
 
+// The definition above in words, as the report writes it ("knees_definition").
+extern const char* const kKneesDefinition;
+
 // One JSON object per series: {model, kernel, kv_dtype, q_dtype, block_size, context, hit_rate,
-// prefix_groups, knee_batch, knee_bandwidth, max_bandwidth, max_batch, batches[], bandwidth[],
-// definition}.
+// prefix_groups, knee_batch, knee_bandwidth, max_bandwidth, max_batch, batches[], bandwidth[]}.
 nlohmann::json compute_knees(std::span<const PointResult> results);
+
+// "auto llama-3.1-8b kv=f16 q=f16 P=16 L=8192 h=0.5 G=1" for one knee object (printers).
+std::string knee_series_label(const nlohmann::json& knee);
 
 }  // namespace decodebench

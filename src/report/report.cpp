@@ -366,6 +366,7 @@ json to_json(const Report& r) {
       {"config", r.config},
       {"results", results},
       {"knees", r.knees},
+      {"knees_definition", kKneesDefinition},
       {"completion",
        {{"state", completion_state_name(r.completion.state)},
         {"reason", r.completion.reason},
@@ -402,6 +403,10 @@ Report report_from(const JsonIn& in) {
   const JsonIn results = in.at("results");
   for (std::size_t i = 0; i < results.size(); ++i) r.results.push_back(point_from(results.at(i)));
   r.knees = in.at("knees").json();
+  // Older reports repeat the definition in every knee; it is written once now (knees_definition).
+  for (json& k : r.knees) {
+    if (k.is_object()) k.erase("definition");
+  }
   // completion was added to the schema later; a report without it is taken as complete.
   if (in.has("completion")) {
     const JsonIn c = in.at("completion");

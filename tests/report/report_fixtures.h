@@ -78,6 +78,9 @@ inline Report sample_report() {
   SweepConfig c;
   c.batches = {1, 8, 64, 7};
   c.kernels = {"auto"};
+  // The stopping rule the points' 3 samples satisfy, so no point reads as stopped at the timeout.
+  c.measure.min_samples = 3;
+  c.measure.min_time_s = 0;
   r.config = to_json(c);
   r.results = {ok_point(0, 1, 1e-4, 1.0e12), ok_point(1, 8, 2e-4, 3.0e12),
                ok_point(2, 64, 9e-4, 4.0e12), wrong_point(3)};

@@ -1,0 +1,107 @@
+// `decodebench report FILE...`: print saved reports again (several side by side), as a table,
+// Markdown, CSV or one self-contained HTML page. Reads reports only, never runs a kernel.
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "common/errors.h"
+#include "report/format.h"
+#include "report/format_html.h"
+#include "report/report.h"
+
+namespace decodebench::cli {
+namespace {
+
+struct ReportOptions {
+  std::vector<std::string> files;
+  std::string format = "table";
+  std::string out;
+  double max_noise = kNotAvailable;
+  std::vector<std::string> figures;
+  std::vector<std::string> labels;
+};
+
+// Column labels: --label names, else the file stems (the path where two stems are equal).
+std::vector<std::string> labels_for(const ReportOptions& o) {
+  if (!o.labels.empty()) {
+    if (o.labels.size() != o.files.size()) {
+      throw InputError(fmt::format("--label: {} labels for {} report files; give one per file",
+                                   o.labels.size(), o.files.size()));
+    }
+    return o.labels;
+  }
+  std::vector<std::string> labels;
+  for (const std::string& f : o.files) labels.push_back(std::filesystem::path(f).stem().string());
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    for (std::size_t j = 0; j < labels.size(); ++j) {
+      if (i != j && labels[i] == std::filesystem::path(o.files[j]).stem().string()) {
+        labels[i] = o.files[i];
+      }
+    }
+  }
+  return labels;
+}
+
+int run(const ReportOptions& o) {
+  const bool html = o.format == "html";
+  OutputFormat format = OutputFormat::table;
+  if (!html) {
+    if (o.format != "table" && o.format != "md" && o.format != "csv") {
+      throw InputError(
+          fmt::format("--format: unknown format '{}'; valid: table, md, csv, html", o.format));
+    }
+    format = parse_output_format(o.format);
+    if (!o.figures.empty()) {
+      throw InputError(
+          fmt::format("--figure is for --format html only (the format is {})", o.format));
+    }
+  }
+  if (available(o.max_noise) && o.max_noise < 0) {
+    throw InputError(fmt::format("--max-noise must be >= 0 (0.005 = 0.5 %), got {}", o.max_noise));
+  }
+  // Every input is checked before anything is written.
+  std::vector<Report> reports;
+  for (const std::string& f : o.files) reports.push_back(read_report(f));
+  std::vector<HtmlFigure> figures;
+  for (const std::string& f : o.figures) figures.push_back(read_svg_figure(f));
+  const std::vector<std::string> labels = labels_for(o);
+  std::vector<LabelledReport> labelled;
+  for (std::size_t i = 0; i < reports.size(); ++i) labelled.push_back({labels[i], &reports[i]});
+
+  FormatOptions fo;
+  fo.max_noise = o.max_noise;
+  emit(html ? format_html(labelled, figures, fo) : format_reports(labelled, format, fo), o.out);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_report_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ReportOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "report",
+      "Print saved reports again: one as the sweep prints it, several side by side where their "
+      "points match (by identity, not index), with each later report's median over the "
+      "first's. --format html writes one self-contained page with the devices, figures, "
+      "results, knees and config.");
+  cmd->add_option("files", o->files, "Reports (JSON) written by sweep or merge")->required();
+  cmd->add_option("--format", o->format, "Output: table, md, csv, html")->capture_default_str();
+  cmd->add_option("--out", o->out, "Write to this file (atomically) instead of stdout");
+  cmd->add_option("--max-noise", o->max_noise,
+                  "Mark points whose noise is above this fraction (default: each report's "
+                  "measure.max_noise, else 0.005)");
+  cmd->add_option("--figure", o->figures,
+                  "An SVG figure to inline in the page (repeatable; --format html only)")
+      ->allow_extra_args(false);
+  cmd->add_option("--label", o->labels,
+                  "Column label per report, in file order (repeatable; default: file stems)")
+      ->allow_extra_args(false);
+  cmd->callback([o, &exit_code] { exit_code = run(*o); });
+}
+
+}  // namespace decodebench::cli

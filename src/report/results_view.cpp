@@ -1,0 +1,393 @@
+#include "report/results_view.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "common/dtype.h"
+#include "report/format.h"
+#include "report/knees.h"
+#include "report/point_identity.h"
+
+namespace decodebench {
+
+namespace {
+
+constexpr const char* kNa = "-";
+
+std::string kernel_label(const PointResult& p) {
+  if (p.kernel_requested == "auto" && !p.kernel.empty() && p.kernel != "auto") {
+    return fmt::format("auto→{}", p.kernel);
+  }
+  return p.kernel.empty() ? p.kernel_requested : p.kernel;
+}
+
+std::string context_text(const ContextSpec& c) {
+  return c.kind == ContextSpec::Kind::fixed ? fmt::format("{}", c.lo)
+                                            : fmt::format("{}:{}", c.lo, c.hi);
+}
+
+std::string gbps(double bytes_per_s) {
+  return available(bytes_per_s) ? fmt::format("{:.1f}", bytes_per_s / 1e9) : kNa;
+}
+
+// A column as built: kept or dropped once every row is known.
+struct ColumnDef {
+  std::string title;
+  bool right = false;
+  bool drop_if_empty = false;     // every cell "-": nothing to show (no datasheet, no pairing)
+  bool drop_if_constant = false;  // every cell equal: says nothing a row needs (side by side)
+};
+
+TextTable drop_columns(const std::vector<ColumnDef>& defs,
+                       const std::vector<std::vector<std::string>>& rows) {
+  TextTable t;
+  std::vector<std::size_t> keep;
+  for (std::size_t c = 0; c < defs.size(); ++c) {
+    const bool empty =
+        std::all_of(rows.begin(), rows.end(), [&](const auto& row) { return row[c] == kNa; });
+    const bool constant = std::all_of(rows.begin(), rows.end(),
+                                      [&](const auto& row) { return row[c] == rows[0][c]; });
+    if (!rows.empty() &&
+        ((defs[c].drop_if_empty && empty) || (defs[c].drop_if_constant && constant))) {
+      continue;
+    }
+    keep.push_back(c);
+    t.columns.push_back({defs[c].title, defs[c].right});
+  }
+  for (const auto& row : rows) {
+    std::vector<std::string> cells;
+    for (std::size_t c : keep) cells.push_back(row[c]);
+    t.rows.push_back(std::move(cells));
+  }
+  return t;
+}
+
+bool shown(const TextTable& t, std::string_view title) {
+  return std::any_of(t.columns.begin(), t.columns.end(),
+                     [&](const TextTable::Column& c) { return c.title == title; });
+}
+
+// The marks an ok point's status or median carries: "*" stopped at the timeout, "~" noisy.
+struct Marks {
+  bool timeout = false;
+  bool noisy = false;
+  std::string text() const { return std::string(timeout ? "*" : "") + (noisy ? "~" : ""); }
+};
+
+Marks marks_of(const PointResult& p, const Report& r, double max_noise) {
+  return {stopped_at_timeout(p, r.config), noise_exceeded(p, max_noise)};
+}
+
+std::string percent_if_ok(bool ok, double fraction) { return ok ? format_percent(fraction) : kNa; }
+
+std::vector<std::string> single_row(const PointResult& p, const Marks& m) {
+  const bool ok = p.status == PointStatus::ok;
+  return {kernel_label(p),
+          p.model,
+          std::string(dtype_name(p.kv_dtype)),
+          fmt::format("{}", p.batch),
+          context_text(p.context),
+          fmt::format("{:.2f}/{:.2f}", p.hit_rate, p.hit_rate_actual),
+          std::string(status_name(p.status)) + (ok ? m.text() : ""),
+          ok ? format_seconds(p.time_s.median) : kNa,
+          ok ? gbps(p.bandwidth.achieved) : kNa,
+          ok ? gbps(p.bandwidth.logical) : kNa,
+          percent_if_ok(ok, p.roofline.fraction_measured),
+          percent_if_ok(ok, p.roofline.fraction_datasheet),
+          percent_if_ok(ok, p.roofline.fraction_paired),
+          ok ? format_si(p.tokens_per_s, "") : kNa,
+          percent_if_ok(ok, p.time_s.rel_noise),
+          ok ? fmt::format("{}", p.time_s.samples) : kNa};
+}
+
+const std::vector<ColumnDef>& single_columns() {
+  static const std::vector<ColumnDef> kColumns{{"kernel"},
+                                               {"model"},
+                                               {"kv"},
+                                               {"batch", true},
+                                               {"context", true},
+                                               {"h req/act", true},
+                                               {"status"},
+                                               {"median", true},
+                                               {"GB/s unique", true},
+                                               {"GB/s logical", true},
+                                               {"% roof", true, /*drop_if_empty=*/true},
+                                               {"% datasheet", true, /*drop_if_empty=*/true},
+                                               {"% paired", true, /*drop_if_empty=*/true},
+                                               {"tok/s (attn only)", true},
+                                               {"noise", true},
+                                               {"samples", true}};
+  return kColumns;
+}
+
+std::string not_ok_line(const PointResult& p) {
+  return fmt::format("point {} ({}, {}, batch {}, context {}): {}: {}", p.index, kernel_label(p),
+                     dtype_name(p.kv_dtype), p.batch, context_text(p.context),
+                     status_name(p.status), p.reason);
+}
+
+void add_column_legend(const TextTable& t, std::vector<std::string>& legend, bool single) {
+  legend.push_back(
+      single ? "GB/s unique: the bytes a step must read (shared prefix blocks once, bytes.min) "
+               "over the median time; GB/s logical: the same with the KV bytes a prefix-unaware "
+               "kernel streams."
+             : "GB/s: the bytes a step must read (shared prefix blocks once, bytes.min) over the "
+               "median time.");
+  if (shown(t, "% roof")) {
+    legend.push_back(
+        "% roof: the roofline time (against the measured ceilings) over the median time.");
+  }
+  if (shown(t, "% datasheet")) {
+    legend.push_back("% datasheet: the same against the datasheet bandwidth.");
+  }
+  if (shown(t, "% paired")) {
+    legend.push_back(
+        "% paired: the same against the read bandwidth measured right before each sample "
+        "(cpu).");
+  }
+  legend.push_back("tok/s counts attention only: batch / (step time x layers).");
+}
+
+// `max_noises`: "0.50%", or side by side "a 0.50%, b 1.00%" where the reports differ.
+void add_mark_legend(bool any_timeout, bool any_noisy, const std::string& max_noises, bool single,
+                     std::vector<std::string>& legend) {
+  const auto where = [&](const char* mark) {
+    return single ? fmt::format("ok{}", mark) : fmt::format("{} after a median", mark);
+  };
+  if (any_timeout) {
+    legend.push_back(fmt::format(
+        "{}: stopped at the timeout before its stopping rule held (fewer samples or more noise "
+        "than its config asked for).",
+        where("*")));
+  }
+  if (any_noisy) {
+    legend.push_back(fmt::format("{}: noise above the max noise ({}).", where("~"), max_noises));
+  }
+}
+
+std::vector<std::string> completion_lines(const LabelledReport& lr, bool prefix) {
+  const Report& r = *lr.report;
+  if (r.completion.state == Completion::State::complete) return {};
+  return {fmt::format("{}sweep {}: {} ({} of {} points finished)", prefix ? lr.label + ": " : "",
+                      completion_state_name(r.completion.state), r.completion.reason,
+                      r.results.size(), r.completion.points_planned)};
+}
+
+TextTable knees_table(std::span<const LabelledReport> reports) {
+  const bool several = reports.size() > 1;
+  TextTable t;
+  if (several) t.columns.push_back({"report"});
+  for (const TextTable::Column& c : std::initializer_list<TextTable::Column>{{"series", false},
+                                                                             {"knee batch", true},
+                                                                             {"knee GB/s", true},
+                                                                             {"max GB/s", true},
+                                                                             {"at batch", true}}) {
+    t.columns.push_back(c);
+  }
+  for (const LabelledReport& lr : reports) {
+    if (!lr.report->knees.is_array()) continue;
+    for (const nlohmann::json& k : lr.report->knees) {
+      if (!k.is_object()) continue;
+      std::vector<std::string> row;
+      if (several) row.push_back(lr.label);
+      row.push_back(knee_series_label(k));
+      row.push_back(fmt::format("{}", k.value("knee_batch", 0)));
+      row.push_back(gbps(k.value("knee_bandwidth", kNotAvailable)));
+      row.push_back(gbps(k.value("max_bandwidth", kNotAvailable)));
+      row.push_back(fmt::format("{}", k.value("max_batch", 0)));
+      t.rows.push_back(std::move(row));
+    }
+  }
+  return t;
+}
+
+ResultsView single_view(const LabelledReport& lr, const FormatOptions& o) {
+  const Report& r = *lr.report;
+  const double max_noise = max_noise_for(r, o);
+  ResultsView v;
+  std::vector<std::vector<std::string>> rows;
+  bool any_timeout = false, any_noisy = false;
+  for (const PointResult& p : r.results) {
+    const Marks m = marks_of(p, r, max_noise);
+    any_timeout |= m.timeout;
+    any_noisy |= m.noisy;
+    rows.push_back(single_row(p, m));
+    if (p.status != PointStatus::ok) v.not_ok.push_back(not_ok_line(p));
+  }
+  v.results = drop_columns(single_columns(), rows);
+  add_column_legend(v.results, v.legend, /*single=*/true);
+  add_mark_legend(any_timeout, any_noisy, fmt::format("{:.2f}%", 100 * max_noise),
+                  /*single=*/true, v.legend);
+  v.knees = knees_table({&lr, 1});
+  v.completion = completion_lines(lr, /*prefix=*/false);
+  return v;
+}
+
+ResultsView side_by_side_view(std::span<const LabelledReport> reports, const FormatOptions& o) {
+  // Each report's points by identity; a repeated identity keeps its first point.
+  std::vector<std::map<std::string, const PointResult*>> by_id(reports.size());
+  std::vector<std::string> order;  // identities by first appearance, report 0 first
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    for (const PointResult& p : reports[i].report->results) {
+      const std::string id = point_identity(p);
+      by_id[i].emplace(id, &p);
+      if (seen.insert(id).second) order.push_back(id);
+    }
+  }
+  std::vector<double> max_noise;
+  std::string max_noises;
+  for (const LabelledReport& lr : reports) {
+    max_noise.push_back(max_noise_for(*lr.report, o));
+    max_noises += fmt::format("{}{} {:.2f}%", max_noises.empty() ? "" : ", ", lr.label,
+                              100 * max_noise.back());
+  }
+  if (std::all_of(max_noise.begin(), max_noise.end(),
+                  [&](double x) { return x == max_noise[0]; })) {
+    max_noises = fmt::format("{:.2f}%", 100 * max_noise[0]);
+  }
+
+  std::vector<ColumnDef> defs{{"kernel"},
+                              {"model"},
+                              {"kv"},
+                              {"q", false, false, /*drop_if_constant=*/true},
+                              {"P", true, false, /*drop_if_constant=*/true},
+                              {"batch", true},
+                              {"context", true},
+                              {"h", true},
+                              {"G", true, false, /*drop_if_constant=*/true}};
+  for (const LabelledReport& lr : reports) {
+    defs.push_back({lr.label + " median", true});
+    defs.push_back({lr.label + " GB/s", true});
+    defs.push_back({lr.label + " tok/s", true});
+  }
+  for (std::size_t i = 1; i < reports.size(); ++i) {
+    defs.push_back({fmt::format("{}/{}", reports[i].label, reports[0].label), true});
+  }
+
+  ResultsView v;
+  std::vector<std::vector<std::string>> rows;
+  bool any_timeout = false, any_noisy = false;
+  for (const std::string& id : order) {
+    std::vector<const PointResult*> pts;
+    std::vector<std::string> present;
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      const auto it = by_id[i].find(id);
+      pts.push_back(it == by_id[i].end() ? nullptr : it->second);
+      if (pts.back()) present.push_back(reports[i].label);
+    }
+    if (present.size() < reports.size()) {
+      std::string names;
+      for (const std::string& n : present) names += (names.empty() ? "" : ", ") + n;
+      v.only_in_some.push_back(fmt::format("{}: only in {}", id, names));
+      continue;
+    }
+    const PointResult& p0 = *pts[0];
+    // The resolved kernel once, where every report resolved "auto" to the same one.
+    const bool same_kernel = std::all_of(
+        pts.begin(), pts.end(), [&](const PointResult* p) { return p->kernel == p0.kernel; });
+    std::vector<std::string> row{same_kernel ? kernel_label(p0) : p0.kernel_requested,
+                                 p0.model,
+                                 std::string(dtype_name(p0.kv_dtype)),
+                                 std::string(dtype_name(p0.q_dtype)),
+                                 fmt::format("{}", p0.block_size),
+                                 fmt::format("{}", p0.batch),
+                                 context_text(p0.context),
+                                 fmt::format("{:g}", p0.hit_rate),
+                                 fmt::format("{}", p0.prefix_groups)};
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      const PointResult& p = *pts[i];
+      if (p.status != PointStatus::ok) {
+        row.insert(row.end(), {std::string(status_name(p.status)), kNa, kNa});
+        v.not_ok.push_back(fmt::format("{}: {}", reports[i].label, not_ok_line(p)));
+        continue;
+      }
+      const Marks m = marks_of(p, *reports[i].report, max_noise[i]);
+      any_timeout |= m.timeout;
+      any_noisy |= m.noisy;
+      row.push_back(format_seconds(p.time_s.median) + m.text());
+      row.push_back(gbps(p.bandwidth.achieved));
+      row.push_back(format_si(p.tokens_per_s, ""));
+    }
+    for (std::size_t i = 1; i < reports.size(); ++i) {
+      const bool both = pts[0]->status == PointStatus::ok && pts[i]->status == PointStatus::ok &&
+                        pts[0]->time_s.median > 0;
+      row.push_back(both ? fmt::format("{:.3f}x", pts[i]->time_s.median / pts[0]->time_s.median)
+                         : kNa);
+    }
+    rows.push_back(std::move(row));
+  }
+  v.results = drop_columns(defs, rows);
+  add_column_legend(v.results, v.legend, /*single=*/false);
+  if (reports.size() > 1) {
+    v.legend.push_back(
+        fmt::format("{}/{}: a median time over {}'s for the same point (above 1: slower than {}).",
+                    reports.size() > 2 ? "X" : reports[1].label, reports[0].label, reports[0].label,
+                    reports[0].label));
+  }
+  add_mark_legend(any_timeout, any_noisy, max_noises, /*single=*/false, v.legend);
+  v.knees = knees_table(reports);
+  for (const LabelledReport& lr : reports) {
+    for (std::string& line : completion_lines(lr, /*prefix=*/true)) {
+      v.completion.push_back(std::move(line));
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+double max_noise_for(const Report& r, const FormatOptions& o) {
+  if (available(o.max_noise)) return o.max_noise;
+  if (r.config.is_object() && r.config.contains("measure")) {
+    const nlohmann::json& m = r.config["measure"];
+    if (m.is_object() && m.contains("max_noise") && m["max_noise"].is_number()) {
+      return m["max_noise"].get<double>();
+    }
+  }
+  return kDefaultMaxNoise;
+}
+
+bool noise_exceeded(const PointResult& p, double max_noise) {
+  return p.status == PointStatus::ok && available(p.time_s.rel_noise) &&
+         p.time_s.rel_noise > max_noise;
+}
+
+bool stopped_at_timeout(const PointResult& p, const nlohmann::json& config) {
+  if (p.status != PointStatus::ok || p.time_s.samples == 0) return false;  // never timed
+  const nlohmann::json* m = nullptr;
+  if (config.is_object() && config.contains("measure")) m = &config["measure"];
+  const auto number = [&](const char* key) { return m->contains(key) && m->at(key).is_number(); };
+  const bool has_rule = m && m->is_object() && number("min_samples") && number("min_time_s") &&
+                        number("max_noise") && !p.samples.empty();
+  if (!has_rule) return !p.reason.empty();
+  const int min_samples = m->at("min_samples").get<int>();
+  const double min_time_s = m->at("min_time_s").get<double>();
+  const double max_noise = m->at("max_noise").get<double>();
+  const int n = static_cast<int>(p.samples.size());
+  const double measured = std::accumulate(p.samples.begin(), p.samples.end(), 0.0);
+  // With a single sample there is no noise estimate; min_samples = 1 means "don't care".
+  const bool quiet = n == 1 ? min_samples == 1 : p.time_s.rel_noise <= max_noise;
+  return !(n >= min_samples && measured >= min_time_s && quiet);
+}
+
+std::string device_line(const DeviceRecord& d) {
+  auto bw = [](double x) { return x > 0 ? format_bandwidth(x) : std::string("n/a"); };
+  return fmt::format(
+      "device: {} \"{}\" | measured read {}, copy {}, triad {}, fp32 FMA {} | theoretical {} | "
+      "datasheet {}",
+      d.backend, d.name, bw(d.measured.read), bw(d.measured.copy), bw(d.measured.triad),
+      d.measured.fma_flops > 0 ? format_si(d.measured.fma_flops, "FLOP/s") : std::string("n/a"),
+      bw(d.bandwidth_theoretical), bw(d.bandwidth_datasheet));
+}
+
+ResultsView results_view(std::span<const LabelledReport> reports, const FormatOptions& o) {
+  if (reports.empty()) return {};
+  return reports.size() == 1 ? single_view(reports[0], o) : side_by_side_view(reports, o);
+}
+
+}  // namespace decodebench

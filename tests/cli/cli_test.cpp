@@ -270,19 +270,8 @@ TEST(CliSweep, ShardsMergeAndCompare) {
   const CliResult same = run_cli(fmt::format("compare '{}' '{}'", all, all), dir.path());
   EXPECT_EQ(same.code, 0) << same.out << same.err;
 
-  // Planted regression: one point twice as slow must fail the gate (exit 1) ...
-  json slow = merged;
-  slow["results"][2]["time_s"]["median"] = slow["results"][2]["time_s"]["median"].get<double>() * 2;
-  write_file(dir / "slow.json", slow.dump());
-  const CliResult reg = run_cli(
-      fmt::format("compare '{}' '{}' --max-slowdown 0.5", all, (dir / "slow.json").string()),
-      dir.path());
-  EXPECT_EQ(reg.code, 1) << reg.out << reg.err;
-  // ... unless the threshold allows it.
-  const CliResult loose = run_cli(
-      fmt::format("compare '{}' '{}' --max-slowdown 1.5", all, (dir / "slow.json").string()),
-      dir.path());
-  EXPECT_EQ(loose.code, 0) << loose.out << loose.err;
+  // (Two samples a point cannot show a slowdown significant: cli_compare_test.cpp plants one
+  // in fabricated samples.)
   // Planted wrong result: fails the gate too.
   json wrong = merged;
   wrong["results"][1]["status"] = "wrong";

@@ -579,7 +579,9 @@ def make_figures(report, compare=None, notes=None, names=FIGURE_NAMES):
         "hit-rate": "the ok points have a single hit rate"
         if len({r["hit_rate"] for r in points}) < 2 else None,
         "compare": "no baseline (give --compare FILE.json or --baseline BASE.json, or keep "
-        "previous.json next to the report)" if compare is None else None,
+        "previous.json next to the report)" if compare is None else
+        "the comparison matched no timed point of both reports"
+        if not any(compare_space(p)[0] is not None for p in compare["points"]) else None,
         "dtype-speedup": f"no non-{BASE_DTYPE} KV point has a {BASE_DTYPE} twin"
         if not dtype_twins(points) else None,
     }

@@ -209,6 +209,13 @@ class PlantedFaults(unittest.TestCase):
         fig = plot.make_figures(report, names=("tokens-vs-batch",))["tokens-vs-batch"]
         self.assertEqual(len(lines(fig, "knee")), 7)
 
+    def test_a_comparison_without_points_is_skipped(self):
+        compare = dict(COMPARE, points=[])
+        notes = []
+        self.assertEqual(plot.make_figures(CPU, compare, notes, names=("compare",)), {})
+        self.assertTrue(any(n.startswith("compare: skipped, the comparison matched no")
+                            for n in notes), notes)
+
     def test_no_f16_twin_skips_the_speedup(self):
         report = copy.deepcopy(CPU)
         report["results"] = [r for r in report["results"] if r["kv_dtype"] != "f16"]

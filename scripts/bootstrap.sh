@@ -13,6 +13,10 @@
 # and nvdisasm: when they are not found, the PyPI wheels nvidia-cuda-cuobjdump and
 # nvidia-cuda-nvdisasm of nvcc's major version are installed with pip (once; both tools find
 # them through python3, no PATH change needed).
+# Python: scripts/plot.py needs matplotlib (and Pillow, which it brings) for the python3 on PATH:
+# Debian's python3-matplotlib when that python3 is the system one, else (or when apt fails) pip.
+# Chromium is optional: the results-page test (tests/scripts/results_page_test.py) skips
+# without it, so failing to install it is a warning.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -59,6 +63,40 @@ EOF
   fi
 }
 
+# apt_install WHAT DEB...: installs the Debian packages, or says on stderr why it cannot
+# ("bootstrap: WHAT; why") and returns 1. apt-get update runs once per bootstrap.
+apt_updated=0
+apt_install() {
+  local what="$1"
+  shift
+  command -v apt-get >/dev/null 2>&1 ||
+    { echo "bootstrap: $what; no apt-get here: install them by other means" >&2; return 1; }
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo -n true 2>/dev/null ||
+      { echo "bootstrap: $what; not root and no password-less sudo to install them" >&2; return 1; }
+    sudo=(sudo -n)
+  fi
+  echo "bootstrap: $what; installing" >&2
+  # No retries and short timeouts: an offline machine fails in seconds, not minutes.
+  local apt_opts=(-o Acquire::Retries=0 -o Acquire::http::Timeout=10 -o Acquire::https::Timeout=10)
+  export DEBIAN_FRONTEND=noninteractive
+  if ((!apt_updated)); then
+    timeout 60 "${sudo[@]}" apt-get update -qq "${apt_opts[@]}" ||
+      { echo "bootstrap: $what; apt-get update failed (offline?)" >&2; return 1; }
+    apt_updated=1
+  fi
+  timeout 900 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${apt_opts[@]}" "$@" ||
+    { echo "bootstrap: $what; apt-get install failed" >&2; return 1; }
+}
+
+# pip_install SPEC...: one try with a short timeout (offline, pip gives up in seconds), then the
+# same with --break-system-packages for a python3 whose site-packages Debian manages.
+pip_install() {
+  export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_RETRIES=0 PIP_TIMEOUT=10
+  python3 -m pip install -q "$@" || python3 -m pip install -q --break-system-packages "$@"
+}
+
 mapfile -t missing < <(find_missing)
 if ((${#missing[@]})); then
   debs=()
@@ -67,22 +105,7 @@ if ((${#missing[@]})); then
     debs+=(${command_package[$m]:-${cmake_package[$m]}})
   done
   what="missing: ${missing[*]} (Debian packages: ${debs[*]})"
-  command -v apt-get >/dev/null 2>&1 ||
-    { echo "bootstrap: $what; no apt-get here: install them by other means" >&2; exit 1; }
-  SUDO=()
-  if [ "$(id -u)" -ne 0 ]; then
-    sudo -n true 2>/dev/null ||
-      { echo "bootstrap: $what; not root and no password-less sudo to install them" >&2; exit 1; }
-    SUDO=(sudo -n)
-  fi
-  echo "bootstrap: $what; installing" >&2
-  # No retries and short timeouts: an offline machine fails in seconds, not minutes.
-  apt_opts=(-o Acquire::Retries=0 -o Acquire::http::Timeout=10 -o Acquire::https::Timeout=10)
-  export DEBIAN_FRONTEND=noninteractive
-  timeout 60 "${SUDO[@]}" apt-get update -qq "${apt_opts[@]}" ||
-    { echo "bootstrap: $what; apt-get update failed (offline?)" >&2; exit 1; }
-  timeout 900 "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${apt_opts[@]}" \
-    "${debs[@]}" || { echo "bootstrap: $what; apt-get install failed" >&2; exit 1; }
+  apt_install "$what" "${debs[@]}" || exit 1
   mapfile -t still < <(find_missing)
   if ((${#still[@]})); then
     echo "bootstrap: still missing after installing ${debs[*]}: ${still[*]}" >&2
@@ -113,10 +136,7 @@ if [ -n "$nvcc" ]; then
     range=">=${major}.${minor},<$((major + 1))"
     specs=("nvidia-cuda-cuobjdump$range" "nvidia-cuda-nvdisasm$range")
     echo "bootstrap: $nvcc has no cuobjdump/nvdisasm beside it; installing ${specs[*]} from PyPI" >&2
-    # One try with a short timeout: offline, pip gives up in seconds.
-    export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_RETRIES=0 PIP_TIMEOUT=10
-    python3 -m pip install -q "${specs[@]}" ||
-      python3 -m pip install -q --break-system-packages "${specs[@]}" ||
+    pip_install "${specs[@]}" ||
       echo "bootstrap: WARNING: could not install ${specs[*]}; the spill gate and the static model will fail" >&2
     if cuobjdump="$(have_binary_tools)"; then
       echo "bootstrap: cuobjdump and nvdisasm: $(dirname "$cuobjdump")" >&2
@@ -124,4 +144,43 @@ if [ -n "$nvcc" ]; then
       echo "bootstrap: WARNING: no cuobjdump with nvdisasm found after installing ${specs[*]}" >&2
     fi
   fi
+fi
+
+# The figures: matplotlib and Pillow for the python3 that runs scripts/plot.py.
+has_plot_modules() { python3 -c 'import matplotlib, PIL' >/dev/null 2>&1; }
+if ! has_plot_modules; then
+  python_exe="$(python3 -c 'import sys; print(sys.executable)')"
+  # Debian's package serves only Debian's interpreter (not pyenv's, a venv's or conda's).
+  if [ "$python_exe" = /usr/bin/python3 ] || [[ "$python_exe" == /usr/bin/python3.* ]]; then
+    apt_install "matplotlib missing for $python_exe" python3-matplotlib python3-pil || true
+  fi
+  if ! has_plot_modules; then
+    echo "bootstrap: matplotlib missing for $python_exe; installing matplotlib from PyPI" >&2
+    pip_install matplotlib pillow || true
+  fi
+  has_plot_modules || {
+    echo "bootstrap: could not install matplotlib (and Pillow) for $python_exe;" \
+      "scripts/plot.py and its tests need them" >&2
+    exit 1
+  }
+fi
+echo "bootstrap: matplotlib $(python3 -c 'import matplotlib; print(matplotlib.__version__)')" >&2
+
+# Optional: a headless Chromium for the results-page test (which skips without one).
+chromium_names=(chromium chromium-browser google-chrome google-chrome-stable)
+find_chromium() {
+  local c
+  for c in "${chromium_names[@]}"; do
+    command -v "$c" 2>/dev/null && return 0
+  done
+  return 1
+}
+if ! find_chromium >/dev/null; then
+  apt_install "chromium missing (optional: the results-page test skips without it)" chromium ||
+    true
+fi
+if chromium="$(find_chromium)"; then
+  echo "bootstrap: chromium: $chromium" >&2
+else
+  echo "bootstrap: WARNING: no chromium; tests/scripts/results_page_test.py will skip" >&2
 fi

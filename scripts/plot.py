@@ -1,105 +1,715 @@
 #!/usr/bin/env python3
-"""Plots a decodebench report (schema_version 1): the roofline and throughput figures.
+"""Draws the figures of a decodebench report (docs/report-schema.md, schema_version 1).
 
-Reads only the JSON report (it never re-runs kernels) and writes PNGs next to --out-prefix:
-  <prefix>-roofline.png     achieved bandwidth vs arithmetic intensity, with the device's
-                            measured and datasheet roofs
-  <prefix>-bandwidth.png    achieved bandwidth vs batch, one line per (kernel, kv dtype, context, h)
-  <prefix>-tokens.png       attention-only tokens/s vs batch, same series
+Reads only the JSON report (it never re-runs kernels); only points with status "ok" are drawn,
+and null values are missing values, never 0. Writes <prefix>-<name>.png and .svg for each of:
+  roofline         achieved FLOP/s vs arithmetic intensity (log-log) under the device's roofs:
+                   measured read bandwidth, datasheet bandwidth, each compute peak
+  tokens-vs-batch  attention-only tokens/s vs batch, one line per series, the knee marked
+  ceiling-heatmap  fraction of the measured roof, batch x context, one panel per hit rate
+  hit-rate         unique and logical bandwidth, and tokens/s, vs prefix-hit rate
+  compare          change of each point against a baseline, with its interval and verdict
+                   (from `decodebench compare --format json`; see --compare, --baseline)
+  dtype-speedup    t_f16 / t_dtype for every non-f16 KV point that has an f16 twin
+A figure with nothing to show (one hit rate only, no f16 twins, no baseline) is skipped with a
+one-line message, not drawn empty.
 
-  scripts/plot.py results/latest.json --out-prefix results/latest
-Needs matplotlib (pip install matplotlib).
+  scripts/plot.py results/latest.json                  # results/latest-*.png|svg
+  scripts/plot.py new.json --baseline old.json         # runs decodebench compare
+  scripts/plot.py results/latest.json --html results/latest.html   # the results page
+
+Importable: make_figures(report, compare) returns {name: matplotlib Figure}. Needs matplotlib
+(scripts/bootstrap.sh installs it). Exit status: 0 written, 2 bad input, 3 a decodebench
+command failed.
 """
 import argparse
 import collections
 import json
+import math
+import os
+import subprocess
 import sys
 
+try:
+    import matplotlib
 
-def load(path):
-    with open(path) as f:
-        report = json.load(f)
-    if report.get("schema_version") != 1:
-        sys.exit(f"{path}: schema_version {report.get('schema_version')!r} is not 1")
+    matplotlib.use("Agg")  # no display needed; Figure.savefig then renders with Agg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+except ImportError:
+    sys.exit("plot.py needs matplotlib for this python3 (" + sys.executable + "): run "
+             "scripts/bootstrap.sh, or python3 -m pip install matplotlib")
+
+FIGURE_NAMES = ("roofline", "tokens-vs-batch", "ceiling-heatmap", "hit-rate", "compare",
+                "dtype-speedup")
+SCHEMA_VERSION = 1
+COMPARE_KIND, COMPARE_VERSION = "decodebench-compare", 1
+VERDICT_COLORS = {"SAME": "tab:gray", "SLOWER": "tab:red", "FASTER": "tab:green",
+                  "AMBIGUOUS": "tab:orange"}
+BASE_DTYPE = "f16"
+EXIT_BAD_INPUT, EXIT_COMMAND_FAILED = 2, 3
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_DECODEBENCH = os.path.join(REPO_ROOT, "build", "src", "cli", "decodebench")
+
+# A point's identity in a report (docs/report-schema.md, the knee series key plus batch). The
+# kernel is the one requested: "auto" is one series even where its choice changes with batch.
+IDENTITY = ("model", "kernel_requested", "kv_dtype", "q_dtype", "block_size", "prefix_groups",
+            "context", "hit_rate", "batch")
+
+
+class PlotError(Exception):
+    """Bad input or a failed command: the message says what and what is valid."""
+
+    def __init__(self, message, exit_code=EXIT_BAD_INPUT):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+def load_json(path, what):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise PlotError(f"{path}: no such file (expected {what})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlotError(f"{path}: cannot read {what}: {e}") from None
+    except json.JSONDecodeError as e:
+        raise PlotError(f"{path}: not JSON ({e}); expected {what}") from None
+
+
+def check_report(report, path="report"):
+    """Raises PlotError unless `report` is a schema-1 decodebench report with an ok point."""
+    if not isinstance(report, dict) or "schema_version" not in report:
+        raise PlotError(f"{path}: not a decodebench report (no schema_version; expected the JSON "
+                        "that `decodebench sweep --out` writes)")
+    if report["schema_version"] != SCHEMA_VERSION:
+        raise PlotError(f"{path}: schema_version {report['schema_version']!r} is not "
+                        f"{SCHEMA_VERSION}, the only version plot.py reads")
+    for key, kind in (("results", list), ("devices", list), ("knees", list)):
+        if not isinstance(report.get(key), kind):
+            raise PlotError(f"{path}: '{key}' missing or not a {kind.__name__}")
+    if not report["devices"]:
+        raise PlotError(f"{path}: 'devices' is empty; a report names the device it ran on")
+    ok = ok_points(report)
+    if not ok:
+        statuses = collections.Counter(r.get("status") for r in report["results"])
+        found = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) or "no points"
+        raise PlotError(f"{path}: no points with status ok to plot ({found})")
+    for i, r in enumerate(report["results"]):
+        if r.get("status") != "ok":
+            continue
+        for key in ("model", "kernel", "kernel_requested", "kv_dtype", "batch", "context",
+                    "hit_rate", "flops", "arithmetic_intensity", "time_s", "bandwidth",
+                    "roofline"):
+            if key not in r:
+                raise PlotError(f"{path}: results[{i}].{key} missing")
+
+
+def load_report(path):
+    report = load_json(path, "a decodebench report")
+    check_report(report, path)
     return report
 
 
-def series_key(r):
-    ctx = r["context"]
-    ctx_label = "-".join(str(v) for v in ctx["values"]) if ctx["kind"] == "ragged" else str(ctx["values"][0])
-    return f'{r["model"]} {r["kernel"]} {r["kv_dtype"]} L={ctx_label} h={r["hit_rate"]:g}'
+def check_compare(compare, path="compare"):
+    kind = compare.get("kind") if isinstance(compare, dict) else None
+    if kind != COMPARE_KIND:
+        raise PlotError(f"{path}: not a compare result (kind {kind!r}; expected {COMPARE_KIND!r} "
+                        "from `decodebench compare BASE NEW --format json`)")
+    if compare.get("version") != COMPARE_VERSION:
+        raise PlotError(f"{path}: compare version {compare.get('version')!r} is not "
+                        f"{COMPARE_VERSION}, the only version plot.py reads")
+    if not isinstance(compare.get("points"), list):
+        raise PlotError(f"{path}: 'points' missing or not a list")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("report")
-    ap.add_argument("--out-prefix", default=None, help="default: the report path without .json")
-    args = ap.parse_args()
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        sys.exit("plot.py needs matplotlib: pip install matplotlib")
+def load_compare(path):
+    compare = load_json(path, "a decodebench compare JSON")
+    check_compare(compare, path)
+    return compare
 
-    report = load(args.report)
-    prefix = args.out_prefix or args.report.removesuffix(".json")
-    ok = [r for r in report["results"] if r["status"] == "ok"]
-    if not ok:
-        sys.exit(f"{args.report}: no points with status ok to plot")
-    device = report["devices"][0] if report.get("devices") else {}
-    dev_name = device.get("name", "unknown device")
-    # Unknown ceilings are null in a report: treat them as absent.
+
+def ok_points(report):
+    return [r for r in report["results"] if r.get("status") == "ok"]
+
+
+def num(value):
+    """A report number, or NaN for null (missing, never 0)."""
+    return float("nan") if value is None else float(value)
+
+
+def dig(r, *keys):
+    for k in keys:
+        if not isinstance(r, dict):
+            return None
+        r = r.get(k)
+    return r
+
+
+def context_key(ctx):
+    return (ctx["kind"], tuple(ctx["values"]))
+
+
+def context_label(ctx):
+    values = ctx["values"]
+    return f"{values[0]}:{values[1]}" if ctx["kind"] == "ragged" else str(values[0])
+
+
+def context_sort(ctx):
+    return (tuple(ctx["values"]), ctx["kind"])
+
+
+def identity(r, without=()):
+    """The point's identity as a hashable tuple, leaving out the fields in `without`."""
+    out = []
+    for f in IDENTITY:
+        if f in without:
+            continue
+        v = r.get(f)
+        out.append(context_key(v) if f == "context" else v)
+    return tuple(out)
+
+
+def kernel_label(rows):
+    """The kernel as requested; for "auto" also what it chose."""
+    requested = rows[0]["kernel_requested"]
+    if requested != "auto":
+        return requested
+    return "auto→" + "/".join(sorted({r["kernel"] for r in rows}))
+
+
+FIELD_LABELS = {
+    "model": lambda r: r["model"],
+    "kernel_requested": lambda r: r["kernel_requested"] if r["kernel_requested"] != "auto"
+    else f"auto→{r['kernel']}",
+    "kv_dtype": lambda r: f"kv={r['kv_dtype']}",
+    "q_dtype": lambda r: f"q={r['q_dtype']}",
+    "block_size": lambda r: f"P={r['block_size']}",
+    "prefix_groups": lambda r: f"G={r['prefix_groups']}",
+    "context": lambda r: f"L={context_label(r['context'])}",
+    "hit_rate": lambda r: f"h={r['hit_rate']:g}",
+    "batch": lambda r: f"B={r['batch']}",
+}
+
+
+def varying(points, fields):
+    """The fields (in IDENTITY order) that take more than one value over `points`."""
+    return [f for f in IDENTITY if f in fields and len({identity_value(r, f) for r in points}) > 1]
+
+
+def identity_value(r, f):
+    return context_key(r[f]) if f == "context" else r.get(f)
+
+
+def label(r, fields):
+    return " ".join(FIELD_LABELS[f](r) for f in fields) or "all points"
+
+
+def describe(report, points):
+    """'<device> (<backend>), <models>, KV <dtypes>': the subject of every title."""
+    dev = report["devices"][0]
+    models = ", ".join(sorted({r["model"] for r in points}))
+    dtypes = ", ".join(sorted({r["kv_dtype"] for r in points}))
+    device = f"{dev.get('name', 'unknown device')} ({dev.get('backend', '?')})"
+    return f"{device} — {models} — KV {dtypes}"
+
+
+def grouped(points, without):
+    """Points grouped by identity less `without`, in a stable order (first appearance)."""
+    groups = collections.OrderedDict()
+    for r in points:
+        groups.setdefault(identity(r, without), []).append(r)
+    return groups
+
+
+def si(value, unit):
+    """4.3e12, "B/s" -> "4.3 TB/s": three significant digits, SI prefix."""
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def new_figure(width, height):
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+# ---- roofline --------------------------------------------------------------------------------
+
+def roofs(device):
+    """(bandwidth roofs, compute roofs) of a device entry: [(label, value)], nulls left out."""
     bw = device.get("bandwidth") or {}
-    measured = bw.get("measured") or {}
-    roofs = [("measured read", measured.get("read") or 0), ("measured copy", measured.get("copy") or 0),
-             ("datasheet", bw.get("datasheet") or 0)]
-    flops_peak = device.get("flops_peak") or 0
+    memory = []
+    read = dig(bw, "measured", "read")
+    if read:
+        memory.append(("measured read", read))
+    if bw.get("datasheet"):
+        memory.append(("datasheet", bw["datasheet"]))
+    compute = []
+    if device.get("flops_measured"):
+        compute.append(("measured FMA peak", device["flops_measured"]))
+    for key in sorted(k for k in device if k == "flops_peak" or k.startswith("flops_peak_")):
+        if device[key]:
+            unit = key[len("flops_peak_"):] if key != "flops_peak" else "fp32 FMA"
+            compute.append((f"peak {unit.replace('_', ' ')}", device[key]))
+    return memory, compute
 
-    # Roofline: achieved bandwidth * intensity = achieved FLOP/s vs intensity.
-    fig, ax = plt.subplots(figsize=(7, 5))
-    ai = [r["arithmetic_intensity"] for r in ok]
-    perf = [r["flops"] / r["time_s"]["median"] for r in ok]
-    ax.scatter(ai, perf, s=14, label="points")
-    lo, hi = min(ai) / 2, max(ai) * 4
-    for name, roof in roofs:
-        if roof:
-            top = [min(roof * x, flops_peak) if flops_peak else roof * x for x in (lo, hi)]
-            ax.plot([lo, hi], top, "--", label=f"{name} {roof / 1e9:.0f} GB/s")
+
+def fig_roofline(report, points):
+    device = report["devices"][0]
+    memory, compute = roofs(device)
+    fig = new_figure(8, 5.5)
+    ax = fig.add_subplot()
+    kernels = sorted({r["kernel"] for r in points})
+    dtypes = sorted({r["kv_dtype"] for r in points})
+    colors = {k: f"C{i % 10}" for i, k in enumerate(kernels)}
+    markers = {d: "osD^v<>ph*"[i % 10] for i, d in enumerate(dtypes)}
+    xs, ys = [], []
+    for kernel in kernels:
+        for dtype in dtypes:
+            rows = [r for r in points if r["kernel"] == kernel and r["kv_dtype"] == dtype
+                    and dig(r, "time_s", "median")]
+            if not rows:
+                continue
+            x = [r["arithmetic_intensity"] for r in rows]
+            y = [r["flops"] / r["time_s"]["median"] for r in rows]
+            xs += x
+            ys += y
+            ax.scatter(x, y, color=colors[kernel], marker=markers[dtype], s=28, alpha=0.85,
+                       edgecolors="black", linewidths=0.3, label=f"{kernel} kv={dtype}",
+                       gid="points")
+    if not xs:
+        raise PlotError("roofline: no ok point has a median time")
+    top_bw = max((v for _, v in memory), default=None)
+    top_flops = max((v for _, v in compute), default=None)
+    x_lo, x_hi = min(xs) / 2, max(xs) * 4
+    if top_flops:  # show where each bandwidth roof meets the highest compute roof
+        ridges = [top_flops / bw for _, bw in memory]
+        x_lo, x_hi = min([x_lo] + [r / 2 for r in ridges]), max([x_hi] + [r * 2 for r in ridges])
+    for i, (name, bw) in enumerate(memory):
+        x0, x1 = x_lo, x_hi
+        if top_flops:
+            x1 = min(x1, top_flops / bw)  # the roof bends at the highest compute peak
+        ax.plot([x0, x1], [bw * x0, bw * x1], linestyle=("--", ":")[i % 2], color="black",
+                linewidth=1.2, label=f"{name} {si(bw, 'B/s')}", gid="roof")
+    for i, (name, peak) in enumerate(compute):
+        x0 = peak / top_bw if top_bw else x_lo
+        ax.plot([max(x0, x_lo), x_hi], [peak, peak], linestyle="-.", color=f"C{(i + 5) % 10}",
+                linewidth=1.2, label=f"{name} {si(peak, 'FLOP/s')}", gid="roof")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP / byte, bytes_min)")
-    ax.set_ylabel("attention FLOP/s")
-    ax.set_title(f"decode roofline — {dev_name}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(f"{prefix}-roofline.png", dpi=120)
+    ax.set_xlim(x_lo, x_hi)
+    y_all = ys + [bw * x_lo for _, bw in memory] + [peak for _, peak in compute]
+    ax.set_ylim(min(y_all) / 2, max(ys + [peak for _, peak in compute]) * 2)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte of bytes.min)")
+    ax.set_ylabel("achieved attention FLOP/s (flops / median step time)")
+    ax.set_title(f"Roofline: {describe(report, points)}", fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="upper left")
+    return fig
 
-    groups = collections.defaultdict(list)
-    for r in ok:
-        groups[series_key(r)].append(r)
-    for metric, ylabel, fname, scale in (
-        (lambda r: r["bandwidth"]["achieved"], "achieved bandwidth (GB/s)", "bandwidth", 1e9),
-        (lambda r: r["tokens_per_s"], "tokens/s (attention only, all layers)", "tokens", 1.0),
-    ):
-        fig, ax = plt.subplots(figsize=(7, 5))
-        for key, rows in sorted(groups.items()):
-            rows.sort(key=lambda r: r["batch"])
-            ax.plot([r["batch"] for r in rows], [metric(r) / scale for r in rows], marker="o", label=key)
-        if fname == "bandwidth":
-            for name, roof in roofs:
-                if roof:
-                    ax.axhline(roof / 1e9, linestyle="--", linewidth=0.8, color="gray")
-                    ax.text(1, roof / 1e9, f" {name}", fontsize=7, va="bottom")
+
+# ---- tokens vs batch -------------------------------------------------------------------------
+
+def knee_matches(knee, r):
+    return (knee["model"] == r["model"] and knee["kernel"] == r["kernel_requested"]
+            and knee["kv_dtype"] == r["kv_dtype"]
+            and knee.get("q_dtype", r["q_dtype"]) == r["q_dtype"]
+            and knee.get("block_size", r["block_size"]) == r["block_size"]
+            and knee.get("prefix_groups", r["prefix_groups"]) == r["prefix_groups"]
+            and context_key(knee["context"]) == context_key(r["context"])
+            and math.isclose(knee["hit_rate"], r["hit_rate"], abs_tol=1e-9))
+
+
+def style_maps(points):
+    """Colour by context, line style by KV dtype, marker by hit rate: each readable alone."""
+    contexts = sorted({context_key(r["context"]) for r in points}, key=lambda c: (c[1], c[0]))
+    dtypes = sorted({r["kv_dtype"] for r in points})
+    hits = sorted({r["hit_rate"] for r in points})
+    return (lambda r: {"color": f"C{contexts.index(context_key(r['context'])) % 10}",
+                       "linestyle": ("-", "--", ":", "-.")[dtypes.index(r["kv_dtype"]) % 4],
+                       "marker": "osD^v<>p"[hits.index(r["hit_rate"]) % 8]})
+
+
+def panels_by_kernel(points):
+    kernels = list(collections.OrderedDict.fromkeys(r["kernel_requested"] for r in points))
+    return [(k, [r for r in points if r["kernel_requested"] == k]) for k in kernels]
+
+
+def fig_tokens_vs_batch(report, points):
+    panels = panels_by_kernel(points)
+    fig = new_figure(6.5 * len(panels), 5)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    series_fields = [f for f in IDENTITY if f not in ("batch", "kernel_requested")]
+    shown = varying(points, series_fields)
+    style = style_maps(points)
+    knees = report.get("knees") or []
+    for ax, (kernel, rows) in zip(axes, panels):
+        for key, series in grouped(rows, ("batch",)).items():
+            series.sort(key=lambda r: r["batch"])
+            st = style(series[0])
+            batches = [r["batch"] for r in series]
+            tokens = [num(r.get("tokens_per_s")) for r in series]
+            ax.plot(batches, tokens, label=label(series[0], shown), linewidth=1.3,
+                    markersize=4, gid="series", **st)
+            knee = next((k for k in knees if knee_matches(k, series[0])), None)
+            if knee is None or knee["knee_batch"] not in batches:
+                continue
+            y = tokens[batches.index(knee["knee_batch"])]
+            if not math.isnan(y):
+                ax.plot([knee["knee_batch"]], [y], marker="*", markersize=15, color=st["color"],
+                        markeredgecolor="black", linestyle="none", label="_knee", gid="knee")
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("batch")
-        ax.set_ylabel(ylabel)
-        ax.set_title(dev_name)
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(f"{prefix}-{fname}.png", dpi=120)
-    print(f"wrote {prefix}-roofline.png, {prefix}-bandwidth.png, {prefix}-tokens.png")
+        batches = sorted({r["batch"] for r in rows})
+        ax.set_xticks(batches, [str(b) for b in batches])
+        ax.minorticks_off()
+        ax.set_yscale("log")
+        ax.set_xlabel("batch (sequences)")
+        ax.set_ylabel("tokens/s (attention only, all layers)")
+        ax.set_title(f"kernel {kernel_label(rows)}", fontsize=9)
+        ax.grid(True, which="both", alpha=0.25)
+        handles, labels = ax.get_legend_handles_labels()
+        handles.append(Line2D([], [], marker="*", markersize=12, color="gray",
+                              markeredgecolor="black", linestyle="none"))
+        labels.append("knee: smallest batch ≥ 90 % of max bandwidth")
+        ax.legend(handles, labels, fontsize=6.5, loc="best")
+    fig.suptitle(f"Tokens/s vs batch: {describe(report, points)}", fontsize=9)
+    return fig
+
+
+# ---- ceiling heatmap -------------------------------------------------------------------------
+
+def fig_ceiling_heatmap(report, points):
+    hits = sorted({r["hit_rate"] for r in points})
+    rows_key = [f for f in IDENTITY if f not in ("batch", "context", "hit_rate")]
+    row_groups = list(grouped(points, ("batch", "context", "hit_rate")).values())
+    shown = varying(points, rows_key)
+    batches = sorted({r["batch"] for r in points})
+    contexts = sorted({context_key(r["context"]): r["context"] for r in points}.values(),
+                      key=context_sort)
+    values = [dig(r, "roofline", "fraction_measured") for r in points]
+    vmax = max([1.0] + [v for v in values if v is not None])
+    fig = new_figure(1.2 + 0.9 * len(contexts) * len(hits) + 1.2,
+                     1.0 + (0.45 * len(batches) + 0.8) * len(row_groups))
+    axes = fig.subplots(len(row_groups), len(hits), squeeze=False)
+    image = None
+    for i, group in enumerate(row_groups):
+        for j, h in enumerate(hits):
+            ax = axes[i][j]
+            grid = [[float("nan")] * len(contexts) for _ in batches]
+            for r in group:
+                if r["hit_rate"] != h:
+                    continue
+                v = dig(r, "roofline", "fraction_measured")
+                bi = batches.index(r["batch"])
+                ci = [context_key(c) for c in contexts].index(context_key(r["context"]))
+                grid[bi][ci] = num(v)
+            image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=vmax, aspect="auto",
+                              origin="lower")
+            for bi, line in enumerate(grid):
+                for ci, v in enumerate(line):
+                    if not math.isnan(v):
+                        ax.text(ci, bi, f"{100 * v:.0f}%", ha="center", va="center", fontsize=7,
+                                color="white" if v < 0.6 * vmax else "black", gid="cell")
+            ax.set_xticks(range(len(contexts)), [context_label(c) for c in contexts])
+            ax.set_yticks(range(len(batches)), [str(b) for b in batches])
+            ax.set_xlabel("context (tokens)", fontsize=8)
+            ax.set_ylabel("batch", fontsize=8)
+            name = label(group[0], shown)
+            ax.set_title(f"h={h:g}" + (f" — {name}" if shown else ""), fontsize=8)
+            ax.tick_params(labelsize=7)
+    fig.colorbar(image, ax=axes, label="fraction of the measured roof (t_roof / median)",
+                 shrink=min(0.9, 3.0 / len(row_groups)), aspect=15)
+    fig.suptitle(f"Fraction of the measured roof (blank: no ok point or no roof)\n"
+                 f"{describe(report, points)}", fontsize=8)
+    return fig
+
+
+# ---- hit rate --------------------------------------------------------------------------------
+
+def fig_hit_rate(report, points):
+    panels = panels_by_kernel(points)
+    series_fields = [f for f in IDENTITY if f not in ("hit_rate", "kernel_requested")]
+    shown = varying(points, series_fields)
+    most = max(len(grouped(rows, ("hit_rate",))) for _, rows in panels)
+    fig = new_figure(13 + (2.5 if most > 10 else 0), 4.2 * len(panels))
+    axes = fig.subplots(len(panels), 2, squeeze=False)
+    palette = matplotlib.colormaps["tab20" if most > 10 else "tab10"]
+    read = dig(report["devices"][0], "bandwidth", "measured", "read")
+    for (ax_bw, ax_tok), (kernel, rows) in zip(axes, panels):
+        for n, series in enumerate(grouped(rows, ("hit_rate",)).values()):
+            series.sort(key=lambda r: r["hit_rate"])
+            h = [r["hit_rate"] for r in series]
+            color = palette(n % palette.N)
+            ax_bw.plot(h, [num(dig(r, "bandwidth", "achieved")) / 1e9 for r in series],
+                       color=color, marker="o", markersize=3, label="_unique", gid="unique")
+            ax_bw.plot(h, [num(dig(r, "bandwidth", "logical")) / 1e9 for r in series],
+                       color=color, marker="x", markersize=4, linestyle="--",
+                       label="_logical", gid="logical")
+            ax_tok.plot(h, [num(r.get("tokens_per_s")) for r in series], color=color,
+                        marker="o", markersize=3, label=label(series[0], shown), gid="tokens")
+        keys = [Line2D([], [], color="gray", marker="o", markersize=3,
+                       label="unique (bandwidth.achieved)"),
+                Line2D([], [], color="gray", marker="x", linestyle="--",
+                       label="logical (bandwidth.logical)")]
+        if read:
+            keys.append(ax_bw.axhline(read / 1e9, color="black", linestyle=":", linewidth=1,
+                                      label=f"measured read {si(read, 'B/s')}", gid="roof"))
+        ax_bw.legend(handles=keys, fontsize=7, loc="best")
+        ax_bw.set_yscale("log")
+        ax_bw.set_ylabel("bandwidth (GB/s)")
+        ax_tok.set_yscale("log")
+        ax_tok.set_ylabel("tokens/s (attention only, all layers)")
+        ax_tok.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1),
+                      title="series (colour)", title_fontsize=7)
+        for ax in (ax_bw, ax_tok):
+            ax.set_xlabel("prefix-hit rate (requested)")
+            ax.set_title(f"kernel {kernel_label(rows)}", fontsize=9)
+            ax.grid(True, which="both", alpha=0.25)
+    fig.suptitle(f"Bandwidth and tokens/s vs hit rate: {describe(report, points)}", fontsize=9)
+    return fig
+
+
+# ---- compare ---------------------------------------------------------------------------------
+
+def compare_space(p):
+    """The (ratio, ci) that decided the point: normalized when it alone decided, else raw."""
+    space = p.get("normalized") if p.get("decided_by") == "normalized" else None
+    space = space or p.get("raw") or {}
+    return space.get("ratio"), space.get("ci")
+
+
+def fig_compare(compare, report=None):
+    points = [p for p in compare["points"] if compare_space(p)[0] is not None]
+    if not points:
+        raise PlotError("compare: no compared point has a ratio")
+    fig = new_figure(10, 1.6 + 0.28 * len(points))
+    ax = fig.add_subplot()
+    by_verdict = collections.OrderedDict((v, []) for v in VERDICT_COLORS)
+    for y, p in enumerate(points):
+        by_verdict.setdefault(p.get("verdict", "?"), []).append((y, p))
+    for verdict, rows in by_verdict.items():
+        if not rows:
+            continue
+        xs, lo, hi = [], [], []
+        for _, p in rows:
+            ratio, ci = compare_space(p)
+            x = 100 * (ratio - 1)
+            xs.append(x)
+            ci = ci if ci and None not in ci else [ratio, ratio]
+            lo.append(x - 100 * (ci[0] - 1))
+            hi.append(100 * (ci[1] - 1) - x)
+        ax.errorbar(xs, [y for y, _ in rows], xerr=[lo, hi], fmt="o", capsize=3, markersize=5,
+                    color=VERDICT_COLORS.get(verdict, "tab:purple"),
+                    label=f"{verdict} ({len(rows)})")
+    ax.axvline(0, color="black", linewidth=0.8)
+    threshold = compare.get("threshold")
+    if threshold:
+        ax.axvspan(-100 * threshold, 100 * threshold, color="tab:gray", alpha=0.12,
+                   label=f"±{100 * threshold:g} % threshold")
+    ax.set_yticks(range(len(points)), [p["key"] for p in points], fontsize=6.5)
+    ax.invert_yaxis()
+    ax.set_xlabel("change of the median step time (current / baseline − 1, %); > 0 is slower")
+    base, cur = compare.get("baseline") or {}, compare.get("current") or {}
+    devices = ", ".join(cur.get("devices") or []) or (
+        describe(report, ok_points(report)) if report else "")
+    ax.set_title(f"Compare {cur.get('git_sha', '?')} vs baseline {base.get('git_sha', '?')}: "
+                 f"{devices}\n{compare.get('test', '')}", fontsize=8)
+    ax.grid(True, axis="x", alpha=0.25)
+    ax.legend(fontsize=7, loc="best")
+    return fig
+
+
+# ---- dtype speedup ---------------------------------------------------------------------------
+
+def dtype_twins(points):
+    """[(f16 point, other point)] for every timed non-f16 point with a timed f16 twin."""
+    timed = [r for r in points if dig(r, "time_s", "median")]
+    base = {identity(r, ("kv_dtype",)): r for r in timed if r["kv_dtype"] == BASE_DTYPE}
+    return [(base[identity(r, ("kv_dtype",))], r) for r in timed
+            if r["kv_dtype"] != BASE_DTYPE and identity(r, ("kv_dtype",)) in base]
+
+
+def fig_dtype_speedup(report, points):
+    pairs = dtype_twins(points)
+    dtypes = sorted({r["kv_dtype"] for _, r in pairs})
+    groups = list(collections.OrderedDict.fromkeys(identity(r, ("kv_dtype",)) for _, r in pairs))
+    shown = varying([r for _, r in pairs], [f for f in IDENTITY if f != "kv_dtype"])
+    group_label = {identity(r, ("kv_dtype",)): label(r, shown) for _, r in pairs}
+    fig = new_figure(max(7, 0.35 * len(groups) * len(dtypes) + 2), 5.5)
+    ax = fig.add_subplot()
+    width = 0.8 / len(dtypes)
+    for i, dtype in enumerate(dtypes):
+        xs, ys = [], []
+        for f16, r in pairs:
+            if r["kv_dtype"] == dtype:
+                xs.append(groups.index(identity(r, ("kv_dtype",))) + (i - (len(dtypes) - 1) / 2)
+                          * width)
+                ys.append(f16["time_s"]["median"] / r["time_s"]["median"])
+        ax.bar(xs, ys, width=width, color=f"C{i % 10}", label=f"kv={dtype}")
+    ax.axhline(1, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(groups)), [group_label[g] for g in groups], rotation=60, ha="right",
+                  fontsize=6.5)
+    ax.set_ylabel(f"speedup over kv={BASE_DTYPE} (t_{BASE_DTYPE} / t_dtype, median step time)")
+    ax.set_title(f"KV dtype speedup: {describe(report, points)}", fontsize=9)
+    ax.grid(True, axis="y", alpha=0.25)
+    ax.legend(fontsize=7)
+    return fig
+
+
+# ---- all figures -----------------------------------------------------------------------------
+
+def make_figures(report, compare=None, notes=None, names=FIGURE_NAMES):
+    """{name: Figure} for each of `names` with something to show, in FIGURE_NAMES order.
+
+    `report` is a loaded report dict (checked here), `compare` a loaded compare JSON or None.
+    Each figure left out appends a one-line reason to `notes` when a list is given.
+    """
+    check_report(report)
+    if compare is not None:
+        check_compare(compare)
+    unknown = sorted(set(names) - set(FIGURE_NAMES))
+    if unknown:
+        raise PlotError(f"unknown figure {', '.join(unknown)}; valid: {', '.join(FIGURE_NAMES)}")
+    notes = notes if notes is not None else []
+    points = ok_points(report)
+    skip_reasons = {
+        "hit-rate": "the ok points have a single hit rate"
+        if len({r["hit_rate"] for r in points}) < 2 else None,
+        "compare": "no baseline (give --compare FILE.json or --baseline BASE.json, or keep "
+        "previous.json next to the report)" if compare is None else
+        "the comparison matched no timed point of both reports"
+        if not any(compare_space(p)[0] is not None for p in compare["points"]) else None,
+        "dtype-speedup": f"no non-{BASE_DTYPE} KV point has a {BASE_DTYPE} twin"
+        if not dtype_twins(points) else None,
+    }
+    makers = {
+        "roofline": lambda: fig_roofline(report, points),
+        "tokens-vs-batch": lambda: fig_tokens_vs_batch(report, points),
+        "ceiling-heatmap": lambda: fig_ceiling_heatmap(report, points),
+        "hit-rate": lambda: fig_hit_rate(report, points),
+        "compare": lambda: fig_compare(compare, report),
+        "dtype-speedup": lambda: fig_dtype_speedup(report, points),
+    }
+    figures = {}
+    for name in FIGURE_NAMES:
+        if name not in names:
+            continue
+        if skip_reasons.get(name):
+            notes.append(f"{name}: skipped, {skip_reasons[name]}")
+        else:
+            figures[name] = makers[name]()
+    return figures
+
+
+def write_figures(figures, prefix):
+    """Writes <prefix>-<name>.png and .svg; returns {name: svg path}."""
+    svgs = {}
+    for name, fig in figures.items():
+        fig.savefig(f"{prefix}-{name}.png", dpi=120)
+        fig.savefig(f"{prefix}-{name}.svg")
+        svgs[name] = f"{prefix}-{name}.svg"
+    return svgs
+
+
+# ---- the decodebench binary ------------------------------------------------------------------
+
+def decodebench_binary(given):
+    path = given or os.environ.get("DECODEBENCH_BIN") or DEFAULT_DECODEBENCH
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise PlotError(f"decodebench binary not found at {path} (give --decodebench PATH or "
+                        "set DECODEBENCH_BIN, or build it: cmake --build build --target "
+                        "decodebench)", EXIT_COMMAND_FAILED)
+    return path
+
+
+def run_compare(binary, baseline, report_path):
+    """`decodebench compare BASE REPORT --format json`; exit 1 (slower points) still counts."""
+    cmd = [binary, "compare", baseline, report_path, "--format", "json"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise PlotError(f"{' '.join(cmd)} failed with exit status {done.returncode}: "
+                        f"{done.stderr.strip() or done.stdout.strip()}", EXIT_COMMAND_FAILED)
+    try:
+        compare = json.loads(done.stdout)
+    except json.JSONDecodeError as e:
+        raise PlotError(f"{' '.join(cmd)} did not print JSON ({e})", EXIT_COMMAND_FAILED) from None
+    check_compare(compare, " ".join(cmd))
+    return compare
+
+
+def write_html(binary, report_path, svgs, out):
+    cmd = [binary, "report", report_path, "--format", "html"]
+    for path in svgs.values():
+        cmd += ["--figure", path]
+    cmd += ["--out", out]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PlotError(f"{' '.join(cmd)} failed with exit status {done.returncode}: "
+                        f"{done.stderr.strip() or done.stdout.strip()}", EXIT_COMMAND_FAILED)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("report", help="decodebench report (JSON, schema_version 1)")
+    ap.add_argument("--out-prefix", help="write <prefix>-<name>.png|svg (default: the report "
+                    "path without .json)")
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--compare", metavar="FILE.json",
+                     help="compare figure from this `decodebench compare --format json` output")
+    src.add_argument("--baseline", metavar="BASE.json",
+                     help="compare figure: run `decodebench compare BASE REPORT --format json` "
+                     "(default: previous.json next to the report, when there is one)")
+    ap.add_argument("--decodebench", metavar="PATH",
+                    help="the decodebench binary for --baseline and --html (default: "
+                    "$DECODEBENCH_BIN, else build/src/cli/decodebench in the repository)")
+    ap.add_argument("--only", metavar="NAME,...", help="draw only these figures, of: "
+                    + ", ".join(FIGURE_NAMES))
+    ap.add_argument("--html", metavar="OUT.html",
+                    help="also write the results page: `decodebench report REPORT --format html` "
+                    "with the figures inlined")
+    args = ap.parse_args(argv)
+    try:
+        report = load_report(args.report)
+        prefix = args.out_prefix or args.report.removesuffix(".json")
+        notes = []
+        names = [n for n in args.only.split(",") if n] if args.only else list(FIGURE_NAMES)
+        compare = None
+        if "compare" not in names:
+            pass
+        elif args.compare:
+            compare = load_compare(args.compare)
+        elif args.baseline:
+            compare = run_compare(decodebench_binary(args.decodebench), args.baseline,
+                                  args.report)
+        else:
+            previous = os.path.join(os.path.dirname(os.path.abspath(args.report)),
+                                    "previous.json")
+            if os.path.isfile(previous) and os.path.abspath(args.report) != previous:
+                try:
+                    compare = run_compare(decodebench_binary(args.decodebench), previous,
+                                          args.report)
+                except PlotError as e:
+                    # Only a default: a failed comparison leaves the other figures to draw.
+                    notes.append(f"compare: skipped, comparing with {previous} failed: {e}")
+                    names.remove("compare")
+        figures = make_figures(report, compare, notes, names)
+        os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+        svgs = write_figures(figures, prefix)
+        for note in notes:
+            print(f"plot.py: {note}", file=sys.stderr)
+        print(f"wrote {prefix}-{{{','.join(figures)}}}.{{png,svg}}")
+        if args.html:
+            write_html(decodebench_binary(args.decodebench), args.report, svgs, args.html)
+            print(f"wrote {args.html}")
+    except PlotError as e:
+        print(f"plot.py: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

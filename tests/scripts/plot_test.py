@@ -1,0 +1,464 @@
+#!/usr/bin/env python3
+"""Tests of scripts/plot.py: what each figure draws, read back from the matplotlib objects, on
+the committed fixtures (tests/scripts/fixtures/README.md); the files the CLI writes; the
+decodebench commands it runs (a fake binary records them); bad input. Planted faults (a point
+turned wrong, a null fraction, a missing knee) must change what is drawn.
+
+  python3 tests/scripts/plot_test.py [-v]
+"""
+import copy
+import json
+import math
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+FIXTURES = os.path.join(HERE, "fixtures")
+PLOT = os.path.join(REPO, "scripts", "plot.py")
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import plot  # noqa: E402
+from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
+
+
+def fixture(name):
+    with open(os.path.join(FIXTURES, name)) as f:
+        return json.load(f)
+
+
+CPU = fixture("cpu-sweep.json")
+GPU = fixture("gpu-synthetic.json")
+COMPARE = fixture("compare-synthetic.json")
+
+
+def ok(report):
+    return [r for r in report["results"] if r["status"] == "ok"]
+
+
+def lines(fig, gid):
+    return [line for ax in fig.axes for line in ax.lines if line.get_gid() == gid]
+
+
+def drawn(line):
+    """The (x, y) of a line's points that are drawn (NaN: a missing value, left out)."""
+    return [(x, y) for x, y in zip(line.get_xdata(), line.get_ydata()) if not math.isnan(y)]
+
+
+def scatter_offsets(fig):
+    return [tuple(o) for ax in fig.axes for c in ax.collections if c.get_gid() == "points"
+            for o in c.get_offsets()]
+
+
+def cells(fig):
+    """(values, annotations) of every heatmap panel: values drawn (not NaN) and cell texts."""
+    values = [v for ax in fig.axes for im in ax.images
+              for v in im.get_array().filled(math.nan).ravel() if not math.isnan(v)]
+    texts = [t for ax in fig.axes for t in ax.texts if t.get_gid() == "cell"]
+    return values, texts
+
+
+def bars(fig):
+    return [p for ax in fig.axes for c in ax.containers if isinstance(c, BarContainer)
+            for p in c.patches]
+
+
+def turned_wrong(report, index):
+    """A copy of `report` with results[index] as a wrong point is written: times and rates null."""
+    report = copy.deepcopy(report)
+    r = report["results"][index]
+    r["status"], r["reason"] = "wrong", "planted"
+    for k in r["time_s"]:
+        r["time_s"][k] = None if k != "samples" else 0
+    r["samples"], r["tokens_per_s"] = [], None
+    r["bandwidth"] = {"achieved": None, "logical": None}
+    for k in ("t_roof_s", "fraction_measured", "fraction_datasheet"):
+        r["roofline"][k] = None
+    return report
+
+
+class CpuReportFigures(unittest.TestCase):
+    """The real CPU report: one kernel, two KV dtypes, 3 batches x 2 contexts x 2 hit rates."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.notes = []
+        cls.figs = plot.make_figures(CPU, notes=cls.notes)
+        cls.ok = ok(CPU)
+
+    def test_fixture_shape(self):
+        self.assertEqual(len(self.ok), 24)
+        self.assertEqual(CPU["devices"][0]["backend"], "cpu")
+
+    def test_names_and_skipped_compare(self):
+        self.assertEqual(list(self.figs), ["roofline", "tokens-vs-batch", "ceiling-heatmap",
+                                           "hit-rate", "dtype-speedup"])
+        self.assertTrue(any(n.startswith("compare: skipped") and "--baseline" in n
+                            for n in self.notes), self.notes)
+
+    def test_roofline(self):
+        fig = self.figs["roofline"]
+        groups = [c for ax in fig.axes for c in ax.collections if c.get_gid() == "points"]
+        self.assertEqual(len(groups), 2)  # cpu x {f16, fp8_e4m3}
+        offsets = scatter_offsets(fig)
+        self.assertEqual(len(offsets), len(self.ok))
+        expect = sorted((r["arithmetic_intensity"], r["flops"] / r["time_s"]["median"])
+                        for r in self.ok)
+        for got, want in zip(sorted(offsets), expect):
+            self.assertAlmostEqual(got[0], want[0])
+            self.assertAlmostEqual(got[1] / want[1], 1)
+        roofs = [line.get_label() for line in lines(fig, "roof")]
+        self.assertEqual(len(roofs), 2, roofs)  # no datasheet roof on the CPU (null)
+        self.assertTrue(roofs[0].startswith("measured read"), roofs)
+        self.assertTrue(roofs[1].startswith("measured FMA peak"), roofs)
+        ax = fig.axes[0]
+        self.assertEqual((ax.get_xscale(), ax.get_yscale()), ("log", "log"))
+        self.assertIn("AMD EPYC", ax.get_title())
+        self.assertIn("llama-3.1-8b", ax.get_title())
+        self.assertIn("FLOP", ax.get_xlabel())
+
+    def test_tokens_vs_batch_series_and_knees(self):
+        fig = self.figs["tokens-vs-batch"]
+        series = lines(fig, "series")
+        self.assertEqual(len(series), 8)  # 2 contexts x 2 hit rates x 2 dtypes
+        for line in series:
+            self.assertEqual([x for x, _ in drawn(line)], [1, 2, 4])
+        knees = lines(fig, "knee")
+        self.assertEqual(len(knees), len(CPU["knees"]))
+        self.assertEqual(len(knees), 8)
+        tokens = {(r["kv_dtype"], r["context"]["values"][0], r["hit_rate"], r["batch"]):
+                  r["tokens_per_s"] for r in self.ok}
+        knee_points = sorted(drawn(k)[0] for k in knees)
+        expect = sorted((k["knee_batch"], tokens[(k["kv_dtype"], k["context"]["values"][0],
+                                                  k["hit_rate"], k["knee_batch"])])
+                        for k in CPU["knees"])
+        self.assertEqual(knee_points, expect)
+
+    def test_heatmap(self):
+        fig = self.figs["ceiling-heatmap"]
+        images = [im for ax in fig.axes for im in ax.images]
+        self.assertEqual(len(images), 4)  # 2 hit rates x 2 dtype rows
+        for im in images:
+            self.assertEqual(im.get_array().shape, (3, 2))  # batch x context
+        values, texts = cells(fig)
+        self.assertEqual(len(values), 24)
+        self.assertEqual(len(texts), 24)
+        self.assertEqual(sorted(values),
+                         sorted(r["roofline"]["fraction_measured"] for r in self.ok))
+
+    def test_hit_rate(self):
+        fig = self.figs["hit-rate"]
+        for gid in ("unique", "logical", "tokens"):
+            found = lines(fig, gid)
+            self.assertEqual(len(found), 12, gid)  # 2 dtypes x 3 batches x 2 contexts
+            for line in found:
+                self.assertEqual([x for x, _ in drawn(line)], [0.0, 0.5])
+        self.assertEqual(len(lines(fig, "roof")), 1)
+
+    def test_dtype_speedup(self):
+        fig = self.figs["dtype-speedup"]
+        heights = sorted(p.get_height() for p in bars(fig))
+        self.assertEqual(len(heights), 12)
+        f16 = {plot.identity(r, ("kv_dtype",)): r for r in self.ok if r["kv_dtype"] == "f16"}
+        expect = sorted(f16[plot.identity(r, ("kv_dtype",))]["time_s"]["median"]
+                        / r["time_s"]["median"] for r in self.ok if r["kv_dtype"] != "f16")
+        for got, want in zip(heights, expect):
+            self.assertAlmostEqual(got, want)
+
+
+class PlantedFaults(unittest.TestCase):
+    """The counts above must move when the report changes."""
+
+    def test_a_wrong_point_is_not_drawn(self):
+        index = next(i for i, r in enumerate(CPU["results"])
+                     if r["kv_dtype"] == "fp8_e4m3" and r["batch"] == 2)
+        figs = plot.make_figures(turned_wrong(CPU, index), names=(
+            "roofline", "ceiling-heatmap", "dtype-speedup", "tokens-vs-batch"))
+        self.assertEqual(len(scatter_offsets(figs["roofline"])), 23)
+        values, texts = cells(figs["ceiling-heatmap"])
+        self.assertEqual((len(values), len(texts)), (23, 23))
+        self.assertEqual(len(bars(figs["dtype-speedup"])), 11)
+        points = sorted(len(drawn(line)) for line in lines(figs["tokens-vs-batch"], "series"))
+        self.assertEqual(points, [2] + [3] * 7)
+
+    def test_only_ok_points_even_when_a_wrong_one_has_numbers(self):
+        report = copy.deepcopy(CPU)
+        report["results"][5]["status"] = "wrong"  # times and rates left in place
+        figs = plot.make_figures(report, names=("roofline", "ceiling-heatmap", "hit-rate",
+                                                "dtype-speedup"))
+        self.assertEqual(len(scatter_offsets(figs["roofline"])), 23)
+        self.assertEqual(len(cells(figs["ceiling-heatmap"])[0]), 23)
+        self.assertEqual(sum(len(drawn(line)) for line in lines(figs["hit-rate"], "tokens")), 23)
+        self.assertEqual(len(bars(figs["dtype-speedup"])), 11)
+
+    def test_a_null_fraction_is_missing_not_zero(self):
+        report = copy.deepcopy(CPU)
+        report["results"][0]["roofline"]["fraction_measured"] = None
+        values, texts = cells(plot.make_figures(report, names=("ceiling-heatmap",))
+                              ["ceiling-heatmap"])
+        self.assertEqual((len(values), len(texts)), (23, 23))
+        self.assertNotIn(0.0, values)
+
+    def test_a_series_without_its_knee_has_no_marker(self):
+        report = copy.deepcopy(CPU)
+        del report["knees"][0]
+        fig = plot.make_figures(report, names=("tokens-vs-batch",))["tokens-vs-batch"]
+        self.assertEqual(len(lines(fig, "knee")), 7)
+
+    def test_a_comparison_without_points_is_skipped(self):
+        compare = dict(COMPARE, points=[])
+        notes = []
+        self.assertEqual(plot.make_figures(CPU, compare, notes, names=("compare",)), {})
+        self.assertTrue(any(n.startswith("compare: skipped, the comparison matched no")
+                            for n in notes), notes)
+
+    def test_no_f16_twin_skips_the_speedup(self):
+        report = copy.deepcopy(CPU)
+        report["results"] = [r for r in report["results"] if r["kv_dtype"] != "f16"]
+        notes = []
+        figs = plot.make_figures(report, notes=notes, names=("dtype-speedup",))
+        self.assertEqual(figs, {})
+        self.assertTrue(any(n.startswith("dtype-speedup: skipped") for n in notes), notes)
+
+
+class GpuShapedFigures(unittest.TestCase):
+    """The synthetic cuda report: three kernels, a datasheet roof, a skipped and a wrong point."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.figs = plot.make_figures(GPU, COMPARE)
+        cls.ok = ok(GPU)
+
+    def test_fixture_shape(self):
+        self.assertEqual(len(GPU["results"]), 60)
+        self.assertEqual(len(self.ok), 58)
+        self.assertIn("SYNTHETIC", GPU["devices"][0]["name"])
+        self.assertIn("synthetic", GPU["host"]["hostname"])
+
+    def test_all_six(self):
+        self.assertEqual(list(self.figs), list(plot.FIGURE_NAMES))
+
+    def test_roofline_every_roof(self):
+        fig = self.figs["roofline"]
+        groups = [c for ax in fig.axes for c in ax.collections if c.get_gid() == "points"]
+        self.assertEqual(len(groups), 5)  # gqa x2, pipelined f16, split_kv x2
+        self.assertEqual(len(scatter_offsets(fig)), 58)
+        roofs = sorted(line.get_label().split(" ")[0] + " " + line.get_label().split(" ")[1]
+                       for line in lines(fig, "roof"))
+        # measured read, datasheet, flops_peak and the later unit's flops_peak_tensor_f16
+        self.assertEqual(roofs, ["datasheet 4.8", "measured read", "peak fp32", "peak tensor"])
+
+    def test_tokens_vs_batch_panels_and_knees(self):
+        fig = self.figs["tokens-vs-batch"]
+        per_panel = [len([line for line in ax.lines if line.get_gid() == "series"])
+                     for ax in fig.axes]
+        self.assertEqual(per_panel, [8, 4, 8])  # gqa, pipelined (f16 only), split_kv
+        self.assertEqual(len(lines(fig, "knee")), len(GPU["knees"]))
+        short = sorted(len(drawn(line)) for line in lines(fig, "series"))
+        self.assertEqual(short[:3], [2, 2, 3])  # the series of the skipped and the wrong point
+
+    def test_heatmap_rows(self):
+        fig = self.figs["ceiling-heatmap"]
+        self.assertEqual(len([im for ax in fig.axes for im in ax.images]), 10)  # 5 rows x 2 h
+        values, texts = cells(fig)
+        self.assertEqual((len(values), len(texts)), (58, 58))
+
+    def test_hit_rate_per_kernel(self):
+        fig = self.figs["hit-rate"]
+        self.assertEqual(len(lines(fig, "unique")), 12 + 6 + 12)
+        self.assertEqual(len(lines(fig, "logical")), 30)
+        self.assertEqual(len(lines(fig, "roof")), 3)  # one per kernel row
+
+    def test_compare(self):
+        fig = self.figs["compare"]
+        ax = fig.axes[0]
+        containers = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+        counts = {c.get_label().split(" ")[0]: len(c.lines[0].get_xdata()) for c in containers}
+        self.assertEqual(counts, {k: v for k, v in COMPARE["counts"].items() if v})
+        colors = {c.get_label().split(" ")[0]: c.lines[0].get_color() for c in containers}
+        self.assertEqual(len(set(colors.values())), len(colors))
+        for c in containers:
+            verdict = c.get_label().split(" ")[0]
+            xs, ys = c.lines[0].get_xdata(), c.lines[0].get_ydata()
+            segments = c.lines[2][0].get_segments()  # the x error bars
+            for x, y, seg in zip(xs, ys, segments):
+                p = COMPARE["points"][int(y)]
+                self.assertEqual(p["verdict"], verdict)
+                space = p["normalized"] if p["decided_by"] == "normalized" else p["raw"]
+                self.assertAlmostEqual(x, 100 * (space["ratio"] - 1))
+                self.assertAlmostEqual(seg[0][0], 100 * (space["ci"][0] - 1))
+                self.assertAlmostEqual(seg[1][0], 100 * (space["ci"][1] - 1))
+        self.assertEqual(len(ax.get_yticklabels()), len(COMPARE["points"]))
+
+    def test_dtype_speedup(self):
+        # fp8 points of gqa and split_kv, less the wrong one and the skipped one.
+        self.assertEqual(len(bars(self.figs["dtype-speedup"])), 22)
+
+
+class Fixtures(unittest.TestCase):
+    def test_small(self):
+        for name in os.listdir(FIXTURES):
+            self.assertLess(os.path.getsize(os.path.join(FIXTURES, name)), 100_000, name)
+
+    def test_synthetic_fixtures_are_what_the_script_writes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([sys.executable, os.path.join(FIXTURES, "make_synthetic.py"), tmp],
+                           check=True)
+            for name in ("gpu-synthetic.json", "compare-synthetic.json"):
+                with open(os.path.join(tmp, name)) as a, open(os.path.join(FIXTURES, name)) as b:
+                    self.assertEqual(a.read(), b.read(), f"{name}: rerun make_synthetic.py")
+
+
+def run_plot(*args, env=None):
+    full_env = {k: v for k, v in os.environ.items() if k != "DECODEBENCH_BIN"}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, PLOT, *args], capture_output=True, text=True,
+                          env=full_env)
+
+
+def fake_decodebench(directory, compare_exit=1):
+    """A stand-in binary: `compare` prints the synthetic compare JSON and exits compare_exit;
+    `report` writes a stub page to --out; each call's arguments are appended to calls.txt."""
+    path = os.path.join(directory, "fake-decodebench")
+    with open(path, "w") as f:
+        f.write(textwrap.dedent(f"""\
+            #!{sys.executable}
+            import json, sys
+            with open({os.path.join(directory, "calls.txt")!r}, "a") as log:
+                log.write(json.dumps(sys.argv[1:]) + "\\n")
+            if sys.argv[1] == "compare":
+                print(open({os.path.join(FIXTURES, "compare-synthetic.json")!r}).read())
+                sys.exit({compare_exit})
+            if sys.argv[1] == "report":
+                open(sys.argv[sys.argv.index("--out") + 1], "w").write("<html></html>")
+                sys.exit(0)
+            sys.exit(2)
+            """))
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+    return path
+
+
+def calls(directory):
+    with open(os.path.join(directory, "calls.txt")) as f:
+        return [json.loads(line) for line in f]
+
+
+class Cli(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def assert_written(self, prefix, names):
+        for name in names:
+            with open(f"{prefix}-{name}.png", "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", name)
+            with open(f"{prefix}-{name}.svg") as f:
+                self.assertIn("<svg", f.read(), name)
+
+    def test_writes_png_and_svg_of_every_figure(self):
+        prefix = os.path.join(self.dir, "out", "cpu")
+        done = run_plot(os.path.join(FIXTURES, "cpu-sweep.json"), "--out-prefix", prefix)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        names = ["roofline", "tokens-vs-batch", "ceiling-heatmap", "hit-rate", "dtype-speedup"]
+        self.assert_written(prefix, names)
+        self.assertFalse(os.path.exists(f"{prefix}-compare.png"))  # skipped, not drawn empty
+        self.assertIn("compare: skipped", done.stderr)
+        self.assertIn("--compare", done.stderr)
+
+    def test_default_prefix_and_compare_file(self):
+        report = os.path.join(self.dir, "gpu.json")
+        with open(report, "w") as f:
+            json.dump(GPU, f)
+        done = run_plot(report, "--compare", os.path.join(FIXTURES, "compare-synthetic.json"),
+                        "--only", "compare,roofline")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assert_written(os.path.join(self.dir, "gpu"), ["compare", "roofline"])
+
+    def test_baseline_runs_compare_and_keeps_its_json_on_exit_1(self):
+        fake = fake_decodebench(self.dir, compare_exit=1)
+        report = os.path.join(FIXTURES, "gpu-synthetic.json")
+        prefix = os.path.join(self.dir, "g")
+        done = run_plot(report, "--baseline", "base.json", "--decodebench", fake, "--out-prefix",
+                        prefix, "--only", "compare")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assert_written(prefix, ["compare"])
+        self.assertEqual(calls(self.dir), [["compare", "base.json", report, "--format", "json"]])
+
+    def test_previous_json_is_the_default_baseline(self):
+        fake = fake_decodebench(self.dir, compare_exit=0)
+        report = os.path.join(self.dir, "latest.json")
+        for name in ("latest.json", "previous.json"):
+            with open(os.path.join(self.dir, name), "w") as f:
+                json.dump(GPU, f)
+        done = run_plot(report, "--only", "compare", env={"DECODEBENCH_BIN": fake})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assert_written(os.path.join(self.dir, "latest"), ["compare"])
+        self.assertEqual(calls(self.dir)[0][:2],
+                         ["compare", os.path.join(self.dir, "previous.json")])
+
+    def test_previous_json_without_a_binary_skips_compare(self):
+        report = os.path.join(self.dir, "latest.json")
+        for name in ("latest.json", "previous.json"):
+            with open(os.path.join(self.dir, name), "w") as f:
+                json.dump(GPU, f)
+        done = run_plot(report, "--only", "compare,roofline",
+                        env={"DECODEBENCH_BIN": os.path.join(self.dir, "none")})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("compare: skipped", done.stderr)
+        self.assertEqual(done.stderr.count("compare: skipped"), 1, done.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "latest-compare.svg")))
+
+    def test_html_runs_decodebench_report_with_every_svg(self):
+        fake = fake_decodebench(self.dir)
+        prefix = os.path.join(self.dir, "c")
+        page = os.path.join(self.dir, "page.html")
+        report = os.path.join(FIXTURES, "cpu-sweep.json")
+        done = run_plot(report, "--out-prefix", prefix, "--decodebench", fake, "--html", page,
+                        "--only", "roofline,hit-rate")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertTrue(os.path.isfile(page))
+        self.assertEqual(calls(self.dir), [[
+            "report", report, "--format", "html", "--figure", f"{prefix}-roofline.svg",
+            "--figure", f"{prefix}-hit-rate.svg", "--out", page]])
+
+    def test_bad_input(self):
+        def write(name, content):
+            path = os.path.join(self.dir, name)
+            with open(path, "w") as f:
+                f.write(content if isinstance(content, str) else json.dumps(content))
+            return path
+
+        v2 = dict(CPU, schema_version=2)
+        none_ok = copy.deepcopy(CPU)
+        for r in none_ok["results"]:
+            r["status"] = "skipped"
+        cases = [
+            ([os.path.join(self.dir, "missing.json")], 2, "no such file"),
+            ([write("text.json", "not json")], 2, "not JSON"),
+            ([write("other.json", {"kind": "x"})], 2, "not a decodebench report"),
+            ([write("v2.json", v2)], 2, "schema_version 2 is not 1"),
+            ([write("none-ok.json", none_ok)], 2, "no points with status ok to plot (24 skipped)"),
+            ([os.path.join(FIXTURES, "cpu-sweep.json"), "--compare",
+              os.path.join(FIXTURES, "cpu-sweep.json")], 2, "not a compare result"),
+            ([os.path.join(FIXTURES, "cpu-sweep.json"), "--only", "roofline,pie"], 2,
+             "unknown figure pie; valid: roofline"),
+            ([os.path.join(FIXTURES, "cpu-sweep.json"), "--baseline", "b.json",
+              "--decodebench", os.path.join(self.dir, "nope")], 3, "--decodebench PATH"),
+        ]
+        for args, code, message in cases:
+            done = run_plot(*args, "--out-prefix", os.path.join(self.dir, "bad"))
+            self.assertEqual(done.returncode, code, (args, done.stderr))
+            self.assertIn(message, done.stderr, args)
+            self.assertNotIn("Traceback", done.stderr, args)
+        self.assertFalse([n for n in os.listdir(self.dir) if n.startswith("bad-")])
+
+
+if __name__ == "__main__":
+    unittest.main()

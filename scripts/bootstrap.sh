@@ -176,8 +176,9 @@ find_chromium() {
   return 1
 }
 if ! find_chromium >/dev/null; then
-  apt_install "chromium missing (optional: the results-page test skips without it)" chromium ||
-    true
+  # A font with it: without recommends, a bare machine may have none to draw the table's text.
+  apt_install "chromium missing (optional: the results-page test skips without it)" chromium \
+    fonts-dejavu-core || true
 fi
 if chromium="$(find_chromium)"; then
   echo "bootstrap: chromium: $chromium" >&2

@@ -29,6 +29,7 @@ import math
 import os
 import subprocess
 import sys
+import textwrap
 
 try:
     import matplotlib
@@ -251,7 +252,8 @@ def roofs(device):
     if device.get("flops_measured"):
         compute.append(("measured FMA peak", device["flops_measured"]))
     for key in sorted(k for k in device if k == "flops_peak" or k.startswith("flops_peak_")):
-        if device[key]:
+        # The CPU has no datasheet peak: its flops_peak is the measured rate, drawn once.
+        if device[key] and device[key] != device.get("flops_measured"):
             unit = key[len("flops_peak_"):] if key != "flops_peak" else "fp32 FMA"
             compute.append((f"peak {unit.replace('_', ' ')}", device[key]))
     return memory, compute
@@ -516,7 +518,7 @@ def fig_compare(compare, report=None):
     devices = ", ".join(cur.get("devices") or []) or (
         describe(report, ok_points(report)) if report else "")
     ax.set_title(f"Compare {cur.get('git_sha', '?')} vs baseline {base.get('git_sha', '?')}: "
-                 f"{devices}\n{compare.get('test', '')}", fontsize=8)
+                 f"{devices}\n{textwrap.fill(compare.get('test', ''), 110)}", fontsize=8)
     ax.grid(True, axis="x", alpha=0.25)
     ax.legend(fontsize=7, loc="best")
     return fig

@@ -128,8 +128,8 @@ TEST(CliBadInput, CeilingsFileOfAnotherDeviceIsRejected) {
 
 TEST(CliHelp, EverySubcommandHasHelp) {
   TempDir dir;
-  for (const char* cmd :
-       {"sweep", "check", "ceilings", "devices", "kernels", "model", "compare", "merge"}) {
+  for (const char* cmd : {"sweep", "check", "ceilings", "devices", "kernels", "model", "compare",
+                          "merge", "report"}) {
     const CliResult r = run_cli(std::string(cmd) + " --help", dir.path());
     EXPECT_EQ(r.code, 0) << cmd << ": " << r.err;
     EXPECT_NE(r.out.find("--help"), std::string::npos) << cmd << ": " << r.out;

@@ -152,6 +152,7 @@ struct AsyncQueue {
 struct Warp {
   Barrier barrier;
   std::uint32_t slots[2][32];  // double-buffered exchange: a lane writes slots[phase & 1][lane]
+  std::uint32_t gather[2][32][kWarpGatherMaxWords];  // the same for warp_gather's wider payloads
   std::uint32_t arrived[2] = {0, 0};  // lanes that took part in the phase (written by completer)
 };
 
@@ -366,6 +367,9 @@ std::string check_block_phase(BlockRun& blk, Barrier& b, std::uint32_t phase, in
   return msg;
 }
 
+// Which warp exchange an arrival is (the lanes of one phase must agree).
+enum WarpKind : int { kSync = 1, kShflIdx, kShflUp, kShflDown, kShflBfly, kBallot, kGather };
+
 // Warp ops: every lane of a phase does the same kind of exchange, and its mask names every lane
 // that took part (the emulator does not model concurrent sub-warp groups).
 std::string check_warp_phase(BlockRun& blk, Barrier& b, std::uint32_t phase, int warp_index) {
@@ -382,7 +386,8 @@ std::string check_warp_phase(BlockRun& blk, Barrier& b, std::uint32_t phase, int
     const Arrival& a = b.arrivals[static_cast<std::size_t>(lane)];
     if (a.phase != phase) continue;
     const int thread = warp_index * 32 + lane;
-    if (a.kind != first->kind) {
+    // warp_gather serves several operations: they must agree on which one (its name).
+    if (a.kind != first->kind || (a.kind == kGather && std::strcmp(a.op, first->op) != 0)) {
       return blk.where() + ": warp " + std::to_string(warp_index) + " mixes " + first->op + " (" +
              site_text(first->file, first->line) + ") with " + a.op + " (" +
              site_text(a.file, a.line) + ", thread " + std::to_string(thread) +
@@ -414,8 +419,6 @@ bool BlockRun::is_shared(const void* p, std::size_t bytes) const {
 }
 
 // --- warp exchange ----------------------------------------------------------------------------
-
-enum WarpKind : int { kSync = 1, kShflIdx, kShflUp, kShflDown, kShflBfly, kBallot };
 
 const char* shfl_name(ShflMode mode) {
   switch (mode) {
@@ -808,6 +811,32 @@ unsigned ballot(unsigned mask, bool predicate, std::source_location site) {
   return result;
 }
 
+void warp_gather(const char* op, const std::uint32_t* words, int count, std::uint32_t* out,
+                 std::source_location site) {
+  ThreadCtx& self = current(op);
+  if (count < 1 || count > kWarpGatherMaxWords) {
+    throw EmuError(std::string(op) + " at " + site_text(site.file_name(), site.line()) +
+                   ": warp_gather moves 1 to " + std::to_string(kWarpGatherMaxWords) +
+                   " words per lane, not " + std::to_string(count));
+  }
+  Warp& w = self.block->warps[self.warp];
+  const int next = static_cast<int>(self.warp_phase & 1);  // the buffer warp_step will use
+  std::memcpy(w.gather[next][self.lane], words,
+              sizeof(std::uint32_t) * static_cast<std::size_t>(count));
+  const int buf = warp_step(self, kGather, op, 0xffffffffu, 0, site);
+  if (w.arrived[buf] != 0xffffffffu) {
+    char lanes[16];
+    std::snprintf(lanes, sizeof lanes, "0x%08x", w.arrived[buf]);
+    throw EmuError(std::string(op) + " at " + site_text(site.file_name(), site.line()) +
+                   " needs all 32 lanes of the warp; only the lanes of mask " + lanes +
+                   " took part (the others exited or lie past the end of the block)");
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    std::memcpy(out + static_cast<std::ptrdiff_t>(lane) * count, w.gather[buf][lane],
+                sizeof(std::uint32_t) * static_cast<std::size_t>(count));
+  }
+}
+
 void* static_shared(const void* site_key, std::size_t bytes, const char* name, const char* file,
                     int line) {
   ThreadCtx& self = current("DECODEBENCH_SHARED");
@@ -838,23 +867,29 @@ void* dynamic_shared() {
   return self.block->dynamic_smem.get();
 }
 
+void check_shared(const void* p, std::size_t bytes, const char* what) {
+  ThreadCtx& self = current(what);
+  BlockRun& blk = *self.block;
+  if (blk.is_shared(p, bytes)) return;
+  // Arrays learned during this block are not in `known`; check those under the lock.
+  {
+    std::lock_guard lock(blk.discover_mutex);
+    const auto* c = static_cast<const unsigned char*>(p);
+    for (const SharedAlloc& a : blk.discovered) {
+      if (c >= a.ptr && c + bytes <= a.ptr + a.bytes) return;
+    }
+  }
+  char addr[32];
+  std::snprintf(addr, sizeof addr, "%p", p);
+  throw EmuError(std::string(what) + ": " + std::to_string(bytes) + " bytes at " + addr +
+                 " are not inside this block's shared memory");
+}
+
 void cp_async(void* smem, const void* gmem, int bytes, int src_bytes) {
   ThreadCtx& self = current("cp_async");
   check_aligned(smem, static_cast<std::size_t>(bytes), "cp_async shared destination");
   if (src_bytes > 0) check_aligned(gmem, static_cast<std::size_t>(bytes), "cp_async global source");
-  if (!self.block->is_shared(smem, static_cast<std::size_t>(bytes))) {
-    // Arrays learned during this block are not in `known`; check those under the lock.
-    BlockRun& blk = *self.block;
-    bool found = false;
-    {
-      std::lock_guard lock(blk.discover_mutex);
-      const auto* c = static_cast<const unsigned char*>(smem);
-      for (const SharedAlloc& a : blk.discovered) {
-        if (c >= a.ptr && c + bytes <= a.ptr + a.bytes) found = true;
-      }
-    }
-    if (!found) throw EmuError("cp_async: destination is not inside this block's shared memory");
-  }
+  check_shared(smem, static_cast<std::size_t>(bytes), "cp_async destination");
   self.async.copies.push_back({smem, gmem, bytes, src_bytes});
 }
 

@@ -114,6 +114,15 @@ std::uint32_t shfl(ShflMode mode, unsigned mask, std::uint32_t value, int b, int
                    std::source_location site);
 unsigned ballot(unsigned mask, bool predicate, std::source_location site);
 
+// Warp-collective step of the tensor-core operations (common/mma.h: mma.sync, ldmatrix): every
+// lane publishes `count` 32-bit words (at most kWarpGatherMaxWords), one warp-synchronous step,
+// and each lane receives all lanes' words, out[lane * count + w]. The .aligned instructions need
+// every lane of the warp, so a lane that exited or does not exist (a partial last warp) is an
+// error; `op` names the operation in reports, and the lanes of one step must agree on it.
+inline constexpr int kWarpGatherMaxWords = 8;
+void warp_gather(const char* op, const std::uint32_t* words, int count, std::uint32_t* out,
+                 std::source_location site);
+
 // Shared memory of the running block. Static arrays are keyed by their declaration site; each is
 // its own exact-size heap allocation, filled with 0xFF bytes (a NaN for floats) per block.
 void* static_shared(const void* site_key, std::size_t bytes, const char* name, const char* file,
@@ -124,6 +133,10 @@ void* dynamic_shared();
 void cp_async(void* smem, const void* gmem, int bytes, int src_bytes);
 void cp_async_commit();
 void cp_async_wait(int pending_groups);
+
+// Throws EmuError naming `what` unless [p, p + bytes) lies inside the running block's shared
+// memory (cp.async destinations, ldmatrix rows).
+void check_shared(const void* p, std::size_t bytes, const char* what);
 
 inline void check_aligned(const void* p, std::size_t alignment, const char* what) {
   if ((reinterpret_cast<std::uintptr_t>(p) & (alignment - 1)) != 0) {

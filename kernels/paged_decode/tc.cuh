@@ -1,0 +1,515 @@
+// Rung `tc`: the query group on tensor cores. `split_kv`'s grid, splits and merge, with the two
+// products of a tile, S = Q K^T and O += P V, on mma.m16n8k16 (fp32 accumulation) instead of
+// per-thread FMAs.
+//
+// Why: the SIMT rungs spend 2 x group FMAs per KV element (q.k and p.v for every head of the
+// group), plus the unpack, the partial-dot round trip through shared memory and the per-row
+// softmax. At group 8 with f16 KV that is 8 FMA per KV byte per thread-lane; an H200 SM takes
+// ~20 B/clk from HBM and issues 128 FP32 lanes/clk, so 20 B/clk x 8 = 160 FMA lanes/clk > 128:
+// gqa/pipelined are issue-bound at groups 4-8 (what the static model shows), not memory-bound.
+// A tensor-core MMA does 16 x 8 x 16 multiply-adds per warp instruction whatever the group (the
+// group is padded to the MMA's 16 rows), so the work per KV byte stops growing with the group.
+//
+// Napkin math per warp and 16 tokens (head_dim d, 16-bit KV: 16 x d x 2 x 2 B = 64 d bytes):
+//   S:   d/16 k-steps x 2 n8 halves = d/8 MMAs (+ d/8 when q has another dtype than the MMA,
+//        see "exact operands"), d/16 ldmatrix.x4 for K, d/16 ldmatrix.x2 for q
+//   P V: d/8 n8 tiles x 2 (P split in hi + lo) = d/4 MMAs, d/16 ldmatrix.x4.trans for V
+//   softmax: ~40 instructions (mask, 2 quad shuffles for the max, 4 exp2, rescale of d/4 floats)
+//   d = 128: 8 KiB of K+V for ~48 MMA + 24 ldmatrix + ~70 other = ~140 warp instructions, i.e.
+//   ~0.02 warp instructions per KV byte against ~0.3 for pipelined at group 8; the MMAs are
+//   8 KiB x 24 FLOP/B = 196 kFLOP, ~5x below the SM's mma.sync rate at 20 B/clk. Memory bound.
+//
+// Shape: grid (Hkv, batch, num_splits), 128 threads = 4 warps. A tile is 64 tokens: warp w owns
+// tokens [16w, 16w + 16) of it and keeps its own online softmax (per query row: max, sum, O);
+// the 4 warps' states are merged at the end through shared memory (SoftmaxState::merge).
+//   MMA M = query rows: head h of the group is row h (<= 8 live; rows 8..15 are zero padding,
+//     so A registers 1 and 3 are 0 and C registers 2 and 3 stay 0: half the MMA is wasted; the
+//     "swap A and B" layout, M = tokens, N = 8 heads, would not waste it but needs P transposed
+//     between the two products)
+//   S = Q K^T: A = q [16][d] (ldmatrix.x2 from a q tile in shared memory), B = K^T: K is
+//     [token][d] in shared memory, i.e. B's columns, so ldmatrix without .trans
+//   P: the S accumulator of two n8 halves is the A fragment of P (rows = heads, k = 16 tokens):
+//     registers (0,1) of half 0 and of half 1 -> A registers 0 and 2, no data movement
+//   O += P V: B = V [token][d] with k = token, so ldmatrix.trans
+//   row max / sum: a C row lives in the 4 lanes of a quad -> two __shfl_xor_sync (1, 2); the sum
+//     is kept per lane and reduced once at the end
+// Staging: K/V tiles in a cp.async ring as in `pipelined` (S - 1 tiles in flight, at least one),
+// rows padded by 16 bytes so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
+//
+// Exact operands (the tests hold the kernels to the fp32 reference's tolerance, 1e-3 relative
+// for f16 out):
+//   - the MMA type is the KV dtype (f16 or bf16); fp8 KV uses the f16 MMA: every e4m3/e5m2 value
+//     is an f16 value, so K and V enter the MMA exactly. ldmatrix moves 16-bit elements, so fp8
+//     fragments are read from the fp8 tile directly (two bytes per register) and converted with
+//     cvt.rn.f16x2.e4m3x2 / e5m2x2 (dev::fp8x2_to_f16x2)
+//   - q of another dtype than the MMA (bf16 q with f16 or fp8 KV, f16 q with bf16 KV) is split
+//     into hi + lo in the MMA type (q = hi + lo to ~2^-16 or better) and S takes two MMAs
+//   - P (in [0, 1], fp32) is split the same way, so O += P V is two MMAs; rounding P to one
+//     bf16 would cost 2^-9 relative per weight, far outside the bf16-out tolerance near zero
+//   k_scale is folded into the score scale, v_scale into the final weights, as the other rungs.
+//
+// Splits: the context is cut in whole units of kv_tile_tokens(d) exactly as split_kv does (the
+// planner counts work in that unit); a split's range is walked in 64-token tiles, the last one
+// masked. One split writes the output directly (no merge launch); more write normalized
+// partials + log2-sum-exp2 to the workspace and split_kv's merge kernel combines them.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "common/mma.h"
+#include "common/softmax_state.h"
+#include "paged_decode/split_kv.cuh"
+
+namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode {
+
+namespace tc_detail {
+
+inline constexpr int kThreads = 128;
+inline constexpr int kWarps = kThreads / 32;
+inline constexpr int kWarpTokens = 16;                    // the k of P V: one A fragment of P
+inline constexpr int kTileTokens = kWarps * kWarpTokens;  // 64
+inline constexpr int kRows = 8;                           // live MMA rows: group <= 8
+inline constexpr int kPadBytes = 16;                      // per shared row, against bank conflicts
+inline constexpr int kBytesInFlight = 32 * 1024;          // per block, as pipelined
+
+template <DType kKv>
+inline constexpr DType kMmaType = is_fp8(kKv) ? DType::f16 : kKv;
+
+template <DType kKv, int kHeadDim>
+struct Geometry {
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "tc is instantiated for head_dim 64, 128 and 256");
+  static_assert(kKv == DType::f16 || kKv == DType::bf16 || is_fp8(kKv),
+                "KV cache dtype must be f16, bf16, fp8_e4m3 or fp8_e5m2");
+  static constexpr int kElemBytes = static_cast<int>(dtype_size(kKv));
+  static constexpr int kRowBytes = kHeadDim * kElemBytes;
+  static constexpr int kSmemRowBytes = kRowBytes + kPadBytes;
+  static constexpr int kTileBytes = kTileTokens * kSmemRowBytes;  // K (or V): [64][d + pad]
+  static constexpr int kStageBytes = 2 * kTileBytes;
+  static constexpr int kStagesWanted = 1 + (kBytesInFlight + kStageBytes - 1) / kStageBytes;
+  static constexpr int kStages = kStagesWanted < 2 ? 2 : kStagesWanted;
+  static constexpr int kRingBytes = kStages * kStageBytes;
+  // The end-of-block merge: [warp][row][d] O and [warp][row][2] (max, sum), fp32; aliases the
+  // ring (empty by then).
+  static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
+  static constexpr int kRegionBytes = kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes;
+  // q in the MMA type, hi and lo: [2][8][d + pad]
+  static constexpr int kQRowBytes = kHeadDim * 2 + kPadBytes;
+  static constexpr int kQBytes = 2 * kRows * kQRowBytes;
+  static constexpr std::size_t kBytes = kRegionBytes + kQBytes;
+  // cp.async mapping as pipelined: thread t copies granule column t % G of rows t / G + k R.
+  static constexpr int kGranulesPerRow = kRowBytes / 16;
+  static constexpr int kCopyRowStride = kThreads / kGranulesPerRow;
+  static constexpr int kCopies = kTileTokens / kCopyRowStride;  // per thread, per K (or V)
+  static constexpr int kKSteps = kHeadDim / 16;                 // of S = Q K^T
+  static constexpr int kNTiles = kHeadDim / 8;                  // n8 tiles of O
+  static_assert(kThreads % kGranulesPerRow == 0, "a thread copies one column of granules");
+  static_assert(kTileTokens % kCopyRowStride == 0, "whole rows per copy pass");
+  static_assert(kSmemRowBytes % 16 == 0 && kQRowBytes % 16 == 0 && kRegionBytes % 16 == 0,
+                "ldmatrix and cp.async need 16-byte aligned rows");
+};
+
+// Two floats -> the MMA type's x2 register (round to nearest even; `lo` in bits 0..15).
+template <DType kMma>
+__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
+#if defined(__CUDACC__)
+  std::uint32_t bits;
+  if constexpr (kMma == DType::f16) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    std::memcpy(&bits, &h, 4);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    std::memcpy(&bits, &h, 4);
+  }
+  return bits;
+#else
+  const auto enc = [](float x) -> std::uint32_t {
+    return kMma == DType::f16 ? floatfmt::float_to_f16(x) : floatfmt::float_to_bf16(x);
+  };
+  return enc(lo) | (enc(hi) << 16);
+#endif
+}
+
+template <DType kMma>
+__device__ __forceinline__ float2 unpack2(std::uint32_t bits) {
+#if defined(__CUDACC__)
+  if constexpr (kMma == DType::f16) {
+    __half2 h;
+    std::memcpy(&h, &bits, 4);
+    return __half22float2(h);
+  } else {
+    __nv_bfloat162 h;
+    std::memcpy(&h, &bits, 4);
+    return __bfloat1622float2(h);
+  }
+#else
+  const auto dec = [](std::uint32_t b) {
+    return kMma == DType::f16 ? floatfmt::f16_to_float(static_cast<std::uint16_t>(b))
+                              : floatfmt::bf16_to_float(static_cast<std::uint16_t>(b));
+  };
+  return make_float2(dec(bits & 0xffffu), dec(bits >> 16));
+#endif
+}
+
+// (a, b) = hi + lo, both in the MMA type: the residual lo keeps the bits hi rounds away.
+template <DType kMma>
+__device__ __forceinline__ void split2(float a, float b, std::uint32_t& hi, std::uint32_t& lo) {
+  hi = pack2<kMma>(a, b);
+  const float2 r = unpack2<kMma>(hi);
+  lo = pack2<kMma>(a - r.x, b - r.y);
+}
+
+// Two fp8 codes at p and p + stride (lower first) -> f16x2.
+template <DType kKv>
+__device__ __forceinline__ std::uint32_t fp8_pair(const unsigned char* p, int stride) {
+  return dev::fp8x2_to_f16x2<kKv>(static_cast<std::uint32_t>(p[0]) |
+                                  (static_cast<std::uint32_t>(p[stride]) << 8));
+}
+
+// B fragments of K^T for the 8-token halves j = 0, 1 of a warp's 16 tokens, k-step `ks`.
+// `k_rows` is the warp's first K row [16][d + pad].
+template <DType kKv, int kHeadDim>
+__device__ __forceinline__ void load_k_fragments(const unsigned char* k_rows, int ks, int lane,
+                                                 dev::FragB (&b)[2]) {
+  using G = Geometry<kKv, kHeadDim>;
+  if constexpr (is_fp8(kKv)) {
+    // b_row (d) = 2 (lane % 4) + {0, 1} (+ 8), b_col (token) = lane / 4: two adjacent bytes.
+    const int d0 = ks * 16 + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const unsigned char* row = k_rows + (j * 8 + lane / 4) * G::kSmemRowBytes;
+      b[j].reg[0] = fp8_pair<kKv>(row + d0, 1);
+      b[j].reg[1] = fp8_pair<kKv>(row + d0 + 8, 1);
+    }
+  } else {
+    // Matrix m = lane / 8: tokens 8 (m / 2) + [0, 8), dims 16 ks + 8 (m % 2) + [0, 8).
+    const int m = lane / 8;
+    const unsigned char* addr =
+        k_rows + ((m >> 1) * 8 + lane % 8) * G::kSmemRowBytes + (ks * 16 + (m & 1) * 8) * 2;
+    std::uint32_t r[4];
+    dev::ldmatrix<4>(r, addr);
+    b[0].reg[0] = r[0];
+    b[0].reg[1] = r[1];
+    b[1].reg[0] = r[2];
+    b[1].reg[1] = r[3];
+  }
+}
+
+// B fragments of V for the n8 tiles n0 and n0 + 1 (dims 8 n0 + [0, 16)), k = the warp's 16
+// tokens. `v_rows` is the warp's first V row [16][d + pad].
+template <DType kKv, int kHeadDim>
+__device__ __forceinline__ void load_v_fragments(const unsigned char* v_rows, int n0, int lane,
+                                                 dev::FragB (&b)[2]) {
+  using G = Geometry<kKv, kHeadDim>;
+  if constexpr (is_fp8(kKv)) {
+    // b_row (token) = 2 (lane % 4) + {0, 1} (+ 8), b_col (dim) = lane / 4: bytes a row apart.
+    const int t0 = 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const unsigned char* col = v_rows + (n0 + j) * 8 + lane / 4;
+      b[j].reg[0] = fp8_pair<kKv>(col + t0 * G::kSmemRowBytes, G::kSmemRowBytes);
+      b[j].reg[1] = fp8_pair<kKv>(col + (t0 + 8) * G::kSmemRowBytes, G::kSmemRowBytes);
+    }
+  } else {
+    // Matrix m = lane / 8: tokens 8 (m % 2) + [0, 8), dims 8 (n0 + m / 2) + [0, 8), transposed.
+    const int m = lane / 8;
+    const unsigned char* addr =
+        v_rows + ((m & 1) * 8 + lane % 8) * G::kSmemRowBytes + ((n0 + (m >> 1)) * 8) * 2;
+    std::uint32_t r[4];
+    dev::ldmatrix<4, /*kTranspose=*/true>(r, addr);
+    b[0].reg[0] = r[0];
+    b[0].reg[1] = r[1];
+    b[1].reg[0] = r[2];
+    b[1].reg[1] = r[3];
+  }
+}
+
+// A fragment of q for k-step `ks` from a q tile [8][d + pad] (rows 8..15 of the MMA are zero).
+template <int kHeadDim>
+__device__ __forceinline__ dev::FragA load_q_fragment(const unsigned char* q_tile, int ks,
+                                                      int lane) {
+  constexpr int kQRowBytes = kHeadDim * 2 + kPadBytes;
+  // Matrix m = (lane / 8) % 2: rows [0, 8), dims 16 ks + 8 m + [0, 8); lanes 16.. are not read.
+  const unsigned char* addr =
+      q_tile + (lane % 8) * kQRowBytes + (ks * 16 + ((lane / 8) & 1) * 8) * 2;
+  std::uint32_t r[2];
+  dev::ldmatrix<2>(r, addr);
+  dev::FragA a;
+  a.reg[0] = r[0];
+  a.reg[1] = 0u;
+  a.reg[2] = r[1];
+  a.reg[3] = 0u;
+  return a;
+}
+
+template <DType kKv, int kHeadDim>
+__global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ PagedDecodeParams p) {
+  using G = Geometry<kKv, kHeadDim>;
+  constexpr DType kMma = kMmaType<kKv>;
+  constexpr int kStages = G::kStages;
+  DECODEBENCH_DYNAMIC_SHARED(unsigned char, smem);
+  unsigned char* ring = smem;                          // [S][2][64][d + pad]
+  unsigned char* q_hi = smem + G::kRegionBytes;        // [8][d + pad] kMma
+  unsigned char* q_lo = q_hi + kRows * G::kQRowBytes;  // [8][d + pad] kMma
+
+  const int kv_head = static_cast<int>(blockIdx.x);
+  const int seq = static_cast<int>(blockIdx.y);
+  const int split = static_cast<int>(blockIdx.z);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int group = p.num_q_heads / p.num_kv_heads;
+  const int context = p.context_lens[seq];
+
+  // The split's range, in whole units of kv_tile_tokens(d) as split_kv cuts it.
+  const int unit = kv_tile_tokens(kHeadDim);
+  const int units = (context + unit - 1) / unit;
+  const int base = units / p.num_splits;
+  const int extra = units % p.num_splits;
+  const int first = split * base + (split < extra ? split : extra);
+  const int count = base + (split < extra ? 1 : 0);
+  const int t_begin = first * unit < context ? first * unit : context;
+  const int t_end = (first + count) * unit < context ? (first + count) * unit : context;
+
+  // q of the group, [8][d] in the MMA type as hi + lo; rows past the group are zero. Ordered
+  // before the first ldmatrix by the main loop's first barrier.
+  const std::size_t head0 = static_cast<std::size_t>(seq) * p.num_q_heads +
+                            static_cast<std::size_t>(kv_head) * group;  // first q row
+  const bool q_split = p.q_dtype != kMma;
+  for (int i = tid; i < kRows * kHeadDim / 2; i += kThreads) {
+    const int r = i / (kHeadDim / 2);
+    const int c = (i % (kHeadDim / 2)) * 2;
+    float a = 0.f;
+    float b = 0.f;
+    if (r < group) {
+      const int at = static_cast<int>((head0 + r) * kHeadDim + c);
+      a = dev::load_q<float>(p.q, p.q_dtype, at);
+      b = dev::load_q<float>(p.q, p.q_dtype, at + 1);
+    }
+    std::uint32_t hi = 0u;
+    std::uint32_t lo = 0u;
+    split2<kMma>(a, b, hi, lo);
+    *reinterpret_cast<std::uint32_t*>(q_hi + r * G::kQRowBytes + c * 2) = hi;
+    *reinterpret_cast<std::uint32_t*>(q_lo + r * G::kQRowBytes + c * 2) = lo;
+  }
+
+  // cp.async ring over tiles of 64 tokens from t_begin.
+  const int copy_row = tid / G::kGranulesPerRow;
+  const int copy_byte = (tid % G::kGranulesPerRow) * 16;
+  const int block_shift = decode::log2_pow2(p.block_size);
+  const int slot_mask = p.block_size - 1;
+  const auto* k_base = static_cast<const unsigned char*>(p.k_cache);
+  const auto* v_base = static_cast<const unsigned char*>(p.v_cache);
+  const int num_tiles = t_end > t_begin ? (t_end - t_begin + kTileTokens - 1) / kTileTokens : 0;
+  int block[G::kCopies];  // physical blocks of the rows this thread copies in the next tile
+  auto fetch_blocks = [&](int tile_index) {
+#pragma unroll
+    for (int k = 0; k < G::kCopies; ++k) {
+      const int t = t_begin + tile_index * kTileTokens + copy_row + k * G::kCopyRowStride;
+      block[k] = t < t_end ? decode::block_of(p, seq, t, block_shift) : 0;
+    }
+  };
+  auto issue = [&](int tile_index) {
+    unsigned char* k_dst = ring + (tile_index % kStages) * G::kStageBytes;
+    unsigned char* v_dst = k_dst + G::kTileBytes;
+#pragma unroll
+    for (int k = 0; k < G::kCopies; ++k) {
+      const int row = copy_row + k * G::kCopyRowStride;
+      const int t = t_begin + tile_index * kTileTokens + row;
+      const bool valid = t < t_end;  // past the end: zero-filled, nothing read
+      const std::size_t off = valid ? kv_row_offset(block[k], kv_head, t & slot_mask,
+                                                    p.num_kv_heads, p.block_size, kHeadDim) *
+                                              G::kElemBytes +
+                                          copy_byte
+                                    : 0;
+      const int dst = row * G::kSmemRowBytes + copy_byte;
+      dev::cp_async<16>(k_dst + dst, k_base + off, valid ? 16 : 0);
+      dev::cp_async<16>(v_dst + dst, v_base + off, valid ? 16 : 0);
+    }
+  };
+
+  // This warp's state for query row lane / 4 (C rows 8.. are padding): running max (log2
+  // domain), this lane's part of the sum, and O: n8 tile n holds dims 8n + 2 (lane % 4) + {0, 1}
+  // in registers 0, 1 (registers 2, 3 are rows 8.. and stay 0).
+  float m_run = -INFINITY;
+  float l_run = 0.f;
+  dev::FragC o[G::kNTiles];
+#pragma unroll
+  for (int n = 0; n < G::kNTiles; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[n].reg[e] = 0.f;
+  }
+  const float scale = decode::score_scale_log2(p);
+
+#pragma unroll 1
+  for (int s = 0; s < kStages - 1; ++s) {
+    fetch_blocks(s);
+    if (s < num_tiles) issue(s);
+    dev::cp_async_commit();
+  }
+  fetch_blocks(kStages - 1);
+
+#pragma unroll 1
+  for (int i = 0; i < num_tiles; ++i) {
+    dev::cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile i visible to all; everyone is done with tile i - 1
+    const int next = i + kStages - 1;
+    if (next < num_tiles) issue(next);
+    dev::cp_async_commit();
+    fetch_blocks(next + 1);
+
+    const int warp_first = t_begin + i * kTileTokens + warp * kWarpTokens;  // first token
+    if (warp_first >= t_end) continue;  // warp-uniform: nothing of this warp's is valid
+    const unsigned char* k_rows =
+        ring + (i % kStages) * G::kStageBytes + warp * kWarpTokens * G::kSmemRowBytes;
+    const unsigned char* v_rows = k_rows + G::kTileBytes;
+
+    // S = Q K^T over 16 tokens: halves j = 0 (tokens 0..7) and 1 (8..15).
+    dev::FragC s[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j].reg[e] = 0.f;
+    }
+#pragma unroll
+    for (int ks = 0; ks < G::kKSteps; ++ks) {
+      dev::FragB kb[2];
+      load_k_fragments<kKv, kHeadDim>(k_rows, ks, lane, kb);
+      const dev::FragA qa = load_q_fragment<kHeadDim>(q_hi, ks, lane);
+      s[0] = dev::mma_m16n8k16<kMma>(qa, kb[0], s[0]);
+      s[1] = dev::mma_m16n8k16<kMma>(qa, kb[1], s[1]);
+      if (q_split) {  // block-uniform
+        const dev::FragA ql = load_q_fragment<kHeadDim>(q_lo, ks, lane);
+        s[0] = dev::mma_m16n8k16<kMma>(ql, kb[0], s[0]);
+        s[1] = dev::mma_m16n8k16<kMma>(ql, kb[1], s[1]);
+      }
+    }
+
+    // Online softmax of row lane / 4 over its tokens j 8 + 2 (lane % 4) + e.
+    float sc[2][2];
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int t = warp_first + j * 8 + 2 * (lane % 4) + e;
+        sc[j][e] = t < t_end ? s[j].reg[e] * scale : -INFINITY;
+        tile_max = fmaxf(tile_max, sc[j][e]);
+      }
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    // Token warp_first is valid, so tile_max is finite and so is m_new.
+    const float m_new = fmaxf(m_run, tile_max);
+    const float factor = dev::fast_exp2(m_run - m_new);  // m_run = -inf -> 0
+    m_run = m_new;
+    l_run *= factor;
+#pragma unroll
+    for (int n = 0; n < G::kNTiles; ++n) {
+      o[n].reg[0] *= factor;
+      o[n].reg[1] *= factor;
+    }
+    float w[2][2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        w[j][e] = dev::fast_exp2(sc[j][e] - m_new);  // masked: exp2(-inf) = 0
+        l_run += w[j][e];
+      }
+    }
+    // P as the A fragment (rows = heads, k = the 16 tokens), split into hi + lo.
+    dev::FragA p_hi;
+    dev::FragA p_lo;
+    p_hi.reg[1] = p_hi.reg[3] = p_lo.reg[1] = p_lo.reg[3] = 0u;
+    split2<kMma>(w[0][0], w[0][1], p_hi.reg[0], p_lo.reg[0]);
+    split2<kMma>(w[1][0], w[1][1], p_hi.reg[2], p_lo.reg[2]);
+#pragma unroll
+    for (int n = 0; n < G::kNTiles; n += 2) {
+      dev::FragB vb[2];
+      load_v_fragments<kKv, kHeadDim>(v_rows, n, lane, vb);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        o[n + j] = dev::mma_m16n8k16<kMma>(p_hi, vb[j], o[n + j]);
+        o[n + j] = dev::mma_m16n8k16<kMma>(p_lo, vb[j], o[n + j]);
+      }
+    }
+  }
+  dev::cp_async_wait_all();  // only empty groups can be left
+
+  // Merge the 4 warps' states of each row; write the output or the split's partial.
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+  __syncthreads();  // every warp is done with the ring, which the merge buffers alias
+  float* merge_o = reinterpret_cast<float*>(smem);           // [warp][row][d]
+  float* merge_stats = merge_o + kWarps * kRows * kHeadDim;  // [warp][row][2]
+  const int row = lane / 4;
+  if (lane % 4 == 0) {
+    merge_stats[(warp * kRows + row) * 2] = m_run;
+    merge_stats[(warp * kRows + row) * 2 + 1] = l_run;
+  }
+#pragma unroll
+  for (int n = 0; n < G::kNTiles; ++n) {
+    float* dst = merge_o + (warp * kRows + row) * kHeadDim + n * 8 + 2 * (lane % 4);
+    dst[0] = o[n].reg[0];
+    dst[1] = o[n].reg[1];
+  }
+  __syncthreads();
+  const bool to_workspace = p.num_splits > 1;
+  for (int idx = tid; idx < group * kHeadDim; idx += kThreads) {
+    const int h = idx / kHeadDim;
+    const int d = idx % kHeadDim;
+    SoftmaxState<float> state;
+    float acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      SoftmaxState<float> warp_state;
+      warp_state.max = merge_stats[(w * kRows + h) * 2];
+      warp_state.sum = merge_stats[(w * kRows + h) * 2 + 1];
+      float self_factor = 0.f;
+      float warp_factor = 0.f;
+      state.merge(warp_state, self_factor, warp_factor, dev::FastExp2{});
+      acc = acc * self_factor + merge_o[(w * kRows + h) * kHeadDim + d] * warp_factor;
+    }
+    const float value = state.sum > 0.f ? acc * p.v_scale / state.sum : 0.f;
+    if (to_workspace) {
+      // [batch][Hq][num_splits][d], [batch][Hq][num_splits]
+      p.partial_out[((head0 + h) * p.num_splits + split) * kHeadDim + d] = value;
+      if (d == 0) {
+        p.partial_lse[(head0 + h) * p.num_splits + split] =
+            state.sum > 0.f ? state.log2_sum_exp2() : -INFINITY;
+      }
+    } else {
+      dev::store_out(p.out, p.q_dtype, static_cast<int>((head0 + h) * kHeadDim + d), value);
+    }
+  }
+}
+
+}  // namespace tc_detail
+
+// What launch_tc launches for `p` (kernels::launch_shape): the tensor-core kernel; it has no
+// group cap (every group up to 8 is one padded MMA).
+template <DType kKvDtype, int kHeadDim>
+LaunchShape shape_tc(const PagedDecodeParams& p) {
+  return dev::launch_shape_of((tc_detail::tc_kernel<kKvDtype, kHeadDim>), "tc_kernel",
+                              /*group_cap=*/0, split_kv_detail::split_grid(p),
+                              dim3(tc_detail::kThreads),
+                              tc_detail::Geometry<kKvDtype, kHeadDim>::kBytes);
+}
+
+// Same tensors, limits and workspace as launch_split_kv (group <= 8, num_splits in 1..65535,
+// checked once by unsupported_reason). One split writes `out` directly; more launch split_kv's
+// merge kernel.
+template <DType kKvDtype, int kHeadDim>
+LaunchResult launch_tc(const PagedDecodeParams& p, void* stream) {
+  LaunchResult main = DECODEBENCH_LAUNCH(
+      (tc_detail::tc_kernel<kKvDtype, kHeadDim>), split_kv_detail::split_grid(p),
+      dim3(tc_detail::kThreads), (tc_detail::Geometry<kKvDtype, kHeadDim>::kBytes), stream, p);
+  if (!main.ok() || p.num_splits == 1) return main;
+  const dim3 merge_grid(static_cast<unsigned>(p.num_q_heads), static_cast<unsigned>(p.batch));
+  return DECODEBENCH_LAUNCH((split_kv_detail::merge_kernel<kHeadDim>), merge_grid,
+                            dim3(split_kv_detail::kMergeThreads), 0, stream, p);
+}
+
+}  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode

@@ -35,6 +35,11 @@
 //     is kept per lane and reduced once at the end
 // Staging: K/V tiles in a cp.async ring as in `pipelined` (S - 1 tiles in flight, at least one),
 // rows padded by 16 bytes so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
+//   ring: 2 stages (34 KiB each, 16-bit KV, d = 128) or up to 5 (fp8, d = 64); d = 256 16-bit:
+//     2 x 66 KiB, one block per SM with 66 KiB in flight, still above Little's law's ~21 KiB
+//   registers (ptxas sm_90a): d 64 / 128 / 256 = 92 / 128 / 186 (16-bit), 70 / 123 / 180 (fp8);
+//     O is d/4 floats per lane (only the live C registers are kept), q and K/V fragments are
+//     reloaded from shared memory per k-step
 //
 // Exact operands (the tests hold the kernels to the fp32 reference's tolerance, 1e-3 relative
 // for f16 out):
@@ -243,6 +248,21 @@ __device__ __forceinline__ dev::FragA load_q_fragment(const unsigned char* q_til
   return a;
 }
 
+// acc += a b for the live rows 0..7 of C (registers 0, 1): rows 8.. are zero padding in and out,
+// so registers 2, 3 are dead after the MMA and ptxas can reuse them (64 registers at d = 256).
+template <DType kMma>
+__device__ __forceinline__ void mma_live_rows(const dev::FragA& a, const dev::FragB& b,
+                                              float (&acc)[2]) {
+  dev::FragC c;
+  c.reg[0] = acc[0];
+  c.reg[1] = acc[1];
+  c.reg[2] = 0.f;
+  c.reg[3] = 0.f;
+  c = dev::mma_m16n8k16<kMma>(a, b, c);
+  acc[0] = c.reg[0];
+  acc[1] = c.reg[1];
+}
+
 template <DType kKv, int kHeadDim>
 __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ PagedDecodeParams p) {
   using G = Geometry<kKv, kHeadDim>;
@@ -331,15 +351,12 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
 
   // This warp's state for query row lane / 4 (C rows 8.. are padding): running max (log2
   // domain), this lane's part of the sum, and O: n8 tile n holds dims 8n + 2 (lane % 4) + {0, 1}
-  // in registers 0, 1 (registers 2, 3 are rows 8.. and stay 0).
+  // (C registers 0, 1; registers 2, 3 are the padding rows 8..).
   float m_run = -INFINITY;
   float l_run = 0.f;
-  dev::FragC o[G::kNTiles];
+  float o[G::kNTiles][2];
 #pragma unroll
-  for (int n = 0; n < G::kNTiles; ++n) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[n].reg[e] = 0.f;
-  }
+  for (int n = 0; n < G::kNTiles; ++n) o[n][0] = o[n][1] = 0.f;
   const float scale = decode::score_scale_log2(p);
 
 #pragma unroll 1
@@ -366,23 +383,18 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
     const unsigned char* v_rows = k_rows + G::kTileBytes;
 
     // S = Q K^T over 16 tokens: halves j = 0 (tokens 0..7) and 1 (8..15).
-    dev::FragC s[2];
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[j].reg[e] = 0.f;
-    }
+    float s[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
     for (int ks = 0; ks < G::kKSteps; ++ks) {
       dev::FragB kb[2];
       load_k_fragments<kKv, kHeadDim>(k_rows, ks, lane, kb);
       const dev::FragA qa = load_q_fragment<kHeadDim>(q_hi, ks, lane);
-      s[0] = dev::mma_m16n8k16<kMma>(qa, kb[0], s[0]);
-      s[1] = dev::mma_m16n8k16<kMma>(qa, kb[1], s[1]);
+      mma_live_rows<kMma>(qa, kb[0], s[0]);
+      mma_live_rows<kMma>(qa, kb[1], s[1]);
       if (q_split) {  // block-uniform
         const dev::FragA ql = load_q_fragment<kHeadDim>(q_lo, ks, lane);
-        s[0] = dev::mma_m16n8k16<kMma>(ql, kb[0], s[0]);
-        s[1] = dev::mma_m16n8k16<kMma>(ql, kb[1], s[1]);
+        mma_live_rows<kMma>(ql, kb[0], s[0]);
+        mma_live_rows<kMma>(ql, kb[1], s[1]);
       }
     }
 
@@ -394,7 +406,7 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int t = warp_first + j * 8 + 2 * (lane % 4) + e;
-        sc[j][e] = t < t_end ? s[j].reg[e] * scale : -INFINITY;
+        sc[j][e] = t < t_end ? s[j][e] * scale : -INFINITY;
         tile_max = fmaxf(tile_max, sc[j][e]);
       }
     }
@@ -407,8 +419,8 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
     l_run *= factor;
 #pragma unroll
     for (int n = 0; n < G::kNTiles; ++n) {
-      o[n].reg[0] *= factor;
-      o[n].reg[1] *= factor;
+      o[n][0] *= factor;
+      o[n][1] *= factor;
     }
     float w[2][2];
 #pragma unroll
@@ -431,8 +443,8 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
       load_v_fragments<kKv, kHeadDim>(v_rows, n, lane, vb);
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        o[n + j] = dev::mma_m16n8k16<kMma>(p_hi, vb[j], o[n + j]);
-        o[n + j] = dev::mma_m16n8k16<kMma>(p_lo, vb[j], o[n + j]);
+        mma_live_rows<kMma>(p_hi, vb[j], o[n + j]);
+        mma_live_rows<kMma>(p_lo, vb[j], o[n + j]);
       }
     }
   }
@@ -452,8 +464,8 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
 #pragma unroll
   for (int n = 0; n < G::kNTiles; ++n) {
     float* dst = merge_o + (warp * kRows + row) * kHeadDim + n * 8 + 2 * (lane % 4);
-    dst[0] = o[n].reg[0];
-    dst[1] = o[n].reg[1];
+    dst[0] = o[n][0];
+    dst[1] = o[n][1];
   }
   __syncthreads();
   const bool to_workspace = p.num_splits > 1;

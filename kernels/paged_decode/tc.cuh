@@ -15,9 +15,11 @@
 //        see "exact operands"), d/16 ldmatrix.x4 for K, d/16 ldmatrix.x2 for q
 //   P V: d/8 n8 tiles x 2 (P split in hi + lo) = d/4 MMAs, d/16 ldmatrix.x4.trans for V
 //   softmax: ~40 instructions (mask, 2 quad shuffles for the max, 4 exp2, rescale of d/4 floats)
-//   d = 128: 8 KiB of K+V for ~48 MMA + 24 ldmatrix + ~70 other = ~140 warp instructions, i.e.
-//   ~0.02 warp instructions per KV byte against ~0.3 for pipelined at group 8; the MMAs are
-//   8 KiB x 24 FLOP/B = 196 kFLOP, ~5x below the SM's mma.sync rate at 20 B/clk. Memory bound.
+//   d = 128: 8 KiB of K+V for ~48 MMA + 24 ldmatrix + ~70 other warp instructions, the same
+//   count at group 1 and at group 8. The MMAs are 8 KiB x 24 FLOP/B = 196 kFLOP, ~5x below the
+//   SM's mma.sync rate at 20 B/clk. The static model (SASS of the main loop, README) reads
+//   .08 / .16 instructions per KV byte (f16 / fp8; fp8 fragments are byte loads + cvt) against
+//   .35 / .65 for pipelined at cap 8: an issue bound of 12.4 / 6.4 TB/s, above HBM's 4.8.
 //
 // Shape: grid (Hkv, batch, num_splits), 128 threads = 4 warps. A tile is 64 tokens: warp w owns
 // tokens [16w, 16w + 16) of it and keeps its own online softmax (per query row: max, sum, O);
@@ -37,7 +39,7 @@
 // rows padded by 16 bytes so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
 //   ring: 2 stages (34 KiB each, 16-bit KV, d = 128) or up to 5 (fp8, d = 64); d = 256 16-bit:
 //     2 x 66 KiB, one block per SM with 66 KiB in flight, still above Little's law's ~21 KiB
-//   registers (ptxas sm_90a): d 64 / 128 / 256 = 92 / 128 / 186 (16-bit), 70 / 123 / 180 (fp8);
+//   registers (ptxas sm_90a): d 64 / 128 / 256 = 92 / 152 / 186 (16-bit), 70 / 110 / 180 (fp8);
 //     O is d/4 floats per lane (only the live C registers are kept), q and K/V fragments are
 //     reloaded from shared memory per k-step
 //
@@ -57,6 +59,8 @@
 // planner counts work in that unit); a split's range is walked in 64-token tiles, the last one
 // masked. One split writes the output directly (no merge launch); more write normalized
 // partials + log2-sum-exp2 to the workspace and split_kv's merge kernel combines them.
+// `--kernel auto` does not pick tc (kernels::choose_kernel takes the first splitting rung of the
+// ladder, split_kv, and otherwise only rungs without a workspace): name it, `--kernel tc`.
 #pragma once
 
 #include <cstdint>

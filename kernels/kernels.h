@@ -62,6 +62,15 @@ struct PagedDecodeParams {
   float* partial_out = nullptr;  // [batch][Hq][num_splits][d]   fp32, normalized per split
   float* partial_lse =
       nullptr;  // [batch][Hq][num_splits]      fp32, log2-sum-exp2 of the split's scores
+  // Prefix-aware kernels only (others ignore them): the shared prefixes of the batch, groups of
+  // sequences whose block tables start with the same physical blocks, as plan_prefixes() finds
+  // them; PrefixPlan::bind points these into its arrays (host or device copy). A sequence in no
+  // group reads its whole context privately. Checked at launch scope by prefix_plan_error().
+  std::int32_t num_prefix_groups = 0;
+  const std::int32_t* prefix_group_start = nullptr;   // [G + 1] offsets into prefix_group_seqs
+  const std::int32_t* prefix_group_seqs = nullptr;    // members of group g, ascending
+  const std::int32_t* prefix_group_tokens = nullptr;  // [G] shared leading tokens, whole blocks
+  const std::int32_t* seq_prefix_tokens = nullptr;    // [batch] its group's prefix tokens, or 0
 };
 
 // What one rung of the kernel ladder is and what it takes. The harness learns kernel names only
@@ -165,6 +174,41 @@ struct SplitKvWorkspace {
   }
 };
 SplitKvWorkspace split_kv_workspace(const PagedDecodeParams& p, int num_splits);
+
+// The shared prefixes of a batch, for prefix-aware (cascade) kernels: each group's members
+// read its first group_tokens[g] tokens through the same physical blocks, so one pass over
+// those blocks can serve every member's queries; each member's suffix [seq_prefix_tokens[b],
+// context_lens[b]) and every sequence outside a group is read privately. Host-side.
+struct PrefixPlan {
+  std::vector<std::int32_t> group_start;        // [G + 1], group_start[0] = 0
+  std::vector<std::int32_t> group_seqs;         // [group_start[G]] members, ascending per group
+  std::vector<std::int32_t> group_tokens;       // [G] multiple of the block size, > 0
+  std::vector<std::int32_t> seq_prefix_tokens;  // [batch] group_tokens of b's group, else 0
+  int num_groups() const { return static_cast<int>(group_tokens.size()); }
+  // Members of group g, and the tokens the prefix passes read once instead of once per member.
+  int group_size(int g) const { return group_start[g + 1] - group_start[g]; }
+  std::int64_t tokens_shared() const;  // sum_g (group_size(g) - 1) * group_tokens[g]
+  // The four arrays back to back, in the order above: what a device copy holds.
+  std::vector<std::int32_t> packed() const;
+  // Sets p's prefix fields to this plan, `base` pointing at a copy of packed() (host or
+  // device); bind(p) uses this plan's own vectors (host pointers, valid while the plan lives).
+  void bind(PagedDecodeParams& p, const std::int32_t* base) const;
+  void bind(PagedDecodeParams& p) const;
+};
+
+// The planner (rule and why: prefix_plan.cpp): sequences whose first physical block is the same
+// form a group when there are at least two of them; the group shares the longest run of leading
+// table entries common to all members, cut to whole blocks inside every member's context. Reads
+// p.block_tables and p.context_lens (host pointers), p.batch, p.block_size, p.max_blocks_per_seq.
+PrefixPlan plan_prefixes(const PagedDecodeParams& p);
+
+// Empty when p's prefix fields describe a plan a prefix-aware kernel can trust (host pointers):
+// offsets ascending from 0, every group non-empty, members in [0, batch) and in at most one
+// group, group tokens a positive multiple of the block size within every member's context,
+// seq_prefix_tokens matching, and every member's table entries identical over the prefix.
+// Otherwise one sentence naming the first violation. num_prefix_groups = 0 is a valid plan
+// (nothing shared).
+std::string prefix_plan_error(const PagedDecodeParams& p);
 
 // Result of a launch. For CUDA, `message` names the CUDA error; for the emulator it carries the
 // emulator's report (race-free barrier mismatch, timeout, ...).

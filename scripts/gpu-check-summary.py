@@ -5,7 +5,7 @@ with its headline figures, read from the reports in OUTDIR (it never runs anythi
   scripts/gpu-check-summary.py OUTDIR [TITLE]
 
 Reads OUTDIR/steps.tsv (name, status, seconds, note; written by gpu-check.sh) and, where present,
-bundle-manifest.json, check.json, ceilings.json, targets.json, ncu-bytes.json, the GoogleTest
+bundle-manifest.json, check.json, ceilings.json, targets.json, prefix.json, ncu-bytes.json, the GoogleTest
 XML files and gpu-check.json. The target thresholds are docs/design.md "GPU targets". Standard
 library only.
 """
@@ -158,6 +158,30 @@ def gqa_line(sweep):
             f"points (target >= {GQA_OVER_NAIVE:.0f}x: {verdict})")
 
 
+def prefix_lines(prefix):
+    """cascade against the best prefix-unaware rung at each shared point (same workload)."""
+    by_point = {}
+    for r in prefix.get("results") or []:
+        if r.get("status") != "ok" or not r.get("hit_rate") or not r.get("tokens_per_s"):
+            continue
+        key = (shape(r), r.get("kv_dtype"), r.get("hit_rate"), r.get("prefix_groups"))
+        by_point.setdefault(key, {})[r.get("kernel")] = r
+    lines = []
+    for (sh, kv, h, groups), rungs in sorted(by_point.items(), key=lambda kv_: str(kv_[0])):
+        cascade = rungs.get("cascade")
+        unaware = [r for k, r in rungs.items() if k != "cascade"]
+        if not cascade or not unaware:
+            continue
+        best = max(unaware, key=lambda r: r["tokens_per_s"])
+        bw = cascade.get("bandwidth") or {}
+        lines.append(
+            f"  b={sh[0]} ctx={sh[1]} {kv} h={h:g} G={groups}: cascade "
+            f"{cascade['tokens_per_s']:.0f} tok/s = {cascade['tokens_per_s'] / best['tokens_per_s']:.2f}x "
+            f"{best['kernel']} ({best['tokens_per_s']:.0f}); cascade GB/s unique "
+            f"{(bw.get('achieved') or 0) / 1e9:.0f}, logical {(bw.get('logical') or 0) / 1e9:.0f}")
+    return lines
+
+
 def gtest_figures(outdir, name):
     try:
         root = ET.parse(os.path.join(outdir, name + ".xml")).getroot()
@@ -203,6 +227,7 @@ def main():
         "check": statuses(load(outdir, "check.json") or {}) if load(outdir, "check.json") else "",
         "ceilings": ceilings_figures(ceilings) if ceilings else "",
         "targets": statuses(targets) if targets else "",
+        "prefix": statuses(load(outdir, "prefix.json") or {}) if load(outdir, "prefix.json") else "",
         "ncu-bytes": ncu_figures(load(outdir, "ncu-bytes.json")),
         "sweep": statuses(sweep) if sweep else "",
     }
@@ -223,6 +248,12 @@ def main():
               "attention only):")
         for line in target_lines(targets, copy_ceiling(targets, ceilings),
                                  load(outdir, "static-model.json")):
+            print(line)
+    prefix = load(outdir, "prefix.json")
+    lines = prefix_lines(prefix) if prefix else []
+    if lines:
+        print("prefix reuse (prefix.json cut; tokens/s is attention only):")
+        for line in lines:
             print(line)
     line = gqa_line(sweep) if sweep else None
     if line:

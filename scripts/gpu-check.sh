@@ -22,6 +22,8 @@
 #   ceilings        decodebench ceilings (read, copy, triad, FMA)   ceilings.log, ceilings.json
 #   targets         configs/sweeps/gpu-targets.json: the GPU target points, --kernel auto and
 #                   every rung                                          targets.log, targets.json
+#   prefix          configs/sweeps/prefix.json cut to batch 16/64 x 8k x h 0/0.9, one group:
+#                   split_kv and tc against cascade                       prefix.log, prefix.json
 #   ncu-b64-8k      Nsight Compute on one point each (llama-3.1-8b, f16, --kernel auto, batch 64
 #   ncu-b1-32k      x 8192 / batch 1 x 32768): DRAM bytes read, L2 hit rate, issue-slot use of a
 #                   few decode launches, clocks left alone
@@ -244,18 +246,23 @@ step ceilings "$outdir/ceilings.log" 90 "$bin" ceilings --backend cuda --device 
 # Every later sweep reuses these ceilings instead of measuring them again.
 if have_ceilings; then ceilings_arg=(--ceilings "$outdir/ceilings.json"); fi
 
-sweep_step() {  # sweep_step [--partial-ok] NAME CONFIG OUT CAP
+sweep_step() {  # sweep_step [--partial-ok] NAME CONFIG OUT CAP [AXIS FLAGS...]
   local opt=()
   if [ "$1" = --partial-ok ]; then opt=(--partial-ok); shift; fi
   local name="$1" config="$configs/sweeps/$2" out="$3" cap="$4"
+  shift 4
   if [ ! -f "$config" ]; then
     fail_unrun "$name" "$config is not in the bundle (rebuild it with scripts/gpu-bundle.sh)"
     return
   fi
   step "${opt[@]}" "$name" "$outdir/$name.log" "$cap" "$bin" sweep --backend cuda \
-    --device "$device" --config "$config" "${ceilings_arg[@]}" --out "$outdir/$out"
+    --device "$device" --config "$config" "$@" "${ceilings_arg[@]}" --out "$outdir/$out"
 }
 sweep_step targets gpu-targets.json targets.json 150
+# Prefix reuse, a cut of configs/sweeps/prefix.json: batch 16 and 64 at 8k, no and 90 % sharing,
+# the prefix-unaware rungs against cascade; what the budget leaves of it is kept.
+sweep_step --partial-ok prefix prefix.json prefix.json 90 --batch 16,64 --context 8192 \
+  --hit-rate 0,0.9 --prefix-groups 1
 
 # --- Nsight Compute: the byte model against the hardware's DRAM counters ---------------------
 find_ncu() {

@@ -158,7 +158,18 @@ elif cmd == "kernels" and "--static" in args:
 elif cmd == "sweep":
     config = os.path.basename(opt("--config", ""))
     print(f"kernel model ... (the results table of {config})", flush=True)
-    if opt("--batch"):  # one point, as the ncu steps ask
+    if config == "prefix.json":  # the cut: batch 16/64 x 8k x h 0/0.9, unaware rungs + cascade
+        res = []
+        for b in (16, 64):
+            for h in (0, 0.9):
+                for k in ("split_kv", "tc", "cascade"):
+                    r = point("llama-3.1-8b", k, k, "f16", b, 8192)
+                    r["hit_rate"], r["prefix_groups"] = h, 1
+                    if k == "cascade" and h:  # reads a tenth of the private bytes
+                        r["tokens_per_s"] *= 4
+                    res.append(r)
+        write(opt("--out"), report(res))
+    elif opt("--batch"):  # one point, as the ncu steps ask
         b, ctx = int(opt("--batch")), int(opt("--context"))
         k = "split_kv" if b == 1 else "pipelined"
         write(opt("--out"), report([point("llama-3.1-8b", k, "auto", "f16", b, ctx)]))
@@ -280,13 +291,14 @@ order="$(sed -E -n \
   -e 's/^nvidia-smi -q.*/smi/p' \
   -e 's/^decodebench (devices|check|ceilings).*/\1/p' \
   -e 's/^decodebench kernels --static.*/static-model/p' \
+  -e 's/^decodebench sweep .*prefix.json.*/prefix/p' \
   -e 's/^decodebench sweep .*--batch ([0-9]+).*/ncu-run-\1/p' \
   -e 's/^decodebench sweep .*gpu-targets.json.*/targets/p' \
   -e 's/^decodebench sweep .*gpu-check.json.*/sweep/p' \
   -e 's/^ncu --version.*/ncu-version/p' \
   -e 's/^ncu .*--batch ([0-9]+).*/ncu-\1/p' \
   -e 's/^(cuda_[a-z_]+tests) .*CUDA_VISIBLE_DEVICES=0$/\1/p' clean/calls.log | tr '\n' ' ')"
-want="smi devices check ceilings targets ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
+want="smi devices check ceilings targets prefix ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
 want+=" cuda_backend_tests cuda_plan_tests static-model sweep smi "
 if [ "$order" = "$want" ]; then ok "clean: steps in order"; else
   bad "clean: steps ran as '$order', want '$want'"
@@ -300,7 +312,7 @@ has clean calls.log '^ncu --clock-control none .*--kernel-name regex:paged_decod
   "ncu leaves the clocks alone and profiles a few decode launches"
 missing=""
 for f in summary.txt steps.tsv bundle.log bundle-manifest.json nvidia-smi.log devices.log \
-  check.log check.json ceilings.log ceilings.json targets.log targets.json \
+  check.log check.json ceilings.log ceilings.json targets.log targets.json prefix.log prefix.json \
   ncu-b64-8k.log ncu-b64-8k.csv ncu-b64-8k.json ncu-b1-32k.log ncu-b1-32k.csv ncu-b1-32k.json \
   ncu-bytes.log ncu-bytes.md ncu-bytes.json cuda_backend_tests.log cuda_backend_tests.xml \
   cuda_plan_tests.log cuda_plan_tests.xml static-model.log static-model.json sweep.log \
@@ -316,14 +328,14 @@ fi
 # The summary is last: from its header to the end no progress line, and it names every step.
 summary_at="$(grep -n '^== gpu-check summary' clean/out.txt | cut -d: -f1 | tail -n 1)"
 if [ -n "$summary_at" ] && ! tail -n "+$summary_at" clean/out.txt | grep -q '^\[gpu-check' &&
-  tail -n 1 clean/out.txt | grep -q '^RESULT: all 14 steps passed'; then
+  tail -n 1 clean/out.txt | grep -q '^RESULT: all 15 steps passed'; then
   ok "clean: the summary is printed last"
 else
   bad "clean: the summary is not last (header at line '${summary_at:-none}'):"
   tail -n 30 clean/out.txt | sed 's/^/    /' >&2
 fi
-for s in bundle nvidia-smi devices check ceilings targets ncu-b64-8k ncu-b1-32k ncu-bytes \
-  cuda_backend_tests cuda_plan_tests nvidia-smi-end; do
+for s in bundle nvidia-smi devices check ceilings targets prefix ncu-b64-8k ncu-b1-32k \
+  ncu-bytes cuda_backend_tests cuda_plan_tests nvidia-smi-end; do
   step_is clean "$s" ok
 done
 step_is clean sweep partial
@@ -332,6 +344,9 @@ has clean out.txt 'b=64 ctx=8192 f16 +auto=pipelined [0-9]+ GB/s 93.0 % copy, [0
   "summary: the target point"
 has clean out.txt 'fp8/f16 tokens/s at b=64 ctx=8192 \(auto\): 2\.00x' "summary: fp8 over f16"
 has clean out.txt 'gqa over naive at GQA 8 .*4\.00x' "summary: gqa over naive"
+has clean out.txt 'b=64 ctx=8192 f16 h=0.9 G=1: cascade [0-9]+ tok/s = 4\.00x (split_kv|tc)' \
+  "summary: cascade over the best prefix-unaware rung"
+lacks clean out.txt 'h=0 G=1: cascade' "summary: no cascade ratio at h = 0"
 has clean out.txt '^ncu-bytes +ok .*split_kv: DRAM/bytes_min 1\.020' "summary: ncu bytes"
 has clean out.txt '^sweep +partial .*2 of 192 points' "summary: the partial sweep's points"
 has clean out/ncu-bytes.md '\| \*\*step\*\* \(pipelined, 4 profiled\) \| .* \| 1\.020 \|' \
@@ -362,7 +377,7 @@ step_is check check FAIL
 for s in ceilings targets ncu-b64-8k ncu-b1-32k ncu-bytes cuda_backend_tests sweep; do
   step_is check "$s" ok
 done
-has check out.txt '^RESULT: FAILED 1 of 14 steps: check' "summary: only check failed"
+has check out.txt '^RESULT: FAILED 1 of 15 steps: check' "summary: only check failed"
 has clean out.txt 'b=64 ctx=8192 f16 .*auto=pipelined .*(static issue bound 4700 GB/s)' \
   "summary: the static model's bound of the instance that ran (group 4: cap 4, not 8)"
 

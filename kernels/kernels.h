@@ -140,7 +140,8 @@ struct ResidentCtas {
 // ones do not repay the merge launch); otherwise the highest rung of `ladder` that runs `p`
 // (pipelined > gqa > naive in a full build); else any rung that runs it (a build narrowed to
 // split_kv). Never names a kernel itself: the ladder's order and flags decide; `resident` is
-// asked only about a splitting rung that runs `p`. If no rung runs `p`, the first one
+// asked only about a splitting rung that runs `p`. Never a prefix-aware rung (cascade: not
+// measured on a GPU yet; name it). If no rung runs `p`, the first one
 // (unsupported_reason then says why); "" for an empty ladder. Reads p.context_lens when set
 // (host pointer), else plans for the table's capacity (max_blocks_per_seq x block_size).
 inline constexpr int kSplitKvMinContext = 1024;

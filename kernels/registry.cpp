@@ -172,7 +172,8 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
   if (k.prefix_aware && p.num_prefix_groups != 0) {
     if (scope == CheckScope::launch) {
       if (std::string why = prefix_plan_error(p); !why.empty()) {
-        return "kernel '" + k.name + "' refuses its " + why;
+        return refuse("a prefix plan that does not hold for its block tables (" + why + ")",
+                      "a plan from plan_prefixes() or one prefix_plan_error() accepts");
       }
     } else if (p.num_prefix_groups < 0 || !p.prefix_group_start || !p.prefix_group_seqs ||
                !p.prefix_group_tokens || !p.seq_prefix_tokens) {

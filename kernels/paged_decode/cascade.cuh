@@ -40,7 +40,10 @@
 //   (all 16 rows live instead of 8), plus a second row's softmax (~40 instructions), so its
 //   instructions per KV byte stay near tc's while each byte serves up to 16 query rows.
 //   registers: O is d/2 floats per lane in the prefix pass (all four C registers of d/8 tiles)
-//   against tc's d/4.
+//   against tc's d/4. ptxas sm_90a (nvcc 13.0), no spills, no local memory: prefix pass d 64 /
+//   128 / 256 = 95 / 127 / 254 (f16), 79 / 127 / 254 (fp8_e4m3); suffix pass 79 / 152 / 224
+//   (f16), 71 / 110 / 180 (fp8_e4m3). At d 256 the prefix pass is at the 255 limit: one block
+//   per SM (f16, shared memory binds there anyway) or two (fp8).
 // `--kernel auto` does not pick cascade (not measured on a GPU yet; kernels::choose_kernel takes
 // the first splitting rung, split_kv): name it, `--kernel cascade`.
 #pragma once

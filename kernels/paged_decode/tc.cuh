@@ -39,7 +39,7 @@
 // rows padded by 16 bytes so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
 //   ring: 2 stages (34 KiB each, 16-bit KV, d = 128) or up to 5 (fp8, d = 64); d = 256 16-bit:
 //     2 x 66 KiB, one block per SM with 66 KiB in flight, still above Little's law's ~21 KiB
-//   registers (ptxas sm_90a): d 64 / 128 / 256 = 92 / 152 / 186 (16-bit), 70 / 110 / 180 (fp8);
+//   registers (ptxas sm_90a): d 64 / 128 / 256 = 90 / 152 / 186 (16-bit), 70 / 112 / 180 (fp8);
 //     O is d/4 floats per lane (only the live C registers are kept), q and K/V fragments are
 //     reloaded from shared memory per k-step
 //
@@ -54,6 +54,10 @@
 //   - P (in [0, 1], fp32) is split the same way, so O += P V is two MMAs; rounding P to one
 //     bf16 would cost 2^-9 relative per weight, far outside the bf16-out tolerance near zero
 //   k_scale is folded into the score scale, v_scale into the final weights, as the other rungs.
+//
+// Shared with cascade (cascade.cuh): the block's whole tile loop and warp merge, attend(), for 8
+// live rows (tc, cascade's suffix pass) or 16 (cascade's prefix pass, several sequences' query
+// groups in one MMA), with the rows' q and the destination of each result as parameters.
 //
 // Splits: the context is cut in whole units of kv_tile_tokens(d) exactly as split_kv does (the
 // planner counts work in that unit); a split's range is walked in 64-token tiles, the last one
@@ -348,7 +352,7 @@ __device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char
     float a = 0.f;
     float b = 0.f;
     if (r < live_rows) {
-      const int at = q_row_of(r) * kHeadDim + c;
+      const int at = static_cast<int>(q_row_of(r) * kHeadDim + c);
       a = dev::load_q<float>(p.q, p.q_dtype, at);
       b = dev::load_q<float>(p.q, p.q_dtype, at + 1);
     }
@@ -582,18 +586,21 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
   int t_end = 0;
   split_range(0, p.context_lens[seq], kv_tile_tokens(kHeadDim), p.num_splits, split, t_begin,
               t_end);
-  const int head0 = seq * p.num_q_heads + kv_head * group;  // first q row of the group
+  const std::size_t head0 = static_cast<std::size_t>(seq) * p.num_q_heads +
+                            static_cast<std::size_t>(kv_head) * group;  // first q row
   const bool to_workspace = p.num_splits > 1;
   attend<kKv, kHeadDim, kRows>(
       p, smem, kv_head, seq, t_begin, t_end, group, [&](int r) { return head0 + r; },
       [&](int h, int d, float value, const SoftmaxState<float>& state) {
         if (to_workspace) {
           // [batch][Hq][num_splits][d], [batch][Hq][num_splits]
-          const std::size_t at = static_cast<std::size_t>(head0 + h) * p.num_splits + split;
-          p.partial_out[at * kHeadDim + d] = value;
-          if (d == 0) p.partial_lse[at] = state.sum > 0.f ? state.log2_sum_exp2() : -INFINITY;
+          p.partial_out[((head0 + h) * p.num_splits + split) * kHeadDim + d] = value;
+          if (d == 0) {
+            p.partial_lse[(head0 + h) * p.num_splits + split] =
+                state.sum > 0.f ? state.log2_sum_exp2() : -INFINITY;
+          }
         } else {
-          dev::store_out(p.out, p.q_dtype, (head0 + h) * kHeadDim + d, value);
+          dev::store_out(p.out, p.q_dtype, static_cast<int>((head0 + h) * kHeadDim + d), value);
         }
       });
 }

@@ -246,7 +246,7 @@ TEST(CascadeEmu, WithoutAPlanItIsTc) {
   for (const double h : {0.0, 0.5}) {
     Case c;
     c.hit_rate = h;
-    c.context = ContextSpec::ragged(100, 300);
+    c.context = ContextSpec::ragged(70, 200);
     const Workload w = make(c, info->head_dims.front(), info->kv_dtypes.front());
     Options none;
     none.plan = k::PrefixPlan{{0}, {}, {}, std::vector<std::int32_t>(c.batch, 0)};

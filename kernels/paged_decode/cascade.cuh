@@ -44,6 +44,10 @@
 //   128 / 256 = 95 / 127 / 254 (f16), 79 / 127 / 254 (fp8_e4m3); suffix pass 79 / 152 / 224
 //   (f16), 71 / 110 / 180 (fp8_e4m3). At d 256 the prefix pass is at the 255 limit: one block
 //   per SM (f16, shared memory binds there anyway) or two (fp8).
+//   static model (SASS main loop, d 128, H200): prefix pass .076 / .149 instructions per KV
+//   byte (f16 / fp8_e4m3), an issue bound of 13.7 / 7.0 TB/s; suffix pass .085 / .164, 12.3 /
+//   6.4 TB/s (tc: .084 / .164). Both above HBM's 4.8 TB/s; the prefix pass's bytes serve up to
+//   16 query rows each.
 // `--kernel auto` does not pick cascade (not measured on a GPU yet; kernels::choose_kernel takes
 // the first splitting rung, split_kv): name it, `--kernel cascade`.
 #pragma once

@@ -4,6 +4,7 @@
 #   DECODEBENCH_RUNG_<name>_IDEA               one line: what the rung adds
 #   DECODEBENCH_RUNG_<name>_MAX_GROUP          largest Hq / Hkv served, 0 = any
 #   DECODEBENCH_RUNG_<name>_USES_WORKSPACE     ON / OFF
+#   DECODEBENCH_RUNG_<name>_PREFIX_AWARE       ON / OFF: reads the prefix plan (cascade)
 # and re-runs the configure step when the file changes. Fails with the rung and the field when an
 # entry is malformed or its header kernels/paged_decode/<name>.cuh is missing.
 function(decodebench_read_ladder json_file)
@@ -45,10 +46,22 @@ function(decodebench_read_ladder json_file)
     if(NOT uses_workspace_type STREQUAL "BOOLEAN")
       message(FATAL_ERROR "${json_file}: rung '${name}': uses_workspace must be true or false")
     endif()
+    string(JSON prefix_aware ERROR_VARIABLE err GET "${json}" rungs ${i} prefix_aware)
+    if(err)
+      message(FATAL_ERROR "${json_file}: rung ${i} has no 'prefix_aware': ${err}")
+    endif()
+    string(JSON prefix_aware_type TYPE "${json}" rungs ${i} prefix_aware)
+    if(NOT prefix_aware_type STREQUAL "BOOLEAN")
+      message(FATAL_ERROR "${json_file}: rung '${name}': prefix_aware must be true or false")
+    endif()
+    if(prefix_aware AND NOT uses_workspace)
+      message(FATAL_ERROR "${json_file}: rung '${name}': prefix_aware needs uses_workspace (the prefix partials are merged through it)")
+    endif()
     list(APPEND names ${name})
     set(DECODEBENCH_RUNG_${name}_IDEA "${idea}" PARENT_SCOPE)
     set(DECODEBENCH_RUNG_${name}_MAX_GROUP ${max_group} PARENT_SCOPE)
     set(DECODEBENCH_RUNG_${name}_USES_WORKSPACE ${uses_workspace} PARENT_SCOPE)
+    set(DECODEBENCH_RUNG_${name}_PREFIX_AWARE ${prefix_aware} PARENT_SCOPE)
   endforeach()
   set(DECODEBENCH_LADDER ${names} PARENT_SCOPE)
 endfunction()

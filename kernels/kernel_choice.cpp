@@ -11,7 +11,10 @@ namespace decodebench::kernels {
 std::string choose_kernel(const std::vector<KernelInfo>& ladder, const PagedDecodeParams& p,
                           const ResidencyOf& resident) {
   if (ladder.empty()) return {};
-  const auto runs = [&](const KernelInfo& info) { return unsupported_reason(info, p).empty(); };
+  // A prefix-aware rung (cascade) is named, never chosen: it has not been measured on a GPU.
+  const auto runs = [&](const KernelInfo& info) {
+    return !info.prefix_aware && unsupported_reason(info, p).empty();
+  };
 
   // The longest context: from the host-side lengths when the caller has them, else the table's
   // capacity (what the split planner plans for too).

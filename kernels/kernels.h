@@ -71,6 +71,12 @@ struct PagedDecodeParams {
   const std::int32_t* prefix_group_seqs = nullptr;    // members of group g, ascending
   const std::int32_t* prefix_group_tokens = nullptr;  // [G] shared leading tokens, whole blocks
   const std::int32_t* seq_prefix_tokens = nullptr;    // [batch] its group's prefix tokens, or 0
+  // Cascade's prefix pass (set by SplitKvWorkspace::bind with the workspace): each group's
+  // prefix is cut into num_prefix_chunks pieces (plan_prefix_chunks), whose partials follow the
+  // num_splits suffix splits in every workspace row of a member; num_prefix_tiles is the M
+  // tiles of all groups, prefix_tiles(p): grid.y of the prefix pass.
+  std::int32_t num_prefix_chunks = 0;
+  std::int32_t num_prefix_tiles = 0;
 };
 
 // What one rung of the kernel ladder is and what it takes. The harness learns kernel names only
@@ -85,6 +91,7 @@ struct KernelInfo {
   int max_group = 0;             // largest Hq/Hkv supported, 0 = any
   int max_batch = 65535;         // grid.y = batch on the GPU; 0 = any (the CPU decode)
   bool uses_workspace = false;   // needs partial_out/partial_lse (split_kv)
+  bool prefix_aware = false;     // reads the prefix plan (cascade): plan_prefixes() at prepare
 };
 
 // The ladder, in order, with what this build compiled. Same list for both targets.
@@ -101,9 +108,14 @@ std::string ladder_names();
 //           pointers and the pool size are not looked at, so a layout-only view can be checked
 //           (skip reasons, `--kernel auto`).
 //   launch: shape, plus what a launch needs: non-null tensors, a non-empty block table and pool,
-//           16-byte aligned K/V, positive scales, and for a workspace rung num_splits and the
-//           workspace pointers.
-enum class CheckScope { shape, launch };
+//           16-byte aligned K/V, positive scales, for a workspace rung num_splits and the
+//           workspace pointers, and for a prefix-aware rung a valid prefix plan
+//           (prefix_plan_error, which reads the plan and the tables: host pointers) with its
+//           chunk and tile counts.
+//   launch_device: launch with p's pointers on the device (the CUDA target): the plan's
+//           contents are not read, only its counts and pointers; the backend checks its host
+//           copy with prefix_plan_error before it binds the device copy.
+enum class CheckScope { shape, launch, launch_device };
 std::string unsupported_reason(const KernelInfo& kernel, const PagedDecodeParams& p,
                                CheckScope scope = CheckScope::shape);
 
@@ -128,7 +140,8 @@ struct ResidentCtas {
 // ones do not repay the merge launch); otherwise the highest rung of `ladder` that runs `p`
 // (pipelined > gqa > naive in a full build); else any rung that runs it (a build narrowed to
 // split_kv). Never names a kernel itself: the ladder's order and flags decide; `resident` is
-// asked only about a splitting rung that runs `p`. If no rung runs `p`, the first one
+// asked only about a splitting rung that runs `p`. Never a prefix-aware rung (cascade: not
+// measured on a GPU yet; name it). If no rung runs `p`, the first one
 // (unsupported_reason then says why); "" for an empty ladder. Reads p.context_lens when set
 // (host pointer), else plans for the table's capacity (max_blocks_per_seq x block_size).
 inline constexpr int kSplitKvMinContext = 1024;
@@ -152,28 +165,40 @@ constexpr int kv_tile_tokens(int head_dim) { return head_dim > 0 ? 4096 / head_d
 inline constexpr int kMaxSplits = 256;
 inline constexpr int kMinTokensPerSplit = 256;
 int plan_num_splits(const PagedDecodeParams& p, const ResidentCtas& gpu);
+// The rule itself, for any set of `blocks` equal thread blocks whose longest range has
+// `longest_tokens` tokens cut in kv_tile_tokens(head_dim) units: plan_num_splits, and the
+// cascade prefix pass's chunk count.
+int plan_pieces(long long blocks, long long longest_tokens, int head_dim, const ResidentCtas& gpu);
 
 // The split_kv workspace: one allocation of total_bytes holding, in this order,
-//   partial_out [batch][Hq][num_splits][d]  fp32  at partial_out_offset (0)
-//   partial_lse [batch][Hq][num_splits]     fp32  at partial_lse_offset (a multiple of 16)
-// Every user (the backends, the tests) sizes and splits the workspace with this.
+//   partial_out [batch][Hq][slots][d]  fp32  at partial_out_offset (0)
+//   partial_lse [batch][Hq][slots]     fp32  at partial_lse_offset (a multiple of 16)
+// with slots = num_splits (split_kv, tc) or num_splits + num_prefix_chunks (cascade: a row's
+// suffix splits, then its group's prefix chunks). Every user (the backends, the tests) sizes
+// and splits the workspace with this, through plan_workspace() when it runs a ladder rung.
 struct SplitKvWorkspace {
   int num_splits = 1;
+  int num_prefix_chunks = 0;  // cascade with a plan; else 0
+  int num_prefix_tiles = 0;   // prefix_tiles(p) when num_prefix_chunks > 0
   std::size_t partial_out_offset = 0;
   std::size_t partial_out_bytes = 0;
   std::size_t partial_lse_offset = 0;
   std::size_t partial_lse_bytes = 0;
   std::size_t total_bytes = 0;
-  // Sets p.num_splits and points p.partial_out / p.partial_lse into `base` (total_bytes,
-  // 16-byte aligned).
+  // Sets p.num_splits (and the prefix counts) and points p.partial_out / p.partial_lse into
+  // `base` (total_bytes, 16-byte aligned).
   void bind(PagedDecodeParams& p, void* base) const {
     auto* bytes = static_cast<unsigned char*>(base);
     p.num_splits = num_splits;
+    p.num_prefix_chunks = num_prefix_chunks;
+    p.num_prefix_tiles = num_prefix_tiles;
     p.partial_out = reinterpret_cast<float*>(bytes + partial_out_offset);
     p.partial_lse = reinterpret_cast<float*>(bytes + partial_lse_offset);
   }
 };
-SplitKvWorkspace split_kv_workspace(const PagedDecodeParams& p, int num_splits);
+// num_prefix_chunks > 0 (cascade) needs p's prefix plan bound (host pointers) for the tiles.
+SplitKvWorkspace split_kv_workspace(const PagedDecodeParams& p, int num_splits,
+                                    int num_prefix_chunks = 0);
 
 // The shared prefixes of a batch, for prefix-aware (cascade) kernels: each group's members
 // read its first group_tokens[g] tokens through the same physical blocks, so one pass over
@@ -209,6 +234,26 @@ PrefixPlan plan_prefixes(const PagedDecodeParams& p);
 // Otherwise one sentence naming the first violation. num_prefix_groups = 0 is a valid plan
 // (nothing shared).
 std::string prefix_plan_error(const PagedDecodeParams& p);
+
+// Cascade's prefix pass (rule and why: cascade_plan.cpp). One M tile of 16 MMA rows packs
+// prefix_members_per_tile(group) = floor(16 / group) members' query groups (16 at MHA, 2 at
+// group 8); prefix_tiles(p) is Σ_g ceil(members_g / that) over p's plan (host pointers), and
+// plan_prefix_chunks the pieces each group's prefix is cut into so that Hkv x tiles x chunks
+// fills the wave (plan_pieces on the longest prefix; 0 without a plan). Deterministic.
+inline constexpr int kPrefixTileRows = 16;
+constexpr int prefix_members_per_tile(int group) { return group > 0 ? kPrefixTileRows / group : 0; }
+int prefix_tiles(const PagedDecodeParams& p);
+int plan_prefix_chunks(const PagedDecodeParams& p, const ResidentCtas& gpu);
+// The suffix pass's split count: plan_num_splits over the suffixes context_lens[b] -
+// seq_prefix_tokens[b] (whole contexts without a plan).
+int plan_suffix_splits(const PagedDecodeParams& p, const ResidentCtas& gpu);
+
+// The workspace `kernel` needs for `p` on `gpu`, planned: none (total_bytes 0) for a rung
+// without one; plan_num_splits for split_kv and tc; for a prefix-aware rung, with p's plan
+// bound (host pointers), plan_suffix_splits and plan_prefix_chunks. What the backends and
+// tests allocate and bind; the cuda backend's footprint counts the same.
+SplitKvWorkspace plan_workspace(const KernelInfo& kernel, const PagedDecodeParams& p,
+                                const ResidentCtas& gpu);
 
 // Result of a launch. For CUDA, `message` names the CUDA error; for the emulator it carries the
 // emulator's report (race-free barrier mismatch, timeout, ...).

@@ -16,6 +16,7 @@ struct Rung {
   const char* idea;
   int max_group;
   bool uses_workspace;
+  bool prefix_aware;
 };
 
 // In ladder order. Each rung adds one idea over the one before it. The list is
@@ -67,6 +68,7 @@ const std::vector<KernelInfo>& kernel_ladder() {
       info.min_block_size = 8;
       info.max_group = rung.max_group;
       info.uses_workspace = rung.uses_workspace;
+      info.prefix_aware = rung.prefix_aware;
       out.push_back(std::move(info));
     }
     return out;
@@ -165,6 +167,28 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
       return refuse(
           std::string("a null ") + (p.partial_out == nullptr ? "partial_out" : "partial_lse"),
           "the workspace set, laid out by split_kv_workspace()");
+    }
+  }
+  if (k.prefix_aware && p.num_prefix_groups != 0) {
+    if (scope == CheckScope::launch) {
+      if (std::string why = prefix_plan_error(p); !why.empty()) {
+        return refuse("a prefix plan that does not hold for its block tables (" + why + ")",
+                      "a plan from plan_prefixes() or one prefix_plan_error() accepts");
+      }
+    } else if (p.num_prefix_groups < 0 || !p.prefix_group_start || !p.prefix_group_seqs ||
+               !p.prefix_group_tokens || !p.seq_prefix_tokens) {
+      return refuse(
+          "a prefix plan with " + std::to_string(p.num_prefix_groups) + " groups and a null array",
+          "a plan bound by PrefixPlan::bind");
+    }
+    if (p.num_prefix_chunks < 1 || p.num_prefix_chunks > 65535) {  // grid.z of the prefix pass
+      return refuse("num_prefix_chunks " + std::to_string(p.num_prefix_chunks),
+                    "1..65535 with a prefix plan, bound by split_kv_workspace()");
+    }
+    const int tiles = scope == CheckScope::launch ? prefix_tiles(p) : p.num_prefix_tiles;
+    if (p.num_prefix_tiles < 1 || p.num_prefix_tiles > 65535 || p.num_prefix_tiles != tiles) {
+      return refuse("num_prefix_tiles " + std::to_string(p.num_prefix_tiles),
+                    "prefix_tiles() of the plan (" + std::to_string(tiles) + "), 1..65535");
     }
   }
   return {};

@@ -50,17 +50,10 @@
 
 namespace decodebench::kernels {
 
-int plan_num_splits(const PagedDecodeParams& p, const ResidentCtas& gpu) {
-  const long long blocks =
-      static_cast<long long>(std::max(p.batch, 1)) * std::max(p.num_kv_heads, 1);
+int plan_pieces(long long blocks, long long longest, int head_dim, const ResidentCtas& gpu) {
+  blocks = std::max(blocks, 1LL);
   const long long slots = gpu.slots();
-  long long longest = 0;
-  if (p.context_lens != nullptr) {
-    for (int b = 0; b < p.batch; ++b) longest = std::max<long long>(longest, p.context_lens[b]);
-  } else {
-    longest = static_cast<long long>(std::max(p.max_blocks_per_seq, 0)) * std::max(p.block_size, 0);
-  }
-  const long long tile = kv_tile_tokens(p.head_dim);
+  const long long tile = kv_tile_tokens(head_dim);
   const long long tiles = std::max(1LL, (longest + tile - 1) / tile);
   const long long limit =
       std::max(1LL, std::min({slots / blocks, tiles, longest / kMinTokensPerSplit,
@@ -77,14 +70,30 @@ int plan_num_splits(const PagedDecodeParams& p, const ResidentCtas& gpu) {
   return static_cast<int>(best);
 }
 
-SplitKvWorkspace split_kv_workspace(const PagedDecodeParams& p, int num_splits) {
+int plan_num_splits(const PagedDecodeParams& p, const ResidentCtas& gpu) {
+  const long long blocks =
+      static_cast<long long>(std::max(p.batch, 1)) * std::max(p.num_kv_heads, 1);
+  long long longest = 0;
+  if (p.context_lens != nullptr) {
+    for (int b = 0; b < p.batch; ++b) longest = std::max<long long>(longest, p.context_lens[b]);
+  } else {
+    longest = static_cast<long long>(std::max(p.max_blocks_per_seq, 0)) * std::max(p.block_size, 0);
+  }
+  return plan_pieces(blocks, longest, p.head_dim, gpu);
+}
+
+SplitKvWorkspace split_kv_workspace(const PagedDecodeParams& p, int num_splits,
+                                    int num_prefix_chunks) {
   constexpr std::size_t kAlign = 16;  // every buffer a kernel gets starts 16-byte aligned
+  num_prefix_chunks = std::max(num_prefix_chunks, 0);
   const std::size_t rows = static_cast<std::size_t>(std::max(p.batch, 0)) *
                            static_cast<std::size_t>(std::max(p.num_q_heads, 0)) *
-                           static_cast<std::size_t>(std::max(num_splits, 0));
+                           static_cast<std::size_t>(std::max(num_splits, 0) + num_prefix_chunks);
   SplitKvWorkspace w;
   w.num_splits = num_splits;
-  // [batch][Hq][num_splits][d] fp32, then [batch][Hq][num_splits] fp32.
+  w.num_prefix_chunks = num_prefix_chunks;
+  w.num_prefix_tiles = num_prefix_chunks > 0 ? prefix_tiles(p) : 0;
+  // [batch][Hq][slots][d] fp32, then [batch][Hq][slots] fp32.
   w.partial_out_offset = 0;
   w.partial_out_bytes = rows * static_cast<std::size_t>(std::max(p.head_dim, 0)) * sizeof(float);
   w.partial_lse_offset = (w.partial_out_bytes + kAlign - 1) / kAlign * kAlign;

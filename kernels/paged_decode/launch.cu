@@ -16,6 +16,14 @@
 namespace decodebench::kernels::DECODEBENCH_TARGET_NS {
 namespace {
 
+// The emulator's pointers are host pointers, so the prefix plan can be checked in full; on the
+// GPU they are device pointers (the backend checked its host copy of the plan).
+#if defined(__CUDACC__)
+constexpr CheckScope kLaunchScope = CheckScope::launch_device;
+#else
+constexpr CheckScope kLaunchScope = CheckScope::launch;
+#endif
+
 // Empty when `kernel` names a rung that takes `p` at `scope`; else the refusal.
 LaunchResult check(std::string_view kernel, const PagedDecodeParams& p, CheckScope scope) {
   const KernelInfo* info = find_kernel(kernel);
@@ -33,7 +41,7 @@ LaunchResult check(std::string_view kernel, const PagedDecodeParams& p, CheckSco
 
 LaunchResult launch_paged_decode(std::string_view kernel, const PagedDecodeParams& p,
                                  void* stream) {
-  if (LaunchResult r = check(kernel, p, CheckScope::launch); !r.ok()) return r;
+  if (LaunchResult r = check(kernel, p, kLaunchScope); !r.ok()) return r;
   return dispatch_compiled(kernel, p, stream);
 }
 

@@ -68,22 +68,30 @@ __global__ void __launch_bounds__(decode::kThreads)
 
 // One block per (query head, sequence): out = Σ_s 2^(lse_s - M) o_s / Σ_s 2^(lse_s - M), built
 // by merging the splits' softmax states one at a time (a split is the state {max = lse, sum = 1}
-// with normalized accumulator o_s; an empty split has sum 0 and drops out).
-template <int kHeadDim>
+// with normalized accumulator o_s; an empty split has sum 0 and drops out). The one LSE merge of
+// the ladder: kPrefix (cascade) adds, for a sequence in a prefix group (seq_prefix_tokens > 0),
+// the num_prefix_chunks partials of its group's prefix pass, stored after its num_splits suffix
+// splits in each row of num_splits + num_prefix_chunks slots (split_kv_workspace).
+template <int kHeadDim, bool kPrefix = false>
 __global__ void __launch_bounds__(kMergeThreads)
     merge_kernel(const __grid_constant__ PagedDecodeParams p) {
   constexpr int kDimsPerThread = kHeadDim / kMergeThreads;
   static_assert(kHeadDim % kMergeThreads == 0, "whole dims per thread");
+  const int slots = kPrefix ? p.num_splits + p.num_prefix_chunks : p.num_splits;
+  int used = p.num_splits;  // slots of this row that hold a partial
+  if constexpr (kPrefix) {
+    if (p.seq_prefix_tokens[blockIdx.y] > 0) used = slots;
+  }
   const std::size_t q_row = static_cast<std::size_t>(blockIdx.y) * p.num_q_heads + blockIdx.x;
-  const float* lse = p.partial_lse + q_row * p.num_splits;              // [num_splits]
-  const float* part = p.partial_out + q_row * p.num_splits * kHeadDim;  // [num_splits][d]
+  const float* lse = p.partial_lse + q_row * slots;              // [slots]
+  const float* part = p.partial_out + q_row * slots * kHeadDim;  // [slots][d]
   const int tid = static_cast<int>(threadIdx.x);
 
   SoftmaxState<float> state;
   float acc[kDimsPerThread];
 #pragma unroll
   for (int j = 0; j < kDimsPerThread; ++j) acc[j] = 0.f;
-  for (int s = 0; s < p.num_splits; ++s) {
+  for (int s = 0; s < used; ++s) {
     SoftmaxState<float> split_state;
     split_state.max = lse[s];
     split_state.sum = lse[s] == -INFINITY ? 0.f : 1.f;

@@ -39,7 +39,7 @@
 // rows padded by 16 bytes so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
 //   ring: 2 stages (34 KiB each, 16-bit KV, d = 128) or up to 5 (fp8, d = 64); d = 256 16-bit:
 //     2 x 66 KiB, one block per SM with 66 KiB in flight, still above Little's law's ~21 KiB
-//   registers (ptxas sm_90a): d 64 / 128 / 256 = 92 / 152 / 186 (16-bit), 70 / 110 / 180 (fp8);
+//   registers (ptxas sm_90a): d 64 / 128 / 256 = 90 / 152 / 186 (16-bit), 70 / 112 / 180 (fp8);
 //     O is d/4 floats per lane (only the live C registers are kept), q and K/V fragments are
 //     reloaded from shared memory per k-step
 //
@@ -54,6 +54,10 @@
 //   - P (in [0, 1], fp32) is split the same way, so O += P V is two MMAs; rounding P to one
 //     bf16 would cost 2^-9 relative per weight, far outside the bf16-out tolerance near zero
 //   k_scale is folded into the score scale, v_scale into the final weights, as the other rungs.
+//
+// Shared with cascade (cascade.cuh): the block's whole tile loop and warp merge, attend(), for 8
+// live rows (tc, cascade's suffix pass) or 16 (cascade's prefix pass, several sequences' query
+// groups in one MMA), with the rows' q and the destination of each result as parameters.
 //
 // Splits: the context is cut in whole units of kv_tile_tokens(d) exactly as split_kv does (the
 // planner counts work in that unit); a split's range is walked in 64-token tiles, the last one
@@ -85,7 +89,9 @@ inline constexpr int kBytesInFlight = 32 * 1024;          // per block, as pipel
 template <DType kKv>
 inline constexpr DType kMmaType = is_fp8(kKv) ? DType::f16 : kKv;
 
-template <DType kKv, int kHeadDim>
+// kMRows: the MMA rows of q a block serves (8 for tc, 16 for cascade's prefix pass); only the q
+// tile and the end-of-block merge buffers depend on it.
+template <DType kKv, int kHeadDim, int kMRows = kRows>
 struct Geometry {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "tc is instantiated for head_dim 64, 128 and 256");
@@ -101,11 +107,11 @@ struct Geometry {
   static constexpr int kRingBytes = kStages * kStageBytes;
   // The end-of-block merge: [warp][row][d] O and [warp][row][2] (max, sum), fp32; aliases the
   // ring (empty by then).
-  static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
+  static constexpr int kMergeBytes = kWarps * kMRows * (kHeadDim + 2) * 4;
   static constexpr int kRegionBytes = kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes;
-  // q in the MMA type, hi and lo: [2][8][d + pad]
+  // q in the MMA type, hi and lo: [2][kMRows][d + pad]
   static constexpr int kQRowBytes = kHeadDim * 2 + kPadBytes;
-  static constexpr int kQBytes = 2 * kRows * kQRowBytes;
+  static constexpr int kQBytes = 2 * kMRows * kQRowBytes;
   static constexpr std::size_t kBytes = kRegionBytes + kQBytes;
   // cp.async mapping as pipelined: thread t copies granule column t % G of rows t / G + k R.
   static constexpr int kGranulesPerRow = kRowBytes / 16;
@@ -252,6 +258,25 @@ __device__ __forceinline__ dev::FragA load_q_fragment(const unsigned char* q_til
   return a;
 }
 
+// A fragment of q for k-step `ks` from a q tile [16][d + pad] of 16 live rows (cascade's prefix
+// pass packs the rows of several sequences into one MMA).
+template <int kHeadDim>
+__device__ __forceinline__ dev::FragA load_q_fragment16(const unsigned char* q_tile, int ks,
+                                                        int lane) {
+  constexpr int kQRowBytes = kHeadDim * 2 + kPadBytes;
+  // Matrix m = lane / 8 (A register m): rows 8 (m % 2) + [0, 8), dims 16 ks + 8 (m / 2) + [0, 8).
+  const unsigned char* addr =
+      q_tile + ((lane % 8) + ((lane / 8) & 1) * 8) * kQRowBytes + (ks * 16 + (lane / 16) * 8) * 2;
+  std::uint32_t r[4];
+  dev::ldmatrix<4>(r, addr);
+  dev::FragA a;
+  a.reg[0] = r[0];
+  a.reg[1] = r[1];
+  a.reg[2] = r[2];
+  a.reg[3] = r[3];
+  return a;
+}
+
 // acc += a b for the live rows 0..7 of C (registers 0, 1): rows 8.. are zero padding in and out,
 // so registers 2, 3 are dead after the MMA and ptxas can reuse them (64 registers at d = 256).
 template <DType kMma>
@@ -267,47 +292,67 @@ __device__ __forceinline__ void mma_live_rows(const dev::FragA& a, const dev::Fr
   acc[1] = c.reg[1];
 }
 
-template <DType kKv, int kHeadDim>
-__global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ PagedDecodeParams p) {
-  using G = Geometry<kKv, kHeadDim>;
+// The same with all 16 rows live (C registers 0..3).
+template <DType kMma>
+__device__ __forceinline__ void mma_live_rows(const dev::FragA& a, const dev::FragB& b,
+                                              float (&acc)[4]) {
+  dev::FragC c;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) c.reg[i] = acc[i];
+  c = dev::mma_m16n8k16<kMma>(a, b, c);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc[i] = c.reg[i];
+}
+
+// [lo, hi) cut in whole units of `unit` tokens into n pieces, the larger shares first (split_kv's
+// rule, so the planner's unit of work is the same): piece s is [begin, end), empty when s is past
+// the units.
+__device__ __forceinline__ void split_range(int lo, int hi, int unit, int n, int s, int& begin,
+                                            int& end) {
+  const int units = (hi - lo + unit - 1) / unit;
+  const int base = units / n;
+  const int extra = units % n;
+  const int first = s * base + (s < extra ? s : extra);
+  const int count = base + (s < extra ? 1 : 0);
+  begin = lo + first * unit < hi ? lo + first * unit : hi;
+  end = lo + (first + count) * unit < hi ? lo + (first + count) * unit : hi;
+}
+
+// One thread block's attention over tokens [t_begin, t_end) of KV head `kv_head`, read through
+// sequence `table_seq`'s block table, for kMRows MMA rows of queries: 8 (tc: the query group,
+// rows 8..15 padding) or 16 (cascade's prefix pass: the groups of several sequences). MMA row r
+// < live_rows is q row q_row_of(r) ([batch x Hq] index); rows past live_rows are zero. Ends
+// with the 4 warps merged and store(r, dim, value, state) called once per live (row, dim):
+// value is the row's normalized output (v_scale applied, 0 for an empty range), state its
+// softmax state (sum 0 when empty). `smem` holds Geometry<kKv, kHeadDim, kMRows>::kBytes.
+template <DType kKv, int kHeadDim, int kMRows, typename QRowOf, typename Store>
+__device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char* smem, int kv_head,
+                                       int table_seq, int t_begin, int t_end, int live_rows,
+                                       QRowOf q_row_of, Store store) {
+  static_assert(kMRows == 8 || kMRows == 16, "8 live rows (one C half) or all 16");
+  using G = Geometry<kKv, kHeadDim, kMRows>;
   constexpr DType kMma = kMmaType<kKv>;
   constexpr int kStages = G::kStages;
-  DECODEBENCH_DYNAMIC_SHARED(unsigned char, smem);
-  unsigned char* ring = smem;                          // [S][2][64][d + pad]
-  unsigned char* q_hi = smem + G::kRegionBytes;        // [8][d + pad] kMma
-  unsigned char* q_lo = q_hi + kRows * G::kQRowBytes;  // [8][d + pad] kMma
+  constexpr int kHalves = kMRows / 8;            // a lane holds C rows lane / 4 + 8 h, h < kHalves
+  constexpr int kC = 2 * kHalves;                // live C registers per n8 tile
+  unsigned char* ring = smem;                    // [S][2][64][d + pad]
+  unsigned char* q_hi = smem + G::kRegionBytes;  // [kMRows][d + pad] kMma
+  unsigned char* q_lo = q_hi + kMRows * G::kQRowBytes;  // [kMRows][d + pad] kMma
 
-  const int kv_head = static_cast<int>(blockIdx.x);
-  const int seq = static_cast<int>(blockIdx.y);
-  const int split = static_cast<int>(blockIdx.z);
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const int group = p.num_q_heads / p.num_kv_heads;
-  const int context = p.context_lens[seq];
 
-  // The split's range, in whole units of kv_tile_tokens(d) as split_kv cuts it.
-  const int unit = kv_tile_tokens(kHeadDim);
-  const int units = (context + unit - 1) / unit;
-  const int base = units / p.num_splits;
-  const int extra = units % p.num_splits;
-  const int first = split * base + (split < extra ? split : extra);
-  const int count = base + (split < extra ? 1 : 0);
-  const int t_begin = first * unit < context ? first * unit : context;
-  const int t_end = (first + count) * unit < context ? (first + count) * unit : context;
-
-  // q of the group, [8][d] in the MMA type as hi + lo; rows past the group are zero. Ordered
-  // before the first ldmatrix by the main loop's first barrier.
-  const std::size_t head0 = static_cast<std::size_t>(seq) * p.num_q_heads +
-                            static_cast<std::size_t>(kv_head) * group;  // first q row
+  // q of the rows, [kMRows][d] in the MMA type as hi + lo; rows past live_rows are zero.
+  // Ordered before the first ldmatrix by the main loop's first barrier.
   const bool q_split = p.q_dtype != kMma;
-  for (int i = tid; i < kRows * kHeadDim / 2; i += kThreads) {
+  for (int i = tid; i < kMRows * kHeadDim / 2; i += kThreads) {
     const int r = i / (kHeadDim / 2);
     const int c = (i % (kHeadDim / 2)) * 2;
     float a = 0.f;
     float b = 0.f;
-    if (r < group) {
-      const int at = static_cast<int>((head0 + r) * kHeadDim + c);
+    if (r < live_rows) {
+      const int at = static_cast<int>(q_row_of(r) * kHeadDim + c);
       a = dev::load_q<float>(p.q, p.q_dtype, at);
       b = dev::load_q<float>(p.q, p.q_dtype, at + 1);
     }
@@ -331,7 +376,7 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
 #pragma unroll
     for (int k = 0; k < G::kCopies; ++k) {
       const int t = t_begin + tile_index * kTileTokens + copy_row + k * G::kCopyRowStride;
-      block[k] = t < t_end ? decode::block_of(p, seq, t, block_shift) : 0;
+      block[k] = t < t_end ? decode::block_of(p, table_seq, t, block_shift) : 0;
     }
   };
   auto issue = [&](int tile_index) {
@@ -353,14 +398,22 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
     }
   };
 
-  // This warp's state for query row lane / 4 (C rows 8.. are padding): running max (log2
-  // domain), this lane's part of the sum, and O: n8 tile n holds dims 8n + 2 (lane % 4) + {0, 1}
-  // (C registers 0, 1; registers 2, 3 are the padding rows 8..).
-  float m_run = -INFINITY;
-  float l_run = 0.f;
-  float o[G::kNTiles][2];
+  // This warp's state for query rows lane / 4 + 8 h: running max (log2 domain), this lane's
+  // part of the sum, and O: n8 tile n holds dims 8n + 2 (lane % 4) + {0, 1} of row lane / 4 + 8 h
+  // in o[n][2h + {0, 1}] (C registers 2h, 2h + 1; with 8 rows, registers 2, 3 are padding).
+  float m_run[kHalves];
+  float l_run[kHalves];
+  float o[G::kNTiles][kC];
 #pragma unroll
-  for (int n = 0; n < G::kNTiles; ++n) o[n][0] = o[n][1] = 0.f;
+  for (int h = 0; h < kHalves; ++h) {
+    m_run[h] = -INFINITY;
+    l_run[h] = 0.f;
+  }
+#pragma unroll
+  for (int n = 0; n < G::kNTiles; ++n) {
+#pragma unroll
+    for (int i = 0; i < kC; ++i) o[n][i] = 0.f;
+  }
   const float scale = decode::score_scale_log2(p);
 
 #pragma unroll 1
@@ -387,60 +440,83 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
     const unsigned char* v_rows = k_rows + G::kTileBytes;
 
     // S = Q K^T over 16 tokens: halves j = 0 (tokens 0..7) and 1 (8..15).
-    float s[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+    float s[2][kC];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int c = 0; c < kC; ++c) s[j][c] = 0.f;
+    }
 #pragma unroll
     for (int ks = 0; ks < G::kKSteps; ++ks) {
       dev::FragB kb[2];
       load_k_fragments<kKv, kHeadDim>(k_rows, ks, lane, kb);
-      const dev::FragA qa = load_q_fragment<kHeadDim>(q_hi, ks, lane);
+      dev::FragA qa;
+      if constexpr (kHalves == 1) {
+        qa = load_q_fragment<kHeadDim>(q_hi, ks, lane);
+      } else {
+        qa = load_q_fragment16<kHeadDim>(q_hi, ks, lane);
+      }
       mma_live_rows<kMma>(qa, kb[0], s[0]);
       mma_live_rows<kMma>(qa, kb[1], s[1]);
       if (q_split) {  // block-uniform
-        const dev::FragA ql = load_q_fragment<kHeadDim>(q_lo, ks, lane);
+        dev::FragA ql;
+        if constexpr (kHalves == 1) {
+          ql = load_q_fragment<kHeadDim>(q_lo, ks, lane);
+        } else {
+          ql = load_q_fragment16<kHeadDim>(q_lo, ks, lane);
+        }
         mma_live_rows<kMma>(ql, kb[0], s[0]);
         mma_live_rows<kMma>(ql, kb[1], s[1]);
       }
     }
 
-    // Online softmax of row lane / 4 over its tokens j 8 + 2 (lane % 4) + e.
-    float sc[2][2];
-    float tile_max = -INFINITY;
+    // Online softmax of rows lane / 4 + 8 h over their tokens j 8 + 2 (lane % 4) + e.
+    float w[2][kC];
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
+    for (int h = 0; h < kHalves; ++h) {
+      float sc[2][2];
+      float tile_max = -INFINITY;
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int t = warp_first + j * 8 + 2 * (lane % 4) + e;
-        sc[j][e] = t < t_end ? s[j][e] * scale : -INFINITY;
-        tile_max = fmaxf(tile_max, sc[j][e]);
+      for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int t = warp_first + j * 8 + 2 * (lane % 4) + e;
+          sc[j][e] = t < t_end ? s[j][2 * h + e] * scale : -INFINITY;
+          tile_max = fmaxf(tile_max, sc[j][e]);
+        }
+      }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      // Token warp_first is valid, so tile_max is finite and so is m_new.
+      const float m_new = fmaxf(m_run[h], tile_max);
+      const float factor = dev::fast_exp2(m_run[h] - m_new);  // m_run = -inf -> 0
+      m_run[h] = m_new;
+      l_run[h] *= factor;
+#pragma unroll
+      for (int n = 0; n < G::kNTiles; ++n) {
+        o[n][2 * h] *= factor;
+        o[n][2 * h + 1] *= factor;
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          w[j][2 * h + e] = dev::fast_exp2(sc[j][e] - m_new);  // masked: exp2(-inf) = 0
+          l_run[h] += w[j][2 * h + e];
+        }
       }
     }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-    // Token warp_first is valid, so tile_max is finite and so is m_new.
-    const float m_new = fmaxf(m_run, tile_max);
-    const float factor = dev::fast_exp2(m_run - m_new);  // m_run = -inf -> 0
-    m_run = m_new;
-    l_run *= factor;
-#pragma unroll
-    for (int n = 0; n < G::kNTiles; ++n) {
-      o[n][0] *= factor;
-      o[n][1] *= factor;
-    }
-    float w[2][2];
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        w[j][e] = dev::fast_exp2(sc[j][e] - m_new);  // masked: exp2(-inf) = 0
-        l_run += w[j][e];
-      }
-    }
-    // P as the A fragment (rows = heads, k = the 16 tokens), split into hi + lo.
+    // P as the A fragment (rows = query rows, k = the 16 tokens), split into hi + lo: registers
+    // 0 and 2 are rows 0..7 (tokens 0..7, 8..15), 1 and 3 rows 8..15.
     dev::FragA p_hi;
     dev::FragA p_lo;
-    p_hi.reg[1] = p_hi.reg[3] = p_lo.reg[1] = p_lo.reg[3] = 0u;
+    if constexpr (kHalves == 1) p_hi.reg[1] = p_hi.reg[3] = p_lo.reg[1] = p_lo.reg[3] = 0u;
     split2<kMma>(w[0][0], w[0][1], p_hi.reg[0], p_lo.reg[0]);
     split2<kMma>(w[1][0], w[1][1], p_hi.reg[2], p_lo.reg[2]);
+    if constexpr (kHalves == 2) {
+      split2<kMma>(w[0][2], w[0][3], p_hi.reg[1], p_lo.reg[1]);
+      split2<kMma>(w[1][2], w[1][3], p_hi.reg[3], p_lo.reg[3]);
+    }
 #pragma unroll
     for (int n = 0; n < G::kNTiles; n += 2) {
       dev::FragB vb[2];
@@ -454,26 +530,31 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
   }
   dev::cp_async_wait_all();  // only empty groups can be left
 
-  // Merge the 4 warps' states of each row; write the output or the split's partial.
-  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
-  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
-  __syncthreads();  // every warp is done with the ring, which the merge buffers alias
-  float* merge_o = reinterpret_cast<float*>(smem);           // [warp][row][d]
-  float* merge_stats = merge_o + kWarps * kRows * kHeadDim;  // [warp][row][2]
-  const int row = lane / 4;
-  if (lane % 4 == 0) {
-    merge_stats[(warp * kRows + row) * 2] = m_run;
-    merge_stats[(warp * kRows + row) * 2 + 1] = l_run;
-  }
+  // Merge the 4 warps' states of each row and hand every (row, dim) to `store`.
 #pragma unroll
-  for (int n = 0; n < G::kNTiles; ++n) {
-    float* dst = merge_o + (warp * kRows + row) * kHeadDim + n * 8 + 2 * (lane % 4);
-    dst[0] = o[n][0];
-    dst[1] = o[n][1];
+  for (int h = 0; h < kHalves; ++h) {
+    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 1);
+    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 2);
+  }
+  __syncthreads();  // every warp is done with the ring, which the merge buffers alias
+  float* merge_o = reinterpret_cast<float*>(smem);            // [warp][row][d]
+  float* merge_stats = merge_o + kWarps * kMRows * kHeadDim;  // [warp][row][2]
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h) {
+    const int row = lane / 4 + 8 * h;
+    if (lane % 4 == 0) {
+      merge_stats[(warp * kMRows + row) * 2] = m_run[h];
+      merge_stats[(warp * kMRows + row) * 2 + 1] = l_run[h];
+    }
+#pragma unroll
+    for (int n = 0; n < G::kNTiles; ++n) {
+      float* dst = merge_o + (warp * kMRows + row) * kHeadDim + n * 8 + 2 * (lane % 4);
+      dst[0] = o[n][2 * h];
+      dst[1] = o[n][2 * h + 1];
+    }
   }
   __syncthreads();
-  const bool to_workspace = p.num_splits > 1;
-  for (int idx = tid; idx < group * kHeadDim; idx += kThreads) {
+  for (int idx = tid; idx < live_rows * kHeadDim; idx += kThreads) {
     const int h = idx / kHeadDim;
     const int d = idx % kHeadDim;
     SoftmaxState<float> state;
@@ -481,25 +562,47 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       SoftmaxState<float> warp_state;
-      warp_state.max = merge_stats[(w * kRows + h) * 2];
-      warp_state.sum = merge_stats[(w * kRows + h) * 2 + 1];
+      warp_state.max = merge_stats[(w * kMRows + h) * 2];
+      warp_state.sum = merge_stats[(w * kMRows + h) * 2 + 1];
       float self_factor = 0.f;
       float warp_factor = 0.f;
       state.merge(warp_state, self_factor, warp_factor, dev::FastExp2{});
-      acc = acc * self_factor + merge_o[(w * kRows + h) * kHeadDim + d] * warp_factor;
+      acc = acc * self_factor + merge_o[(w * kMRows + h) * kHeadDim + d] * warp_factor;
     }
     const float value = state.sum > 0.f ? acc * p.v_scale / state.sum : 0.f;
-    if (to_workspace) {
-      // [batch][Hq][num_splits][d], [batch][Hq][num_splits]
-      p.partial_out[((head0 + h) * p.num_splits + split) * kHeadDim + d] = value;
-      if (d == 0) {
-        p.partial_lse[(head0 + h) * p.num_splits + split] =
-            state.sum > 0.f ? state.log2_sum_exp2() : -INFINITY;
-      }
-    } else {
-      dev::store_out(p.out, p.q_dtype, static_cast<int>((head0 + h) * kHeadDim + d), value);
-    }
+    store(h, d, value, state);
   }
+}
+
+template <DType kKv, int kHeadDim>
+__global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ PagedDecodeParams p) {
+  DECODEBENCH_DYNAMIC_SHARED(unsigned char, smem);
+  const int kv_head = static_cast<int>(blockIdx.x);
+  const int seq = static_cast<int>(blockIdx.y);
+  const int split = static_cast<int>(blockIdx.z);
+  const int group = p.num_q_heads / p.num_kv_heads;
+  // The split's range, in whole units of kv_tile_tokens(d) as split_kv cuts it.
+  int t_begin = 0;
+  int t_end = 0;
+  split_range(0, p.context_lens[seq], kv_tile_tokens(kHeadDim), p.num_splits, split, t_begin,
+              t_end);
+  const std::size_t head0 = static_cast<std::size_t>(seq) * p.num_q_heads +
+                            static_cast<std::size_t>(kv_head) * group;  // first q row
+  const bool to_workspace = p.num_splits > 1;
+  attend<kKv, kHeadDim, kRows>(
+      p, smem, kv_head, seq, t_begin, t_end, group, [&](int r) { return head0 + r; },
+      [&](int h, int d, float value, const SoftmaxState<float>& state) {
+        if (to_workspace) {
+          // [batch][Hq][num_splits][d], [batch][Hq][num_splits]
+          p.partial_out[((head0 + h) * p.num_splits + split) * kHeadDim + d] = value;
+          if (d == 0) {
+            p.partial_lse[(head0 + h) * p.num_splits + split] =
+                state.sum > 0.f ? state.log2_sum_exp2() : -INFINITY;
+          }
+        } else {
+          dev::store_out(p.out, p.q_dtype, static_cast<int>((head0 + h) * kHeadDim + d), value);
+        }
+      });
 }
 
 }  // namespace tc_detail

@@ -293,15 +293,31 @@ std::string static_summary_markdown(const std::vector<Instance>& instances, cons
   const auto dev = std::find_if(s.devices.begin(), s.devices.end(),
                                 [&](const DeviceFigures& d) { return d.key == summary_device; });
   DeviceFigures d = dev != s.devices.end() ? *dev : DeviceFigures{};
-  // (rung, cap) in instance order -> (f16, fp8_e4m3) instances.
+  auto counted = [&](const Instance& i) {
+    return i.loop.found && i.name.kv_dtype && i.name.head_dim == kSummaryHeadDim &&
+           (*i.name.kv_dtype == DType::f16 || *i.name.kv_dtype == DType::fp8_e4m3);
+  };
+  // A rung with more than one KV-streaming kernel (cascade: its prefix and suffix passes) gets a
+  // row per kernel, labelled "rung kernel" without the "_kernel".
+  std::map<std::string, std::set<std::string>> kernels_of;
+  for (const Instance& i : instances) {
+    if (counted(i)) kernels_of[i.name.rung].insert(i.name.kernel);
+  }
+  auto row_label = [&](const Instance& i) {
+    if (kernels_of[i.name.rung].size() < 2) return i.name.rung;
+    std::string kernel = i.name.kernel;
+    if (kernel.size() > 7 && kernel.compare(kernel.size() - 7, 7, "_kernel") == 0)
+      kernel.resize(kernel.size() - 7);
+    return i.name.rung + " " + kernel;
+  };
+  // (row, cap) in instance order -> (f16, fp8_e4m3) instances.
   std::vector<std::pair<std::string, int>> rows;
   std::map<std::tuple<std::string, int, DType>, const Instance*> cell;
   for (const Instance& i : instances) {
-    if (!i.loop.found || !i.name.kv_dtype || i.name.head_dim != kSummaryHeadDim) continue;
-    if (*i.name.kv_dtype != DType::f16 && *i.name.kv_dtype != DType::fp8_e4m3) continue;
-    const std::pair<std::string, int> row{i.name.rung, i.name.group_cap};
+    if (!counted(i)) continue;
+    const std::pair<std::string, int> row{row_label(i), i.name.group_cap};
     if (std::find(rows.begin(), rows.end(), row) == rows.end()) rows.push_back(row);
-    cell[{i.name.rung, i.name.group_cap, *i.name.kv_dtype}] = &i;
+    cell[{row.first, i.name.group_cap, *i.name.kv_dtype}] = &i;
   }
   // Compact on purpose (README.md stays short): cells "f16/fp8", no padding, ".22" for 0.22.
   auto pair = [&](const std::string& rung, int cap, auto&& f) {

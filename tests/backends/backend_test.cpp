@@ -174,6 +174,29 @@ TEST(EmuBackend, SkipReasons) {
   EXPECT_NE(emu->device_info().name.find("not GPU timings"), std::string::npos);
 }
 
+// A prefix-aware rung plans the shared prefixes at prepare time from the workload's tables: with
+// sharing the point runs the prefix pass and matches the reference; `--kernel auto` never picks
+// it.
+TEST(EmuBackend, PrefixAwareRungPlansItsPrefixesAtPrepare) {
+  auto emu = make_emu_backend();
+  for (const kernels::KernelInfo& info : kernels::kernel_ladder()) {
+    if (!info.prefix_aware || info.head_dims.front() != 128) continue;
+    for (const double h : {0.0, 0.9}) {
+      WorkloadSpec s = tiny_spec(3, 45, 8, 2);
+      s.hit_rate = h;
+      s.kv_dtype = info.kv_dtypes.front();
+      const Workload w = make_workload(s);
+      auto point = emu->prepare(w, info.name, TimingOptions{});
+      point->run();
+      const auto cmp = compare_outputs(point->output(), reference_decode(w), 8, 128,
+                                       tolerance_for(s.q_dtype, s.kv_dtype));
+      EXPECT_TRUE(cmp.ok) << info.name << " h " << h << ": " << cmp.report;
+      EXPECT_NE(emu->choose_kernel(s), info.name);
+      EXPECT_NE(emu->choose_kernel(tiny_spec(1, 2048, 4, 1)), info.name);
+    }
+  }
+}
+
 // Planted fault: a prepared point that never ran must not look like a valid output. The output
 // buffer starts as NaN, so the reference comparison catches an element the kernel never writes.
 TEST(EmuBackend, UnwrittenOutputIsCaughtAndARunMatchesTheReference) {

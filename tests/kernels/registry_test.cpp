@@ -304,5 +304,65 @@ TEST(CommonMath, PowerOfTwoAndLog2e) {
   EXPECT_FLOAT_EQ(kLog2e, 1.4426950408889634f);
 }
 
+// ---- prefix-aware rungs --------------------------------------------------------------------
+
+k::KernelInfo cascade_like() {
+  k::KernelInfo info = full_ladder().back();  // split_kv's limits and workspace
+  info.name = "cascade";
+  info.prefix_aware = true;
+  return info;
+}
+
+// `--kernel auto` never names a prefix-aware rung, whatever the ladder holds (it has not been
+// measured on a GPU): the splitting rung before it when the planner splits, the highest other
+// rung otherwise; and alone in a ladder it is only the "nothing runs" answer.
+TEST(ChooseKernel, NeverAPrefixAwareRung) {
+  auto ladder = full_ladder();
+  ladder.push_back(cascade_like());
+  EXPECT_EQ(choose(1, 32, 8, 32768, ladder), "split_kv");
+  EXPECT_EQ(choose(64, 32, 8, 512, ladder), "pipelined");
+  const std::vector<k::KernelInfo> splitting_only = {ladder[3], ladder.back()};
+  EXPECT_EQ(choose(64, 32, 8, 512, splitting_only), "split_kv");
+  EXPECT_EQ(choose(1, 32, 8, 32768, splitting_only), "split_kv");
+}
+
+// With a plan bound, the launch scope checks it in full (host pointers) and its counts; the
+// device launch scope reads only the counts and pointers. No plan (0 groups) needs nothing.
+TEST(UnsupportedReason, PrefixAwareRungChecksThePlan) {
+  Buffers b;
+  const k::KernelInfo cascade = cascade_like();
+  k::PagedDecodeParams p = launchable(b);
+  EXPECT_EQ(k::unsupported_reason(cascade, p, k::CheckScope::launch), "");  // no plan
+  // Two sequences sharing their first block (16 tokens each of 4 blocks).
+  const std::vector<std::int32_t> tables = {0, 1, -1, -1, /**/ 0, 2, -1, -1};
+  const std::vector<std::int32_t> lens = {40, 40};
+  p.batch = 2;
+  p.block_tables = tables.data();
+  p.context_lens = lens.data();
+  const k::PrefixPlan plan = k::plan_prefixes(p);
+  ASSERT_EQ(plan.num_groups(), 1);
+  plan.bind(p);
+  expect_refusal(cascade, p, {"num_prefix_chunks 0", "1..65535"}, k::CheckScope::launch);
+  p.num_prefix_chunks = 2;
+  expect_refusal(cascade, p, {"num_prefix_tiles 0", "prefix_tiles() of the plan (1)"},
+                 k::CheckScope::launch);
+  p.num_prefix_tiles = k::prefix_tiles(p);
+  EXPECT_EQ(p.num_prefix_tiles, 1);
+  EXPECT_EQ(k::unsupported_reason(cascade, p, k::CheckScope::launch), "");
+  EXPECT_EQ(k::unsupported_reason(cascade, p, k::CheckScope::launch_device), "");
+  // A plan the tables do not hold: named at launch scope, not read at device launch scope.
+  k::PrefixPlan bad = plan;
+  bad.group_tokens[0] = 32;
+  bad.seq_prefix_tokens = {32, 32};
+  bad.bind(p);
+  expect_refusal(cascade, p, {"prefix plan: group 0", "block 1 is not the group's shared block"},
+                 k::CheckScope::launch);
+  EXPECT_EQ(k::unsupported_reason(cascade, p, k::CheckScope::launch_device), "");
+  p.seq_prefix_tokens = nullptr;
+  expect_refusal(cascade, p, {"a null array"}, k::CheckScope::launch_device);
+  // A rung that is not prefix-aware ignores the plan.
+  EXPECT_EQ(k::unsupported_reason(full_ladder().back(), p, k::CheckScope::launch), "");
+}
+
 }  // namespace
 }  // namespace decodebench

@@ -97,14 +97,26 @@ class CudaPoint final : public PreparedPoint {
     params_.block_tables = tables_.as<std::int32_t>();
     params_.context_lens = lens_.as<std::int32_t>();
 
+    // The planners read the host layout (shapes, context lengths, block tables), never device
+    // memory: the prefix plan is found and checked on the host, then its packed copy is bound.
+    k::PagedDecodeParams host_view = params_;
+    host_view.block_tables = w.layout.block_tables.data();
+    host_view.context_lens = w.layout.context_lens.data();
+    if (kernel.prefix_aware) {
+      const k::PrefixPlan plan = k::plan_prefixes(host_view);
+      plan.bind(host_view);
+      if (std::string why = k::prefix_plan_error(host_view); !why.empty()) {
+        throw RuntimeFailure("cuda backend: the planner's " + why);
+      }
+      const std::vector<std::int32_t> packed = plan.packed();
+      plan_ = DeviceBuffer(packed.size() * sizeof(std::int32_t));
+      plan_.upload(packed.data(), plan_.bytes(), stream_);
+      plan.bind(params_, plan_.as<std::int32_t>());
+    }
     if (kernel.uses_workspace) {
-      // The planner reads the host layout (shapes and context lengths), never device memory.
-      k::PagedDecodeParams host_view = params_;
-      host_view.block_tables = w.layout.block_tables.data();
-      host_view.context_lens = w.layout.context_lens.data();
-      const cuda::PointFootprint f = cuda::point_footprint(host_view, kernel, resident);
-      const k::SplitKvWorkspace layout = k::split_kv_workspace(params_, f.num_splits);
-      workspace_ = DeviceBuffer(layout.total_bytes);  // == f.workspace
+      // == point_footprint(...).workspace
+      const k::SplitKvWorkspace layout = k::plan_workspace(kernel, host_view, resident);
+      workspace_ = DeviceBuffer(layout.total_bytes);
       layout.bind(params_, workspace_.get());
     }
     // Surfaces any fault of the fill kernels here, with the point still attributable.
@@ -325,6 +337,7 @@ class CudaPoint final : public PreparedPoint {
   k::PagedDecodeParams params_;   // device pointers
   DeviceBuffer q_, out_, k_cache_, v_cache_, tables_, lens_;
   DeviceBuffer workspace_;  // split_kv: partial_out and partial_lse (kernels::split_kv_workspace)
+  DeviceBuffer plan_;       // prefix-aware rungs: kernels::PrefixPlan::packed()
   CudaEvent start_, stop_;
 };
 

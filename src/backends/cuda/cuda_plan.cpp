@@ -37,9 +37,17 @@ PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
   f.v_cache = cache;
   f.block_tables = static_cast<std::size_t>(p.batch) * p.max_blocks_per_seq * sizeof(std::int32_t);
   f.context_lens = static_cast<std::size_t>(p.batch) * sizeof(std::int32_t);
+  kernels::PagedDecodeParams planned = p;
+  kernels::PrefixPlan plan;
+  if (kernel.prefix_aware) {
+    plan = kernels::plan_prefixes(p);
+    plan.bind(planned);
+    f.prefix_plan = plan.packed().size() * sizeof(std::int32_t);
+  }
   if (kernel.uses_workspace) {
-    f.num_splits = kernels::plan_num_splits(p, gpu);
-    f.workspace = kernels::split_kv_workspace(p, f.num_splits).total_bytes;
+    const kernels::SplitKvWorkspace w = kernels::plan_workspace(kernel, planned, gpu);
+    f.num_splits = w.num_splits;
+    f.workspace = w.total_bytes;
   }
   return f;
 }

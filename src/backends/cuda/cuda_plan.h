@@ -38,14 +38,16 @@ struct PointFootprint {
   std::size_t v_cache = 0;       // [num_blocks][Hkv][P][d]              kv_dtype
   std::size_t block_tables = 0;  // [batch][max_blocks_per_seq]          int32
   std::size_t context_lens = 0;  // [batch]                              int32
-  std::size_t workspace = 0;     // kernels::split_kv_workspace() (split_kv; else 0)
+  std::size_t workspace = 0;     // kernels::plan_workspace() (a workspace rung; else 0)
+  std::size_t prefix_plan = 0;   // kernels::PrefixPlan::packed()   int32 (prefix-aware rungs)
   int num_splits = 1;            // the planner's split count (1 unless the kernel splits)
   std::size_t total() const {
-    return q + out + k_cache + v_cache + block_tables + context_lens + workspace;
+    return q + out + k_cache + v_cache + block_tables + context_lens + workspace + prefix_plan;
   }
 };
 // `gpu`: the residency of the instance of `kernel` that would run `p` (read only by a kernel
-// that splits: the planner's input).
+// that splits: the planner's input). A prefix-aware kernel's plan is found in p's host block
+// tables (plan_prefixes; none without tables).
 PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
                                const kernels::KernelInfo& kernel, const kernels::ResidentCtas& gpu);
 

@@ -50,9 +50,14 @@ class EmuPoint final : public PreparedPoint {
                     dtype_size(params_.q_dtype),
                 std::byte{0xFF});
     params_.out = out_.data();
+    // A prefix-aware rung reads the shared prefixes the block tables hold, planned here once
+    // (the plan's arrays live in this point: host pointers, as the emulator reads them).
+    if (info->prefix_aware) {
+      plan_ = k::plan_prefixes(params_);
+      plan_.bind(params_);
+    }
     if (info->uses_workspace) {
-      const k::SplitKvWorkspace layout =
-          k::split_kv_workspace(params_, k::plan_num_splits(params_, kEmuResidentCtas));
+      const k::SplitKvWorkspace layout = k::plan_workspace(*info, params_, kEmuResidentCtas);
       // Whole floats, so the buffer is float-aligned (16-byte by the allocator).
       workspace_.assign((layout.total_bytes + sizeof(float) - 1) / sizeof(float), 0.f);
       layout.bind(params_, workspace_.data());
@@ -95,6 +100,7 @@ class EmuPoint final : public PreparedPoint {
   k::PagedDecodeParams params_;
   std::vector<std::byte> out_;    // [rows][Hq][d] q_dtype
   std::vector<float> workspace_;  // split_kv partials
+  k::PrefixPlan plan_;            // prefix-aware rungs: what params_ points into
 };
 
 class EmuBackend final : public Backend {

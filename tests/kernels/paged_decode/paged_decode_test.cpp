@@ -128,9 +128,15 @@ CaseRun run_case(const Case& c, const Target& t) {
   for (const auto& k : kernels::kernel_ladder()) {
     if (k.name == t.kernel) info = &k;
   }
+  // A prefix-aware rung gets the planner's plan of the case's tables, as the backends bind it.
+  kernels::PrefixPlan plan;
+  if (info != nullptr && info->prefix_aware) {
+    plan = kernels::plan_prefixes(p);
+    plan.bind(p);
+  }
   if (info != nullptr && info->uses_workspace) {
     const kernels::SplitKvWorkspace layout =
-        kernels::split_kv_workspace(p, kernels::plan_num_splits(p, kernels::ResidentCtas{4, 2}));
+        kernels::plan_workspace(*info, p, kernels::ResidentCtas{4, 2});
     workspace.assign((layout.total_bytes + sizeof(float) - 1) / sizeof(float), 0.f);
     layout.bind(p, workspace.data());
   }

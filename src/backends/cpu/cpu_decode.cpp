@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/cpu_decode_avx512_loads.h"
+#include "backends/cpu/cpu_decode_cascade.h"
 #include "backends/cpu/cpu_decode_common.h"
 #include "backends/cpu/cpu_decode_driver.h"
 #include "backends/cpu/cpu_decode_scalar.h"
@@ -34,6 +36,16 @@ extern template std::uint64_t read_walk_for_dtype<DType::fp8_e4m3>(const PagedDe
                                                                    int, bool);
 extern template std::uint64_t read_walk_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int,
                                                                    int, bool);
+extern template void cascade_for_dtype<DType::f32>(const PagedDecodeParams&, int, int, int,
+                                                   DecodePath);
+extern template void cascade_for_dtype<DType::f16>(const PagedDecodeParams&, int, int, int,
+                                                   DecodePath);
+extern template void cascade_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int, int,
+                                                    DecodePath);
+extern template void cascade_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int, int, int,
+                                                        DecodePath);
+extern template void cascade_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int, int, int,
+                                                        DecodePath);
 }  // namespace detail
 
 namespace {
@@ -128,6 +140,52 @@ void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& opti
       break;
     case DType::fp8_e5m2:
       detail::decode_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.avx512);
+      break;
+  }
+}
+
+int plan_prefix_chunks(const kernels::PagedDecodeParams& p, int num_threads) {
+  const int groups = p.num_prefix_groups;
+  if (num_threads <= 1 || groups <= 0) return 1;
+  int max_tokens = 0;
+  for (int g = 0; g < groups; ++g) max_tokens = std::max(max_tokens, p.prefix_group_tokens[g]);
+  // Items are (group, piece, KV head), handed out dynamically with the suffix items behind
+  // them: four per thread keep the threads' shares within a quarter item of each other.
+  const int items = groups * p.num_kv_heads;
+  const int wanted = (4 * num_threads + items - 1) / items;
+  return std::clamp(wanted, 1, std::max(1, max_tokens / kMinSplitTokens));
+}
+
+void paged_decode_cascade(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
+  const Launch l = checked_launch(p, options, /*needs_q_out=*/true);
+  if (std::string why = kernels::prefix_plan_error(p); !why.empty()) throw InputError(why);
+  const int chunks =
+      options.prefix_chunks > 0 ? options.prefix_chunks : plan_prefix_chunks(p, l.threads);
+  int splits = options.num_splits;
+  if (splits <= 0) {  // planned on what the suffix items read
+    std::vector<std::int32_t> suffix_lens(p.context_lens, p.context_lens + p.batch);
+    if (p.num_prefix_groups > 0)
+      for (int b = 0; b < p.batch; ++b) suffix_lens[b] -= p.seq_prefix_tokens[b];
+    kernels::PagedDecodeParams suffixes = p;
+    suffixes.context_lens = suffix_lens.data();
+    splits = plan_cpu_splits(suffixes, l.threads);
+  }
+  const DecodePath path = l.avx512 ? DecodePath::avx512 : DecodePath::portable;
+  switch (p.kv_dtype) {
+    case DType::f32:
+      detail::cascade_for_dtype<DType::f32>(p, l.threads, splits, chunks, path);
+      break;
+    case DType::f16:
+      detail::cascade_for_dtype<DType::f16>(p, l.threads, splits, chunks, path);
+      break;
+    case DType::bf16:
+      detail::cascade_for_dtype<DType::bf16>(p, l.threads, splits, chunks, path);
+      break;
+    case DType::fp8_e4m3:
+      detail::cascade_for_dtype<DType::fp8_e4m3>(p, l.threads, splits, chunks, path);
+      break;
+    case DType::fp8_e5m2:
+      detail::cascade_for_dtype<DType::fp8_e5m2>(p, l.threads, splits, chunks, path);
       break;
   }
 }

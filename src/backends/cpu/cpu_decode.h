@@ -17,6 +17,11 @@
 //             conversions from kernels/common/float_formats.h; correct on any x86-64 / any ISA.
 // `automatic` picks avx512 when it was compiled in (DECODEBENCH_CPU_ARCH=native on an AVX-512
 // machine).
+//
+// The prefix-aware variant (paged_decode_cascade, kernel `cascade`; cpu_decode_cascade.h) takes
+// the batch's shared prefixes from p's prefix plan (kernels::plan_prefixes): each group's
+// shared blocks are streamed once, every tile serving the q rows of all members, and each
+// member's private suffix is walked as above; the partials merge by their softmax states.
 #pragma once
 
 #include <cstddef>
@@ -30,8 +35,9 @@ namespace decodebench::cpu {
 enum class DecodePath { automatic, avx512, portable };
 
 struct DecodeOptions {
-  int num_threads = 0;  // 0: omp_get_max_threads()
-  int num_splits = 0;   // context splits per (sequence, KV head); 0: planned from the threads
+  int num_threads = 0;    // 0: omp_get_max_threads()
+  int num_splits = 0;     // context splits per (sequence, KV head); 0: planned from the threads
+  int prefix_chunks = 0;  // cascade only: pieces of every group's prefix; 0: planned
   DecodePath path = DecodePath::automatic;
 };
 
@@ -53,10 +59,23 @@ std::string unsupported_reason(const kernels::PagedDecodeParams& p);
 // already divides among the threads), never so many that a split is shorter than a few tiles.
 int plan_cpu_splits(const kernels::PagedDecodeParams& p, int num_threads);
 
+// How many pieces paged_decode_cascade cuts every group's prefix into on `num_threads` threads:
+// 1 when the (group, KV head) prefix items already give every thread several, more when there
+// are few (one group and few KV heads), never pieces shorter than a few hundred tokens. Reads
+// p's prefix plan (host pointers).
+int plan_prefix_chunks(const kernels::PagedDecodeParams& p, int num_threads);
+
 // One decode step: reads p.q, p.k_cache, p.v_cache, p.block_tables, p.context_lens (host
 // pointers), writes p.out [batch][Hq][d] in p.q_dtype, rounded to nearest even.
 // Throws InputError when unsupported_reason(p) is not empty or the path is not compiled in.
 void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& options = {});
+
+// One decode step that reads every group's shared prefix once (see the top of this file): what
+// paged_decode computes, from p's prefix plan as well (num_prefix_groups = 0: no sharing, the
+// output is paged_decode's bit for bit). options.num_splits splits each suffix (0: planned on
+// the suffix lengths), options.prefix_chunks each prefix. Throws InputError as paged_decode,
+// and with prefix_plan_error's sentence when the plan does not fit p's block tables.
+void paged_decode_cascade(const kernels::PagedDecodeParams& p, const DecodeOptions& options = {});
 
 // The decode's memory walk without its arithmetic, for the microbenchmarks: the same work items,
 // tiles, order and prefetches as paged_decode on `options.path`, but of every K and V row only

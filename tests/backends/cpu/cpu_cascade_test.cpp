@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct Case {
   int prefix_chunks = 0;  // 0: planned
   DType q = DType::f16;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 WorkloadSpec spec_of(const Case& c) {
   WorkloadSpec s;

@@ -236,6 +236,13 @@ void cascade_for_dtype(const PagedDecodeParams& p, int num_threads, int num_spli
       return;
     }
 #endif
+#if DECODEBENCH_CPU_AVX2
+    if (path == DecodePath::avx2) {
+      cascade_step<Avx2Tile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits,
+                                                           prefix_chunks);
+      return;
+    }
+#endif
     (void)path;
     cascade_step<PortableTile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits,
                                                              prefix_chunks);

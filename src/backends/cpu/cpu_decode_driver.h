@@ -1,6 +1,7 @@
 // The CPU decode's driver, behind cpu_decode.h: work items, OpenMP, tiles, passes, splits and the
 // merge, the same for every tile kernel. Instantiated once per KV dtype in a generated translation
-// unit (src/backends/cpu/CMakeLists.txt), each for head_dim 64/128/256 and both tile-kernel paths.
+// unit (src/backends/cpu/CMakeLists.txt), each for head_dim 64/128/256 and every tile-kernel path
+// compiled in (avx512, avx2, portable).
 //
 // Napkin math for the target point (llama-3.1-8b: Hq 32, Hkv 8, d 128, fp16 KV, g = 4):
 // one (token, KV head) row brings 256 bytes of K and 256 of V and costs 4 * 128 * 2 = 1024 FMAs
@@ -26,6 +27,8 @@
 #include <memory>
 #include <vector>
 
+#include "backends/cpu/cpu_decode.h"  // DecodePath
+#include "backends/cpu/cpu_decode_avx2_tile.h"
 #include "backends/cpu/cpu_decode_avx512_tile.h"
 #include "backends/cpu/cpu_decode_common.h"
 #include "backends/cpu/cpu_decode_kv_walk.h"
@@ -225,18 +228,26 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
   return checksum;
 }
 
-// Entry for one KV dtype: picks the head_dim instance and the path. Defined here, instantiated
-// in the generated per-dtype translation units.
+// Entry for one KV dtype: picks the head_dim instance and the path (`path` is resolved: never
+// automatic, and compiled in; checked by cpu_decode.cpp). Defined here, instantiated in the
+// generated per-dtype translation units.
 template <DType kKv>
-void decode_for_dtype(const PagedDecodeParams& p, int num_threads, int num_splits, bool avx512) {
+void decode_for_dtype(const PagedDecodeParams& p, int num_threads, int num_splits,
+                      DecodePath path) {
   auto run = [&]<int kHeadDim>() {
 #if DECODEBENCH_CPU_AVX512
-    if (avx512) {
+    if (path == DecodePath::avx512) {
       decode_step<Avx512Tile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
       return;
     }
 #endif
-    (void)avx512;
+#if DECODEBENCH_CPU_AVX2
+    if (path == DecodePath::avx2) {
+      decode_step<Avx2Tile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
+      return;
+    }
+#endif
+    (void)path;
     decode_step<PortableTile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
   };
   switch (p.head_dim) {
@@ -251,14 +262,19 @@ void decode_for_dtype(const PagedDecodeParams& p, int num_threads, int num_split
 // that path's tile size, so tiles, order and prefetch distance are the decode's.
 template <DType kKv>
 std::uint64_t read_walk_for_dtype(const PagedDecodeParams& p, int num_threads, int num_splits,
-                                  bool avx512) {
+                                  DecodePath path) {
   auto run = [&]<int kHeadDim>() -> std::uint64_t {
 #if DECODEBENCH_CPU_AVX512
-    if (avx512)
+    if (path == DecodePath::avx512)
       return decode_step<ReadOnlyTile<kKv, kHeadDim, kAvx512TileTokens<kHeadDim>>, kKv, kHeadDim>(
           p, num_threads, num_splits);
 #endif
-    (void)avx512;
+#if DECODEBENCH_CPU_AVX2
+    if (path == DecodePath::avx2)
+      return decode_step<ReadOnlyTile<kKv, kHeadDim, kAvx2TileTokens<kHeadDim>>, kKv, kHeadDim>(
+          p, num_threads, num_splits);
+#endif
+    (void)path;
     return decode_step<ReadOnlyTile<kKv, kHeadDim, kPortableTileTokens<kHeadDim>>, kKv, kHeadDim>(
         p, num_threads, num_splits);
   };

@@ -50,6 +50,9 @@ class CpuPoint final : public PreparedPoint {
       : w_(w), params_(w.params()), flusher_(flusher), cascade_(cascade) {
     if (const std::string why = cpu::unsupported_reason(params_); !why.empty())
       throw InputError(why);
+    // A layout-only workload (backend.h) is refused here, so the harness materializes it.
+    if (w.q.empty() || w.k_cache.empty() || w.v_cache.empty())
+      throw InputError("the cpu backend needs the workload's host tensors (q, k_cache, v_cache)");
     if (cascade_) {
       plan_ = k::plan_prefixes(params_);
       plan_.bind(params_);

@@ -241,13 +241,15 @@ void bm_layout_read(benchmark::State& state, BenchPoint pt, LayoutOrder order) {
   state.counters["threads"] = omp_get_max_threads();
 }
 
-// The automatic path, and the portable one beside it where automatic resolves to another (the
-// same code twice would be registered twice under one name).
+// The automatic path, and beside it every other path compiled in (avx2 where automatic is
+// avx512, portable): the same code twice would be registered twice under one name.
 std::vector<cpu::DecodePath> distinct_paths() {
-  if (std::string_view(cpu::resolved_path_name(cpu::DecodePath::automatic)) ==
-      cpu::resolved_path_name(cpu::DecodePath::portable))
-    return {cpu::DecodePath::automatic};
-  return {cpu::DecodePath::automatic, cpu::DecodePath::portable};
+  std::vector<cpu::DecodePath> paths = {cpu::DecodePath::automatic};
+  const std::string_view automatic = cpu::resolved_path_name(cpu::DecodePath::automatic);
+  for (auto [path, compiled] : {std::pair{cpu::DecodePath::avx2, cpu::avx2_compiled()},
+                                std::pair{cpu::DecodePath::portable, true}})
+    if (compiled && automatic != cpu::resolved_path_name(path)) paths.push_back(path);
+  return paths;
 }
 
 void register_decode() {
@@ -268,7 +270,9 @@ void register_decode() {
   for (const BenchPoint& registered : points) {
     const BenchPoint pt = registered.sized();
     for (cpu::DecodePath path : distinct_paths()) {
-      if (path == cpu::DecodePath::portable && (pt.kv != DType::f16 || pt.hit_rate > 0)) continue;
+      // The other paths beside automatic's at the f16 h = 0 points only: portable is slow, and
+      // avx2 next to avx512 is a comparison, not a target.
+      if (path != cpu::DecodePath::automatic && (pt.kv != DType::f16 || pt.hit_rate > 0)) continue;
       // The hit rate before the path, so "^decode/<point>/avx512" (scripts/cpu-layout-split.sh)
       // keeps matching the h = 0 point only.
       const std::string point = pt.label() + "/" + cpu::resolved_path_name(path);

@@ -22,10 +22,18 @@ namespace decodebench {
 namespace {
 
 namespace k = kernels;
+// "cpu": paged_decode; "cascade": paged_decode_cascade with the prefix plan of the point's block
+// tables (cpu_decode.h).
 constexpr const char* kKernelName = "cpu";
+constexpr const char* kCascadeName = "cascade";
 // A point may use this share of the available host memory; the rest is the reference output,
 // the report and the OS.
 constexpr double kMemoryShare = 0.7;
+
+std::string unknown_kernel(std::string_view kernel) {
+  return "unknown kernel '" + std::string(kernel) + "' for the cpu backend (valid: " + kKernelName +
+         ", " + kCascadeName + ")";
+}
 
 std::string gb(double bytes) {
   char buf[32];
@@ -36,11 +44,19 @@ std::string gb(double bytes) {
 class CpuPoint final : public PreparedPoint {
  public:
   // `flusher` (owned by the backend) empties the caches before every timed sample; nullptr
-  // times warm samples (--warm).
-  CpuPoint(const Workload& w, cpu::CacheFlusher* flusher)
-      : w_(w), params_(w.params()), flusher_(flusher) {
+  // times warm samples (--warm). `cascade`: the prefix-aware decode, planned here from w's
+  // block tables (the plan is host work a serving engine does once per batch, not timed).
+  CpuPoint(const Workload& w, cpu::CacheFlusher* flusher, bool cascade)
+      : w_(w), params_(w.params()), flusher_(flusher), cascade_(cascade) {
     if (const std::string why = cpu::unsupported_reason(params_); !why.empty())
       throw InputError(why);
+    // A layout-only workload (backend.h) is refused here, so the harness materializes it.
+    if (w.q.empty() || w.k_cache.empty() || w.v_cache.empty())
+      throw InputError("the cpu backend needs the workload's host tensors (q, k_cache, v_cache)");
+    if (cascade_) {
+      plan_ = k::plan_prefixes(params_);
+      plan_.bind(params_);
+    }
     out_.resize(static_cast<std::size_t>(w.rows()) * params_.num_q_heads * params_.head_dim *
                 dtype_size(params_.q_dtype));
     params_.out = out_.data();
@@ -54,7 +70,12 @@ class CpuPoint final : public PreparedPoint {
                {out_.data(), out_.size()}};
   }
 
-  void run() override { cpu::paged_decode(params_); }
+  void run() override {
+    if (cascade_)
+      cpu::paged_decode_cascade(params_);
+    else
+      cpu::paged_decode(params_);
+  }
 
   std::vector<float> output() override { return decode_to_float(out_, params_.q_dtype); }
 
@@ -85,8 +106,10 @@ class CpuPoint final : public PreparedPoint {
  private:
   const Workload& w_;  // owned by the caller; outlives this point
   k::PagedDecodeParams params_;
-  std::vector<std::byte> out_;       // [rows][Hq][d] q_dtype
-  cpu::CacheFlusher* flusher_;       // nullptr: warm samples
+  std::vector<std::byte> out_;  // [rows][Hq][d] q_dtype
+  cpu::CacheFlusher* flusher_;  // nullptr: warm samples
+  bool cascade_;
+  k::PrefixPlan plan_;               // bound into params_ when cascade_
   std::vector<double> paired_read_;  // B/s of each timed flush, one per sample
   std::vector<std::pair<const void*, std::size_t>> inputs_;  // evicted before a cold sample
 };
@@ -112,13 +135,18 @@ class CpuBackend final : public Backend {
     return measured_;
   }
 
-  std::vector<std::string> kernel_names() const override { return {kKernelName}; }
+  std::vector<std::string> kernel_names() const override { return {kKernelName, kCascadeName}; }
 
-  std::string choose_kernel(const WorkloadSpec&) override { return kKernelName; }
+  // cascade where the planner finds a shared prefix in the point's block tables (a group of two
+  // or more sequences), else cpu: without one, cascade is cpu plus the planning.
+  std::string choose_kernel(const WorkloadSpec& spec) override {
+    const PagedLayout layout = build_layout(spec);
+    return k::plan_prefixes(shape_params(spec, layout)).num_groups() > 0 ? kCascadeName
+                                                                         : kKernelName;
+  }
 
   std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {
-    if (kernel != kKernelName)
-      return "unknown kernel '" + std::string(kernel) + "' for the cpu backend (valid: cpu)";
+    if (kernel != kKernelName && kernel != kCascadeName) return unknown_kernel(kernel);
     if (std::string why = cpu::unsupported_reason(shape_params(spec)); !why.empty()) return why;
     const PagedLayout layout = build_layout(spec);
     const double out_bytes = static_cast<double>(spec.batch) * spec.model.num_q_heads *
@@ -136,11 +164,10 @@ class CpuBackend final : public Backend {
 
   std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
                                          const TimingOptions& timing) override {
-    if (kernel != kKernelName)
-      throw InputError("unknown kernel '" + std::string(kernel) +
-                       "' for the cpu backend (valid: cpu)");
+    if (kernel != kKernelName && kernel != kCascadeName) throw InputError(unknown_kernel(kernel));
     if (!timing.warm_l2 && !flusher_) flusher_ = std::make_unique<cpu::CacheFlusher>();
-    return std::make_unique<CpuPoint>(w, timing.warm_l2 ? nullptr : flusher_.get());
+    return std::make_unique<CpuPoint>(w, timing.warm_l2 ? nullptr : flusher_.get(),
+                                      kernel == kCascadeName);
   }
 
  private:

@@ -1,5 +1,6 @@
 // The `cpu` backend: the optimized multi-threaded host decode (cpu_decode.h) and the measured CPU
-// ceilings (cpu_ceilings.h), behind the harness's Backend interface. One kernel, "cpu".
+// ceilings (cpu_ceilings.h), behind the harness's Backend interface. Kernels "cpu" and "cascade"
+// (prefix-aware).
 #pragma once
 
 #include <memory>

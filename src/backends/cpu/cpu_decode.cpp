@@ -9,8 +9,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "backends/cpu/cpu_decode_avx2_loads.h"
 #include "backends/cpu/cpu_decode_avx512_loads.h"
+#include "backends/cpu/cpu_decode_cascade.h"
 #include "backends/cpu/cpu_decode_common.h"
 #include "backends/cpu/cpu_decode_driver.h"
 #include "backends/cpu/cpu_decode_scalar.h"
@@ -19,21 +22,33 @@
 namespace decodebench::cpu {
 namespace detail {
 // Instantiated in the generated per-dtype translation units (cpu_decode_<dtype>.cpp).
-extern template void decode_for_dtype<DType::f32>(const PagedDecodeParams&, int, int, bool);
-extern template void decode_for_dtype<DType::f16>(const PagedDecodeParams&, int, int, bool);
-extern template void decode_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int, bool);
-extern template void decode_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int, int, bool);
-extern template void decode_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int, int, bool);
+extern template void decode_for_dtype<DType::f32>(const PagedDecodeParams&, int, int, DecodePath);
+extern template void decode_for_dtype<DType::f16>(const PagedDecodeParams&, int, int, DecodePath);
+extern template void decode_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int, DecodePath);
+extern template void decode_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int, int,
+                                                       DecodePath);
+extern template void decode_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int, int,
+                                                       DecodePath);
 extern template std::uint64_t read_walk_for_dtype<DType::f32>(const PagedDecodeParams&, int, int,
-                                                              bool);
+                                                              DecodePath);
 extern template std::uint64_t read_walk_for_dtype<DType::f16>(const PagedDecodeParams&, int, int,
-                                                              bool);
+                                                              DecodePath);
 extern template std::uint64_t read_walk_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int,
-                                                               bool);
+                                                               DecodePath);
 extern template std::uint64_t read_walk_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int,
-                                                                   int, bool);
+                                                                   int, DecodePath);
 extern template std::uint64_t read_walk_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int,
-                                                                   int, bool);
+                                                                   int, DecodePath);
+extern template void cascade_for_dtype<DType::f32>(const PagedDecodeParams&, int, int, int,
+                                                   DecodePath);
+extern template void cascade_for_dtype<DType::f16>(const PagedDecodeParams&, int, int, int,
+                                                   DecodePath);
+extern template void cascade_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int, int,
+                                                    DecodePath);
+extern template void cascade_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int, int, int,
+                                                        DecodePath);
+extern template void cascade_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int, int, int,
+                                                        DecodePath);
 }  // namespace detail
 
 namespace {
@@ -44,21 +59,53 @@ constexpr int kMinSplitTokens = 256;
 }  // namespace
 
 bool avx512_compiled() { return DECODEBENCH_CPU_AVX512 != 0; }
+bool avx2_compiled() { return DECODEBENCH_CPU_AVX2 != 0; }
+
+namespace {
+// What `automatic` runs: the first compiled in of avx512 > avx2 > portable.
+DecodePath best_compiled_path() {
+  return avx512_compiled() ? DecodePath::avx512
+         : avx2_compiled() ? DecodePath::avx2
+                           : DecodePath::portable;
+}
+}  // namespace
 
 const char* resolved_path_name(DecodePath path) {
   switch (path) {
     case DecodePath::portable: return "portable";
+    case DecodePath::avx2: return "avx2";
     case DecodePath::avx512: return "avx512";
     case DecodePath::automatic: break;
   }
-  return avx512_compiled() ? "avx512" : "portable";
+  return resolved_path_name(best_compiled_path());
 }
+
+namespace {
+// `path` made concrete: automatic -> best_compiled_path(); a named path that this build lacks
+// is an InputError naming the paths it has.
+DecodePath checked_path(DecodePath path) {
+  const bool compiled = path == DecodePath::avx512 ? avx512_compiled()
+                        : path == DecodePath::avx2 ? avx2_compiled()
+                                                   : true;
+  if (!compiled) {
+    std::string valid = "automatic";
+    if (avx512_compiled()) valid += ", avx512";
+    if (avx2_compiled()) valid += ", avx2";
+    valid += ", portable";
+    throw InputError(std::string("the ") + resolved_path_name(path) +
+                     " cpu path is not compiled into this build (valid here: " + valid +
+                     "; avx512 needs DECODEBENCH_CPU_ARCH=native on an AVX-512 machine, avx2 "
+                     "native on an AVX2 machine or x86-64-v3)");
+  }
+  return path == DecodePath::automatic ? best_compiled_path() : path;
+}
+}  // namespace
 
 const kernels::KernelInfo& decode_info() {
   static const kernels::KernelInfo info = [] {
     kernels::KernelInfo k;
     k.name = "cpu";
-    k.idea = "the optimized host decode (OpenMP, AVX-512 or portable tile kernels)";
+    k.idea = "the optimized host decode (OpenMP, AVX-512, AVX2 or portable tile kernels)";
     k.head_dims = {64, 128, 256};  // every head_dim instantiated in cpu_decode_<dtype>.cpp
     k.kv_dtypes = {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2};
     k.q_dtypes = {DType::f16, DType::bf16};
@@ -94,40 +141,79 @@ int plan_cpu_splits(const kernels::PagedDecodeParams& p, int num_threads) {
 namespace {
 // What paged_decode and paged_kv_read run with, after checking `p` and `options`.
 struct Launch {
-  bool avx512;
+  DecodePath path;  // concrete and compiled in
   int threads;
   int splits;
 };
 Launch checked_launch(const kernels::PagedDecodeParams& p, const DecodeOptions& options,
                       bool needs_q_out) {
   if (std::string why = unsupported_reason(p); !why.empty()) throw InputError(why);
-  if (options.path == DecodePath::avx512 && !avx512_compiled())
-    throw InputError(
-        "the avx512 cpu path is not compiled into this build (needs DECODEBENCH_CPU_ARCH=native on "
-        "an "
-        "AVX-512 machine)");
+  const DecodePath path = checked_path(options.path);
   if (!p.k_cache || !p.v_cache || !p.block_tables || !p.context_lens ||
       (needs_q_out && (!p.q || !p.out)))
     throw InputError("cpu decode: a tensor pointer of the params is null");
   const int threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
-  return {options.path != DecodePath::portable && avx512_compiled(), threads,
-          options.num_splits > 0 ? options.num_splits : plan_cpu_splits(p, threads)};
+  return {path, threads, options.num_splits > 0 ? options.num_splits : plan_cpu_splits(p, threads)};
 }
 }  // namespace
 
 void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
   const Launch l = checked_launch(p, options, /*needs_q_out=*/true);
   switch (p.kv_dtype) {
-    case DType::f32: detail::decode_for_dtype<DType::f32>(p, l.threads, l.splits, l.avx512); break;
-    case DType::f16: detail::decode_for_dtype<DType::f16>(p, l.threads, l.splits, l.avx512); break;
-    case DType::bf16:
-      detail::decode_for_dtype<DType::bf16>(p, l.threads, l.splits, l.avx512);
-      break;
+    case DType::f32: detail::decode_for_dtype<DType::f32>(p, l.threads, l.splits, l.path); break;
+    case DType::f16: detail::decode_for_dtype<DType::f16>(p, l.threads, l.splits, l.path); break;
+    case DType::bf16: detail::decode_for_dtype<DType::bf16>(p, l.threads, l.splits, l.path); break;
     case DType::fp8_e4m3:
-      detail::decode_for_dtype<DType::fp8_e4m3>(p, l.threads, l.splits, l.avx512);
+      detail::decode_for_dtype<DType::fp8_e4m3>(p, l.threads, l.splits, l.path);
       break;
     case DType::fp8_e5m2:
-      detail::decode_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.avx512);
+      detail::decode_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.path);
+      break;
+  }
+}
+
+int plan_prefix_chunks(const kernels::PagedDecodeParams& p, int num_threads) {
+  const int groups = p.num_prefix_groups;
+  if (num_threads <= 1 || groups <= 0) return 1;
+  int max_tokens = 0;
+  for (int g = 0; g < groups; ++g) max_tokens = std::max(max_tokens, p.prefix_group_tokens[g]);
+  // Items are (group, piece, KV head), handed out dynamically with the suffix items behind
+  // them: four per thread keep the threads' shares within a quarter item of each other.
+  const int items = groups * p.num_kv_heads;
+  const int wanted = (4 * num_threads + items - 1) / items;
+  return std::clamp(wanted, 1, std::max(1, max_tokens / kMinSplitTokens));
+}
+
+void paged_decode_cascade(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
+  const Launch l = checked_launch(p, options, /*needs_q_out=*/true);
+  if (std::string why = kernels::prefix_plan_error(p); !why.empty()) throw InputError(why);
+  const int chunks =
+      options.prefix_chunks > 0 ? options.prefix_chunks : plan_prefix_chunks(p, l.threads);
+  int splits = options.num_splits;
+  if (splits <= 0) {  // planned on what the suffix items read
+    std::vector<std::int32_t> suffix_lens(p.context_lens, p.context_lens + p.batch);
+    if (p.num_prefix_groups > 0)
+      for (int b = 0; b < p.batch; ++b) suffix_lens[b] -= p.seq_prefix_tokens[b];
+    kernels::PagedDecodeParams suffixes = p;
+    suffixes.context_lens = suffix_lens.data();
+    splits = plan_cpu_splits(suffixes, l.threads);
+  }
+  const DecodePath path = l.path;
+  switch (p.kv_dtype) {
+    case DType::f32:
+      detail::cascade_for_dtype<DType::f32>(p, l.threads, splits, chunks, path);
+      break;
+    case DType::f16:
+      detail::cascade_for_dtype<DType::f16>(p, l.threads, splits, chunks, path);
+      break;
+    case DType::bf16:
+      detail::cascade_for_dtype<DType::bf16>(p, l.threads, splits, chunks, path);
+      break;
+    case DType::fp8_e4m3:
+      detail::cascade_for_dtype<DType::fp8_e4m3>(p, l.threads, splits, chunks, path);
+      break;
+    case DType::fp8_e5m2:
+      detail::cascade_for_dtype<DType::fp8_e5m2>(p, l.threads, splits, chunks, path);
       break;
   }
 }
@@ -135,26 +221,24 @@ void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& opti
 std::uint64_t paged_kv_read(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
   const Launch l = checked_launch(p, options, /*needs_q_out=*/false);
   switch (p.kv_dtype) {
-    case DType::f32:
-      return detail::read_walk_for_dtype<DType::f32>(p, l.threads, l.splits, l.avx512);
-    case DType::f16:
-      return detail::read_walk_for_dtype<DType::f16>(p, l.threads, l.splits, l.avx512);
+    case DType::f32: return detail::read_walk_for_dtype<DType::f32>(p, l.threads, l.splits, l.path);
+    case DType::f16: return detail::read_walk_for_dtype<DType::f16>(p, l.threads, l.splits, l.path);
     case DType::bf16:
-      return detail::read_walk_for_dtype<DType::bf16>(p, l.threads, l.splits, l.avx512);
+      return detail::read_walk_for_dtype<DType::bf16>(p, l.threads, l.splits, l.path);
     case DType::fp8_e4m3:
-      return detail::read_walk_for_dtype<DType::fp8_e4m3>(p, l.threads, l.splits, l.avx512);
+      return detail::read_walk_for_dtype<DType::fp8_e4m3>(p, l.threads, l.splits, l.path);
     case DType::fp8_e5m2:
-      return detail::read_walk_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.avx512);
+      return detail::read_walk_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.path);
   }
   return 0;
 }
 
 namespace {
 template <DType kKv>
-void convert_typed(const std::byte* src, std::size_t count, float* dst, bool avx512) {
+void convert_typed(const std::byte* src, std::size_t count, float* dst, DecodePath path) {
   std::size_t i = 0;
 #if DECODEBENCH_CPU_AVX512
-  if (avx512) {
+  if (path == DecodePath::avx512) {
     // Through the tile kernels' loader: 64 elements at a time (the fp8 table path), then 16.
     const __m512 scale = _mm512_set1_ps(detail::kAvx512LoadScale<kKv>);
     for (; i + 64 <= count; i += 64) {
@@ -166,23 +250,34 @@ void convert_typed(const std::byte* src, std::size_t count, float* dst, bool avx
       _mm512_storeu_ps(dst + i, _mm512_mul_ps(detail::load16<kKv>(src, i), scale));
   }
 #endif
-  (void)avx512;
+#if DECODEBENCH_CPU_AVX2
+  if (path == DecodePath::avx2) {
+    // Through the tile kernels' loaders: 16 elements at a time (the fp8 16-code path), then 8.
+    const __m256 scale = _mm256_set1_ps(detail::kAvx2LoadScale<kKv>);
+    for (; i + 16 <= count; i += 16) {
+      __m256 v[2];
+      detail::avx2::load_chunks<kKv, 2>(src + i * dtype_size(kKv), 0, v);
+      for (int c = 0; c < 2; ++c) _mm256_storeu_ps(dst + i + 8 * c, _mm256_mul_ps(v[c], scale));
+    }
+    for (; i + 8 <= count; i += 8)
+      _mm256_storeu_ps(dst + i, _mm256_mul_ps(detail::avx2::load8<kKv>(src, i), scale));
+  }
+#endif
+  (void)path;
   for (; i < count; ++i) dst[i] = detail::decode_element<kKv>(src, i);
 }
 }  // namespace
 
 void convert_kv_to_float(DType kv_dtype, const void* src, std::size_t count, float* dst,
                          DecodePath path) {
-  if (path == DecodePath::avx512 && !avx512_compiled())
-    throw InputError("the avx512 cpu path is not compiled into this build");
-  const bool avx512 = path != DecodePath::portable && avx512_compiled();
+  const DecodePath resolved = checked_path(path);
   const auto* bytes = static_cast<const std::byte*>(src);
   switch (kv_dtype) {
-    case DType::f32: convert_typed<DType::f32>(bytes, count, dst, avx512); break;
-    case DType::f16: convert_typed<DType::f16>(bytes, count, dst, avx512); break;
-    case DType::bf16: convert_typed<DType::bf16>(bytes, count, dst, avx512); break;
-    case DType::fp8_e4m3: convert_typed<DType::fp8_e4m3>(bytes, count, dst, avx512); break;
-    case DType::fp8_e5m2: convert_typed<DType::fp8_e5m2>(bytes, count, dst, avx512); break;
+    case DType::f32: convert_typed<DType::f32>(bytes, count, dst, resolved); break;
+    case DType::f16: convert_typed<DType::f16>(bytes, count, dst, resolved); break;
+    case DType::bf16: convert_typed<DType::bf16>(bytes, count, dst, resolved); break;
+    case DType::fp8_e4m3: convert_typed<DType::fp8_e4m3>(bytes, count, dst, resolved); break;
+    case DType::fp8_e5m2: convert_typed<DType::fp8_e5m2>(bytes, count, dst, resolved); break;
   }
 }
 

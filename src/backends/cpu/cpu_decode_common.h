@@ -11,6 +11,15 @@
 #else
 #define DECODEBENCH_CPU_AVX512 0
 #endif
+// The AVX2 tile kernels: AVX2 integer ops, F16C's vcvtph2ps and FMA (-march=x86-64-v3 or
+// -march=native on any core since Haswell / Zen 1). Compiled beside the AVX-512 ones where both
+// exist, so either can be asked for by name.
+#if defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
+#include <immintrin.h>
+#define DECODEBENCH_CPU_AVX2 1
+#else
+#define DECODEBENCH_CPU_AVX2 0
+#endif
 
 namespace decodebench::cpu::detail {
 
@@ -26,11 +35,14 @@ inline constexpr int kMaxPassHeads = 8;  // query heads served together by one t
 //             in L1;
 //   avx512:   8192 / d tokens, rounded up to a multiple of 16 (score groups): 64 at d = 128, a
 //             unit's fp16 K and V 32 KiB.
+//   avx2:     AVX2_TILE_PLACEHOLDER
 // 64-token tiles at d = 128: 1.7-4 % faster than 48 on Zen 5 with fast memory, prefetcht0;
 // the sizes measured: results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md, "Tile size".
 template <int kHeadDim>
 inline constexpr int kPortableTileTokens = 4096 / kHeadDim;
 template <int kHeadDim>
 inline constexpr int kAvx512TileTokens = (8192 / kHeadDim + 15) / 16 * 16;
+template <int kHeadDim>
+inline constexpr int kAvx2TileTokens = (8192 / kHeadDim + 7) / 8 * 8;
 
 }  // namespace decodebench::cpu::detail

@@ -1,6 +1,7 @@
 // The CPU decode's driver, behind cpu_decode.h: work items, OpenMP, tiles, passes, splits and the
 // merge, the same for every tile kernel. Instantiated once per KV dtype in a generated translation
-// unit (src/backends/cpu/CMakeLists.txt), each for head_dim 64/128/256 and both tile-kernel paths.
+// unit (src/backends/cpu/CMakeLists.txt), each for head_dim 64/128/256 and every tile-kernel path
+// compiled in (avx512, avx2, portable).
 //
 // Napkin math for the target point (llama-3.1-8b: Hq 32, Hkv 8, d 128, fp16 KV, g = 4):
 // one (token, KV head) row brings 256 bytes of K and 256 of V and costs 4 * 128 * 2 = 1024 FMAs
@@ -26,6 +27,8 @@
 #include <memory>
 #include <vector>
 
+#include "backends/cpu/cpu_decode.h"  // DecodePath
+#include "backends/cpu/cpu_decode_avx2_tile.h"
 #include "backends/cpu/cpu_decode_avx512_tile.h"
 #include "backends/cpu/cpu_decode_common.h"
 #include "backends/cpu/cpu_decode_kv_walk.h"
@@ -50,13 +53,83 @@ inline float load_q(DType q_dtype, const void* q, std::size_t index) {
   return q_dtype == DType::bf16 ? floatfmt::bf16_to_float(bits) : floatfmt::f16_to_float(bits);
 }
 
+// KV head 0's row pointers of the tile of sequence b starting at token t0, clipped to t_end
+// (n = 0 past it). One block-table lookup (and one integer division) per block, not per token:
+// rows of a block are consecutive. The first lines of each block's K and V stretch at
+// `start_offset` bytes (0: every KV head of the block lies behind them) are requested a whole
+// tile before the per-unit prefetches reach the block: see kBlockStartLines.
+template <int kTile, int kHeadDim, std::size_t kElem>
+inline void find_tile_rows(const PagedDecodeParams& p, int b, int t0, int t_end,
+                           std::size_t start_offset, TileRows<kTile>& r) {
+  const auto* k_base = static_cast<const std::byte*>(p.k_cache);
+  const auto* v_base = static_cast<const std::byte*>(p.v_cache);
+  r.n = std::max(0, std::min(kTile, t_end - t0));
+  for (int j = 0; j < r.n;) {
+    const int token = t0 + j;
+    const std::int32_t block =
+        physical_block(p.block_tables, p.max_blocks_per_seq, b, token, p.block_size);
+    const int slot = token % p.block_size;
+    const std::size_t first = kv_row_offset(block, 0, slot, p.num_kv_heads, p.block_size, kHeadDim);
+    const std::size_t start =
+        kv_row_offset(block, 0, 0, p.num_kv_heads, p.block_size, kHeadDim) * kElem + start_offset;
+    for (int line = 0; line < kBlockStartLines; ++line) {
+      __builtin_prefetch(k_base + start + 64 * line, /*rw=*/0, kPrefetchLocality);
+      __builtin_prefetch(v_base + start + 64 * line, /*rw=*/0, kPrefetchLocality);
+    }
+    const int run = std::min(r.n - j, p.block_size - slot);
+    for (int i = 0; i < run; ++i, ++j) {
+      r.k[j] = k_base + (first + static_cast<std::size_t>(i) * kHeadDim) * kElem;
+      r.v[j] = v_base + (first + static_cast<std::size_t>(i) * kHeadDim) * kElem;
+    }
+  }
+}
+
+// The body of one (sequence, split) work item: walks sequence b's tokens [t_begin, t_end) tile
+// by tile, every KV head of a tile before the next, and folds them into every query head's
+// acc [Hq][d] and state [Hq] (q_seq [Hq][d] pre-scaled; s one pass's scores). An empty range
+// leaves acc and state as they are.
+template <class Tile, DType kKv, int kHeadDim>
+inline void walk_sequence(const PagedDecodeParams& p, int b, int t_begin, int t_end,
+                          const float* q_seq, Tile& tile, TileRows<Tile::kTile> (&rows)[2],
+                          float* s, float* acc, SoftmaxState<float>* state) {
+  constexpr int kTile = Tile::kTile;
+  constexpr std::size_t kElem = dtype_size(kKv);
+  const int num_kv_heads = p.num_kv_heads;
+  const int group = p.num_q_heads / num_kv_heads;
+  const std::size_t head_stride = static_cast<std::size_t>(p.block_size) * kHeadDim * kElem;
+  int cur = 0;
+  find_tile_rows<kTile, kHeadDim, kElem>(p, b, t_begin, t_end, 0, rows[cur]);
+  for (int t0 = t_begin; t0 < t_end; t0 += kTile) {
+    const int n = rows[cur].n;
+    find_tile_rows<kTile, kHeadDim, kElem>(p, b, t0 + kTile, t_end, 0, rows[1 - cur]);
+    for (int kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
+      const TileUnit<kTile> unit{&rows[cur], kv_head * head_stride};
+      const TileUnit<kTile> next = kv_head + 1 < num_kv_heads
+                                       ? TileUnit<kTile>{&rows[cur], (kv_head + 1) * head_stride}
+                                       : TileUnit<kTile>{&rows[1 - cur], 0};
+      tile.load(unit, next);
+      const int hq0 = kv_head * group;  // first query head of this KV head's group
+      for (int h0 = 0; h0 < group;) {
+        const int nh = Tile::pass_width(group - h0);
+        const std::size_t first_head = static_cast<std::size_t>(hq0 + h0);
+        tile.scores(q_seq + first_head * kHeadDim, nh, n, s);
+        if constexpr (Tile::kArithmetic)
+          for (int h = 0; h < nh; ++h)
+            Tile::softmax(s + h * kTile, n, state[first_head + h],
+                          acc + (first_head + h) * kHeadDim);
+        tile.accumulate(s, nh, n, acc + first_head * kHeadDim);
+        h0 += nh;
+      }
+    }
+    cur = 1 - cur;
+  }
+}
+
 // Returns the sum of the tiles' checksums: 0 for the decode, the walk's sum for ReadOnlyTile.
 template <class Tile, DType kKv, int kHeadDim>
 std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_splits) {
   constexpr int kTile = Tile::kTile;
-  constexpr std::size_t kElem = dtype_size(kKv);
-  const int batch = p.batch, num_q_heads = p.num_q_heads, num_kv_heads = p.num_kv_heads;
-  const int group = num_q_heads / num_kv_heads;
+  const int batch = p.batch, num_q_heads = p.num_q_heads;
   const int splits = num_splits;
 
   // Q in fp32, pre-multiplied by softmax_scale * k_scale * log2(e) (and the loader's scale), so
@@ -74,8 +147,6 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
     part_state.resize(static_cast<std::size_t>(batch) * num_q_heads * splits);
   }
 
-  const auto* k_base = static_cast<const std::byte*>(p.k_cache);
-  const auto* v_base = static_cast<const std::byte*>(p.v_cache);
   // Work items are (sequence, context split), and each walks its tiles in memory order: every
   // KV head of a tile before the next tile. The heads of a block are adjacent in
   // [num_blocks][Hkv][P][d], so an item streams one contiguous Hkv x P x d stretch of K and one
@@ -84,7 +155,6 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
   // ~37 -> ~24 ns per row and thread against (sequence, KV head) items on the Zen 5 VM; see
   // results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md.
   const int num_items = batch * splits;
-  const std::size_t head_stride = static_cast<std::size_t>(p.block_size) * kHeadDim * kElem;
   std::uint64_t checksum = 0;
 
 #pragma omp parallel num_threads(num_threads)
@@ -112,60 +182,8 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
 
       std::fill(acc.begin(), acc.end(), 0.0f);
       std::fill(state.begin(), state.end(), SoftmaxState<float>{});
-      // KV head 0's row pointers of the tile starting at token t0 (n = 0 past the end). One
-      // block-table lookup (and one integer division) per block, not per token: rows of a block
-      // are consecutive.
-      auto find_rows = [&](int t0, TileRows<kTile>& r) {
-        r.n = std::max(0, std::min(kTile, t_end - t0));
-        for (int j = 0; j < r.n;) {
-          const int token = t0 + j;
-          const std::int32_t block =
-              physical_block(p.block_tables, p.max_blocks_per_seq, b, token, p.block_size);
-          const int slot = token % p.block_size;
-          const std::size_t first =
-              kv_row_offset(block, 0, slot, num_kv_heads, p.block_size, kHeadDim);
-          // The first lines of the block's K and V stretches (every KV head of the block lies
-          // behind them), a whole tile before the per-unit prefetches reach the block: see
-          // kBlockStartLines.
-          const std::size_t start =
-              kv_row_offset(block, 0, 0, num_kv_heads, p.block_size, kHeadDim) * kElem;
-          for (int line = 0; line < kBlockStartLines; ++line) {
-            __builtin_prefetch(k_base + start + 64 * line, /*rw=*/0, kPrefetchLocality);
-            __builtin_prefetch(v_base + start + 64 * line, /*rw=*/0, kPrefetchLocality);
-          }
-          const int run = std::min(r.n - j, p.block_size - slot);
-          for (int i = 0; i < run; ++i, ++j) {
-            r.k[j] = k_base + (first + static_cast<std::size_t>(i) * kHeadDim) * kElem;
-            r.v[j] = v_base + (first + static_cast<std::size_t>(i) * kHeadDim) * kElem;
-          }
-        }
-      };
-      int cur = 0;
-      find_rows(t_begin, rows[cur]);
-      for (int t0 = t_begin; t0 < t_end; t0 += kTile) {
-        const int n = rows[cur].n;
-        find_rows(t0 + kTile, rows[1 - cur]);
-        for (int kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
-          const TileUnit<kTile> unit{&rows[cur], kv_head * head_stride};
-          const TileUnit<kTile> next =
-              kv_head + 1 < num_kv_heads ? TileUnit<kTile>{&rows[cur], (kv_head + 1) * head_stride}
-                                         : TileUnit<kTile>{&rows[1 - cur], 0};
-          tile->load(unit, next);
-          const int hq0 = kv_head * group;  // first query head of this KV head's group
-          for (int h0 = 0; h0 < group;) {
-            const int nh = Tile::pass_width(group - h0);
-            const std::size_t first_head = static_cast<std::size_t>(hq0 + h0);
-            tile->scores(q_seq + first_head * kHeadDim, nh, n, s);
-            if constexpr (Tile::kArithmetic)
-              for (int h = 0; h < nh; ++h)
-                Tile::softmax(s + h * kTile, n, state[first_head + h],
-                              acc.data() + (first_head + h) * kHeadDim);
-            tile->accumulate(s, nh, n, acc.data() + first_head * kHeadDim);
-            h0 += nh;
-          }
-        }
-        cur = 1 - cur;
-      }
+      walk_sequence<Tile, kKv, kHeadDim>(p, b, t_begin, t_end, q_seq, *tile, rows, s, acc.data(),
+                                         state.data());
 
       if constexpr (!Tile::kArithmetic) continue;  // the memory walk writes no output
       for (int h = 0; h < num_q_heads; ++h) {
@@ -210,18 +228,26 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
   return checksum;
 }
 
-// Entry for one KV dtype: picks the head_dim instance and the path. Defined here, instantiated
-// in the generated per-dtype translation units.
+// Entry for one KV dtype: picks the head_dim instance and the path (`path` is resolved: never
+// automatic, and compiled in; checked by cpu_decode.cpp). Defined here, instantiated in the
+// generated per-dtype translation units.
 template <DType kKv>
-void decode_for_dtype(const PagedDecodeParams& p, int num_threads, int num_splits, bool avx512) {
+void decode_for_dtype(const PagedDecodeParams& p, int num_threads, int num_splits,
+                      DecodePath path) {
   auto run = [&]<int kHeadDim>() {
 #if DECODEBENCH_CPU_AVX512
-    if (avx512) {
+    if (path == DecodePath::avx512) {
       decode_step<Avx512Tile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
       return;
     }
 #endif
-    (void)avx512;
+#if DECODEBENCH_CPU_AVX2
+    if (path == DecodePath::avx2) {
+      decode_step<Avx2Tile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
+      return;
+    }
+#endif
+    (void)path;
     decode_step<PortableTile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
   };
   switch (p.head_dim) {
@@ -236,14 +262,19 @@ void decode_for_dtype(const PagedDecodeParams& p, int num_threads, int num_split
 // that path's tile size, so tiles, order and prefetch distance are the decode's.
 template <DType kKv>
 std::uint64_t read_walk_for_dtype(const PagedDecodeParams& p, int num_threads, int num_splits,
-                                  bool avx512) {
+                                  DecodePath path) {
   auto run = [&]<int kHeadDim>() -> std::uint64_t {
 #if DECODEBENCH_CPU_AVX512
-    if (avx512)
+    if (path == DecodePath::avx512)
       return decode_step<ReadOnlyTile<kKv, kHeadDim, kAvx512TileTokens<kHeadDim>>, kKv, kHeadDim>(
           p, num_threads, num_splits);
 #endif
-    (void)avx512;
+#if DECODEBENCH_CPU_AVX2
+    if (path == DecodePath::avx2)
+      return decode_step<ReadOnlyTile<kKv, kHeadDim, kAvx2TileTokens<kHeadDim>>, kKv, kHeadDim>(
+          p, num_threads, num_splits);
+#endif
+    (void)path;
     return decode_step<ReadOnlyTile<kKv, kHeadDim, kPortableTileTokens<kHeadDim>>, kKv, kHeadDim>(
         p, num_threads, num_splits);
   };

@@ -32,7 +32,7 @@ WorkloadSpec small_spec() {
 TEST(CpuBackend, NamesAndKernels) {
   auto backend = make_cpu_backend();
   EXPECT_EQ(backend->name(), "cpu");
-  EXPECT_EQ(backend->kernel_names(), std::vector<std::string>{"cpu"});
+  EXPECT_EQ(backend->kernel_names(), (std::vector<std::string>{"cpu", "cascade"}));
   EXPECT_EQ(backend->choose_kernel(small_spec()), "cpu");
 }
 

@@ -1,6 +1,8 @@
 // The optimized CPU decode against the reference, on odd sizes: batch 1/7/37, contexts
 // 1/15/16/17/97/1000 and ragged, block sizes 8/16/32, GQA 1/2/4/7/8, head_dim 64/128/256, every
-// KV dtype, q f16 and bf16, hit rates 0/0.5/1, the context-split path, both tile-kernel paths.
+// KV dtype, q f16 and bf16, hit rates 0/0.5/1, the context-split path, every tile-kernel path
+// compiled in (avx512, avx2, portable); the avx2 path also over the full grid of KV dtype x
+// head_dim x GQA 1/4/8 x block size 1/16/64.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +13,7 @@
 #include "backends/cpu/cpu_decode.h"
 #include "backends/cpu/cpu_decode_scalar.h"  // fast_exp2
 #include "common/dtype.h"
+#include "common/errors.h"
 #include "common/float_formats.h"
 #include "common/paged_kv.h"
 #include "reference/reference.h"
@@ -73,6 +76,15 @@ void expect_matches_reference(const Case& c, cpu::DecodePath path) {
 
 const ContextSpec fixed(int n) { return ContextSpec::fixed(n); }
 
+// The named paths this build has: each is checked on its own, not only the one `automatic` picks.
+std::vector<cpu::DecodePath> compiled_paths() {
+  std::vector<cpu::DecodePath> paths;
+  if (cpu::avx512_compiled()) paths.push_back(cpu::DecodePath::avx512);
+  if (cpu::avx2_compiled()) paths.push_back(cpu::DecodePath::avx2);
+  paths.push_back(cpu::DecodePath::portable);
+  return paths;
+}
+
 // A covering subset: every dimension's odd values appear, not their full product.
 const Case kCases[] = {
     // name                       Hq  Hkv  d   batch context            P  kv                q h G
@@ -102,6 +114,14 @@ TEST_P(CpuDecodeCase, AutomaticPathMatchesReference) {
 TEST_P(CpuDecodeCase, PortablePathMatchesReference) {
   expect_matches_reference(GetParam(), cpu::DecodePath::portable);
 }
+TEST_P(CpuDecodeCase, Avx2PathMatchesReference) {
+  if (!cpu::avx2_compiled()) GTEST_SKIP() << "the avx2 path is not compiled into this build";
+  expect_matches_reference(GetParam(), cpu::DecodePath::avx2);
+}
+TEST_P(CpuDecodeCase, Avx512PathMatchesReference) {
+  if (!cpu::avx512_compiled()) GTEST_SKIP() << "the avx512 path is not compiled into this build";
+  expect_matches_reference(GetParam(), cpu::DecodePath::avx512);
+}
 
 INSTANTIATE_TEST_SUITE_P(OddShapes, CpuDecodeCase, ::testing::ValuesIn(kCases),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
@@ -113,6 +133,47 @@ TEST(CpuDecode, EveryDtypeAndHeadDim) {
       const Case c{"grid", 8, 2, d, 3, ContextSpec::fixed(37), 16, kv, DType::f16};
       SCOPED_TRACE(std::string(dtype_name(kv)) + " d=" + std::to_string(d));
       expect_matches_reference(c, cpu::DecodePath::automatic);
+    }
+  }
+}
+
+// The avx2 tile kernels over the full grid: every KV dtype x head_dim 64/128/256 x GQA 1/4/8
+// (passes of 1, 4 and 8 heads) x block size 1/16/64, ragged contexts (tails of every length
+// within the 8-token score groups and the tiles), alternately one item per sequence and 3
+// context splits.
+TEST(CpuDecode, Avx2EveryDtypeHeadDimGroupAndBlockSize) {
+  if (!cpu::avx2_compiled()) GTEST_SKIP() << "the avx2 path is not compiled into this build";
+  int index = 0;
+  for (DType kv : all_dtypes())
+    for (int d : {64, 128, 256})
+      for (int group : {1, 4, 8})
+        for (int block : {1, 16, 64}) {
+          const int splits = index++ % 2 == 0 ? 1 : 3;
+          const Case c{"avx2_grid", 2 * group, 2, d, 3,     ContextSpec::ragged(1, 150), block, kv,
+                       DType::f16,  0,         1, 2, splits};
+          SCOPED_TRACE(std::string(dtype_name(kv)) + " d=" + std::to_string(d) +
+                       " g=" + std::to_string(group) + " P=" + std::to_string(block) +
+                       " splits=" + std::to_string(splits));
+          expect_matches_reference(c, cpu::DecodePath::avx2);
+        }
+}
+
+// Asking for a path this build lacks is an error that names the paths it has.
+TEST(CpuDecode, UncompiledPathIsRejectedWithTheValidOnes) {
+  for (cpu::DecodePath path : {cpu::DecodePath::avx512, cpu::DecodePath::avx2}) {
+    const bool compiled =
+        path == cpu::DecodePath::avx512 ? cpu::avx512_compiled() : cpu::avx2_compiled();
+    if (compiled) continue;
+    float out[8];
+    const std::uint16_t in[8] = {};
+    try {
+      cpu::convert_kv_to_float(DType::f16, in, 8, out, path);
+      ADD_FAILURE() << cpu::resolved_path_name(path) << " accepted though not compiled";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(cpu::resolved_path_name(path)), std::string::npos) << what;
+      EXPECT_NE(what.find("valid here: automatic"), std::string::npos) << what;
+      EXPECT_NE(what.find("portable"), std::string::npos) << what;
     }
   }
 }
@@ -200,7 +261,7 @@ std::uint64_t expected_walk_sum(const Workload& w) {
 }
 
 // The memory walk of the microbenchmarks (paged_kv_read) reads every line of the KV once, in
-// the decode's order: ragged contexts, shared prefixes, the split path, both paths' tile sizes,
+// the decode's order: ragged contexts, shared prefixes, the split path, every path's tile size,
 // 1/2/4-byte KV and all three head dims.
 TEST(CpuDecode, MemoryWalkReadsEveryLineOnce) {
   const Case cases[] = {
@@ -210,7 +271,7 @@ TEST(CpuDecode, MemoryWalkReadsEveryLineOnce) {
       {"bf16", 28, 4, 128, 2, ContextSpec::fixed(513), 16, DType::bf16, DType::bf16, 1.0, 1},
   };
   for (const Case& c : cases) {
-    for (cpu::DecodePath path : {cpu::DecodePath::automatic, cpu::DecodePath::portable}) {
+    for (cpu::DecodePath path : compiled_paths()) {
       SCOPED_TRACE(std::string(c.name) + " path=" + cpu::resolved_path_name(path));
       const Workload w = make_workload(spec_of(c));
       cpu::DecodeOptions options;
@@ -243,8 +304,10 @@ TEST(CpuDecode, MemoryWalkSeesAPlantedLine) {
   EXPECT_EQ(after, expected_walk_sum(w));
 }
 
-// The AVX-512 loaders (vcvtph2ps, bf16 shift, fp8 bit tricks with the e4m3 load scale) agree
-// with the bit-exact scalar conversions on every code (NaN stays NaN).
+// The vector loaders of every compiled path (vcvtph2ps, bf16 shift, fp8 bit tricks or byte
+// tables with the e4m3 load scale) agree bit for bit with the scalar conversions on every code
+// (NaN stays NaN; inf, subnormals and signed zeros exact): all 65536 fp16/bf16 patterns, all 256
+// fp8 ones, and once more from an odd element on with an odd count, so the loaders' tails run.
 TEST(CpuDecode, KvLoadersMatchScalarConversions) {
   for (DType kv : all_dtypes()) {
     SCOPED_TRACE(std::string(dtype_name(kv)));
@@ -262,17 +325,21 @@ TEST(CpuDecode, KvLoadersMatchScalarConversions) {
         src[i] = static_cast<std::byte>(i);
       }
     }
-    for (cpu::DecodePath path : {cpu::DecodePath::automatic, cpu::DecodePath::portable}) {
-      std::vector<float> got(count);
-      cpu::convert_kv_to_float(kv, src.data(), count, got.data(), path);
-      int bad = 0;
-      for (std::size_t i = 0; i < count && bad < 5; ++i) {
-        const float want = decode_value(kv, &src[i * size]);
-        const bool same = (std::isnan(want) && std::isnan(got[i])) || want == got[i];
-        if (!same) {
-          ++bad;
-          ADD_FAILURE() << "code " << i << ": got " << got[i] << ", want " << want << " ("
-                        << cpu::resolved_path_name(path) << ")";
+    for (cpu::DecodePath path : compiled_paths()) {
+      for (const std::size_t first : {std::size_t{0}, std::size_t{3}}) {
+        const std::size_t n = first == 0 ? count : count - first - 2;  // odd: 8/16/64-wide tails
+        std::vector<float> got(n);
+        cpu::convert_kv_to_float(kv, &src[first * size], n, got.data(), path);
+        int bad = 0;
+        for (std::size_t i = 0; i < n && bad < 5; ++i) {
+          const float want = decode_value(kv, &src[(first + i) * size]);
+          const bool same = (std::isnan(want) && std::isnan(got[i])) ||
+                            std::memcmp(&want, &got[i], sizeof want) == 0;
+          if (!same) {
+            ++bad;
+            ADD_FAILURE() << "code " << first + i << ": got " << got[i] << ", want " << want << " ("
+                          << cpu::resolved_path_name(path) << ", from element " << first << ")";
+          }
         }
       }
     }

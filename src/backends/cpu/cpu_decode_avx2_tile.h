@@ -2,12 +2,14 @@
 // converted in registers, as on the AVX-512 path; the scores of a whole pass of heads per K row,
 // the online softmax in intrinsics, V accumulated in slices of d.
 //
-// Napkin math, llama-3.1-8b (g = 4, d = 128, fp16) on one Zen 3 core: a (token, KV head) row
-// brings 256 bytes of K and 256 of V and costs 4 x 2 x 16 = 128 ymm FMAs, ~32 vcvtph2ps and
-// ~130 loads of q, p and V: >= 64 cycles on two FMA pipes, ~8 bytes per cycle, ~25 GB/s per core
-// at 3 GHz against the ~11 GB/s per core the memory gives a 2-vCPU VM. MHA (g = 1) needs a
-// quarter of the FMAs per byte. So the register budget goes to enough independent FMA chains
+// Napkin math, llama-3.1-8b (g = 4, d = 128, fp16): a (token, KV head) row brings 256 bytes of K
+// and 256 of V and costs 4 x 2 x 16 = 128 ymm FMAs and 32 vcvtph2ps: >= 64 cycles on two FMA
+// pipes. The Zen 3 VM's vCPU measured ~2 G ymm FMAs per CPU-second, so ~8 GB/s per vCPU: GQA 4 is
+// compute-bound below its ~11 GB/s share of the read. MHA (g = 1) needs 32 FMAs per row, and the
+// 32 conversions (~1 per cycle, on the FP pipes the FMAs use) are its bound, ~16 GB/s per vCPU:
+// memory-bound with headroom. So the register budget goes to enough independent FMA chains
 // (8 per pass) with each K/V element converted once, and the memory walk is the avx512 path's.
+// Measured: results/cpu-amd-epyc-zen3-2vcpu/README.md, "The AVX2 path".
 #pragma once
 
 #include <algorithm>

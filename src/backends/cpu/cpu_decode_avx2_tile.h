@@ -2,12 +2,14 @@
 // converted in registers, as on the AVX-512 path; the scores of a whole pass of heads per K row,
 // the online softmax in intrinsics, V accumulated in slices of d.
 //
-// Napkin math, llama-3.1-8b (g = 4, d = 128, fp16) on one Zen 3 core: a (token, KV head) row
-// brings 256 bytes of K and 256 of V and costs 4 x 2 x 16 = 128 ymm FMAs, ~32 vcvtph2ps and
-// ~130 loads of q, p and V: >= 64 cycles on two FMA pipes, ~8 bytes per cycle, ~25 GB/s per core
-// at 3 GHz against the ~11 GB/s per core the memory gives a 2-vCPU VM. MHA (g = 1) needs a
-// quarter of the FMAs per byte. So the register budget goes to enough independent FMA chains
+// Napkin math, llama-3.1-8b (g = 4, d = 128, fp16): a (token, KV head) row brings 256 bytes of K
+// and 256 of V and costs 4 x 2 x 16 = 128 ymm FMAs and 32 vcvtph2ps: >= 64 cycles on two FMA
+// pipes. The Zen 3 VM's vCPU measured ~2 G ymm FMAs per CPU-second, so ~8 GB/s per vCPU: GQA 4 is
+// compute-bound below its ~11 GB/s share of the read. MHA (g = 1) needs 32 FMAs per row, and the
+// 32 conversions (~1 per cycle, on the FP pipes the FMAs use) are its bound, ~16 GB/s per vCPU:
+// memory-bound with headroom. So the register budget goes to enough independent FMA chains
 // (8 per pass) with each K/V element converted once, and the memory walk is the avx512 path's.
+// Measured: results/cpu-amd-epyc-zen3-2vcpu/README.md, "The AVX2 path".
 #pragma once
 
 #include <algorithm>
@@ -158,44 +160,51 @@ struct Avx2Tile {
   template <int kNH>
   void scores_n(const float* __restrict q /*[kNH][d]*/, int n, float* __restrict s) {
     constexpr int kChains = kNH >= 8 ? 1 : kNH >= 4 ? 2 : 4;
+    constexpr int kStep = kChains < 2 ? 2 : kChains;
     const int n_prefetch = k_prefetch_pending ? next.n() : 0;
     k_prefetch_pending = false;
     __m256 part[kNH * 8];  // [kNH][8 tokens] partial dot products
-    for (int j0 = 0; j0 < n; j0 += 8) {
-      const int m = std::min(8, n - j0);
-      for (int jj = 0; jj < m; ++jj) {
-        const int j = j0 + jj;
-        if (j < n_prefetch) prefetch_row<kRowBytes>(next.k(j));
-        const std::byte* row = unit.k(j);
-        __m256 a[kNH][kChains];
+    // One loop over the tokens (not groups of 8 and tokens within), so the compiler keeps q's
+    // loads in place instead of copying q to the stack once per group.
+    for (int j = 0; j < n; ++j) {
+      const int jj = j % 8;
+      if (j < n_prefetch) prefetch_row<kRowBytes>(next.k(j));
+      const std::byte* row = unit.k(j);
+      __m256 a[kNH][kChains];
 #pragma GCC unroll 8
-        for (int h = 0; h < kNH; ++h)
+      for (int h = 0; h < kNH; ++h)
 #pragma GCC unroll 4
-          for (int i = 0; i < kChains; ++i) a[h][i] = _mm256_setzero_ps();
-#pragma GCC unroll 32
-        for (int c = 0; c < kChunks; c += 2) {
+        for (int i = 0; i < kChains; ++i) a[h][i] = _mm256_setzero_ps();
+      // Steps of one chunk per chain (at least the two a load brings): the chain of a chunk is
+      // known at compile time without unrolling all of d (compile time, code size).
+      for (int c0 = 0; c0 < kChunks; c0 += kStep) {
+#pragma GCC unroll 4
+        for (int c = 0; c < kStep; c += 2) {
           __m256 k[2];
-          avx2::load_chunks<kKv, 2>(row, c, k);
+          avx2::load_chunks<kKv, 2>(row, c0 + c, k);
 #pragma GCC unroll 2
           for (int cc = 0; cc < 2; ++cc)
 #pragma GCC unroll 8
             for (int h = 0; h < kNH; ++h) {
               __m256& chain = a[h][(c + cc) % kChains];
-              chain =
-                  _mm256_fmadd_ps(_mm256_loadu_ps(q + h * kHeadDim + 8 * (c + cc)), k[cc], chain);
+              chain = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * kHeadDim + 8 * (c0 + c + cc)), k[cc],
+                                      chain);
             }
         }
-#pragma GCC unroll 8
-        for (int h = 0; h < kNH; ++h) {
-          __m256 dot = a[h][0];
-#pragma GCC unroll 4
-          for (int i = 1; i < kChains; ++i) dot = _mm256_add_ps(dot, a[h][i]);
-          part[h * 8 + jj] = dot;
-        }
       }
+#pragma GCC unroll 8
       for (int h = 0; h < kNH; ++h) {
-        for (int jj = m; jj < 8; ++jj) part[h * 8 + jj] = _mm256_setzero_ps();  // tail lanes
-        _mm256_storeu_ps(s + h * kTile + j0, avx2::sum8_transposed(part + h * 8));
+        __m256 dot = a[h][0];
+#pragma GCC unroll 4
+        for (int i = 1; i < kChains; ++i) dot = _mm256_add_ps(dot, a[h][i]);
+        part[h * 8 + jj] = dot;
+      }
+      if (jj == 7 || j == n - 1) {  // a group of 8 scores per head is complete
+        const int j0 = j - jj;
+        for (int h = 0; h < kNH; ++h) {
+          for (int t = jj + 1; t < 8; ++t) part[h * 8 + t] = _mm256_setzero_ps();  // tail lanes
+          _mm256_storeu_ps(s + h * kTile + j0, avx2::sum8_transposed(part + h * 8));
+        }
       }
     }
   }

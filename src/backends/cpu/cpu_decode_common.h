@@ -35,7 +35,11 @@ inline constexpr int kMaxPassHeads = 8;  // query heads served together by one t
 //             in L1;
 //   avx512:   8192 / d tokens, rounded up to a multiple of 16 (score groups): 64 at d = 128, a
 //             unit's fp16 K and V 32 KiB.
-//   avx2:     AVX2_TILE_PLACEHOLDER
+//   avx2:     8192 / d tokens, rounded up to a multiple of 8 (score groups): as avx512, 64 at
+//             d = 128. Half that (a unit's fp16 K and V in 16 KiB, beside the next unit's in
+//             Zen 3's 32 KiB L1) was not consistently faster on the loaded Zen 3 VM (B16 slower,
+//             B1 faster, both within the noise): results/cpu-amd-epyc-zen3-2vcpu/README.md,
+//             "The AVX2 path".
 // 64-token tiles at d = 128: 1.7-4 % faster than 48 on Zen 5 with fast memory, prefetcht0;
 // the sizes measured: results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md, "Tile size".
 template <int kHeadDim>

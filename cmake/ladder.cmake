@@ -4,6 +4,7 @@
 #   DECODEBENCH_RUNG_<name>_IDEA               one line: what the rung adds
 #   DECODEBENCH_RUNG_<name>_MAX_GROUP          largest Hq / Hkv served, 0 = any
 #   DECODEBENCH_RUNG_<name>_USES_WORKSPACE     ON / OFF
+#   DECODEBENCH_RUNG_<name>_COMPUTE            fma / tensor_core: the units its multiply-adds run on
 # and re-runs the configure step when the file changes. Fails with the rung and the field when an
 # entry is malformed or its header kernels/paged_decode/<name>.cuh is missing.
 function(decodebench_read_ladder json_file)
@@ -20,7 +21,7 @@ function(decodebench_read_ladder json_file)
   set(names "")
   math(EXPR last "${count} - 1")
   foreach(i RANGE ${last})
-    foreach(field IN ITEMS name idea max_group uses_workspace)
+    foreach(field IN ITEMS name idea max_group uses_workspace compute)
       string(JSON ${field} ERROR_VARIABLE err GET "${json}" rungs ${i} ${field})
       if(err)
         message(FATAL_ERROR "${json_file}: rung ${i} has no '${field}': ${err}")
@@ -45,10 +46,14 @@ function(decodebench_read_ladder json_file)
     if(NOT uses_workspace_type STREQUAL "BOOLEAN")
       message(FATAL_ERROR "${json_file}: rung '${name}': uses_workspace must be true or false")
     endif()
+    if(NOT compute_type STREQUAL "STRING" OR NOT compute MATCHES "^(fma|tensor_core)$")
+      message(FATAL_ERROR "${json_file}: rung '${name}': compute must be \"fma\" or \"tensor_core\", got '${compute}'")
+    endif()
     list(APPEND names ${name})
     set(DECODEBENCH_RUNG_${name}_IDEA "${idea}" PARENT_SCOPE)
     set(DECODEBENCH_RUNG_${name}_MAX_GROUP ${max_group} PARENT_SCOPE)
     set(DECODEBENCH_RUNG_${name}_USES_WORKSPACE ${uses_workspace} PARENT_SCOPE)
+    set(DECODEBENCH_RUNG_${name}_COMPUTE ${compute} PARENT_SCOPE)
   endforeach()
   set(DECODEBENCH_LADDER ${names} PARENT_SCOPE)
 endfunction()

@@ -16,6 +16,7 @@ struct Rung {
   const char* idea;
   int max_group;
   bool uses_workspace;
+  ComputeUnit compute;
 };
 
 // In ladder order. Each rung adds one idea over the one before it. The list is
@@ -67,6 +68,7 @@ const std::vector<KernelInfo>& kernel_ladder() {
       info.min_block_size = 8;
       info.max_group = rung.max_group;
       info.uses_workspace = rung.uses_workspace;
+      info.compute = rung.compute;
       out.push_back(std::move(info));
     }
     return out;

@@ -114,6 +114,9 @@ class CpuBackend final : public Backend {
 
   std::vector<std::string> kernel_names() const override { return {kKernelName}; }
 
+  // Every CPU kernel runs on the cores' fp32 FMA (the vector units), none on a matrix unit.
+  ComputeUnit compute_unit(std::string_view) const override { return ComputeUnit::fma; }
+
   std::string choose_kernel(const WorkloadSpec&) override { return kKernelName; }
 
   std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {

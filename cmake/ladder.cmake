@@ -5,6 +5,7 @@
 #   DECODEBENCH_RUNG_<name>_MAX_GROUP          largest Hq / Hkv served, 0 = any
 #   DECODEBENCH_RUNG_<name>_USES_WORKSPACE     ON / OFF
 #   DECODEBENCH_RUNG_<name>_PREFIX_AWARE       ON / OFF: reads the prefix plan (cascade)
+#   DECODEBENCH_RUNG_<name>_COMPUTE            fma / tensor_core: the units its multiply-adds run on
 # and re-runs the configure step when the file changes. Fails with the rung and the field when an
 # entry is malformed or its header kernels/paged_decode/<name>.cuh is missing.
 function(decodebench_read_ladder json_file)
@@ -21,7 +22,7 @@ function(decodebench_read_ladder json_file)
   set(names "")
   math(EXPR last "${count} - 1")
   foreach(i RANGE ${last})
-    foreach(field IN ITEMS name idea max_group uses_workspace)
+    foreach(field IN ITEMS name idea max_group uses_workspace compute)
       string(JSON ${field} ERROR_VARIABLE err GET "${json}" rungs ${i} ${field})
       if(err)
         message(FATAL_ERROR "${json_file}: rung ${i} has no '${field}': ${err}")
@@ -57,11 +58,15 @@ function(decodebench_read_ladder json_file)
     if(prefix_aware AND NOT uses_workspace)
       message(FATAL_ERROR "${json_file}: rung '${name}': prefix_aware needs uses_workspace (the prefix partials are merged through it)")
     endif()
+    if(NOT compute_type STREQUAL "STRING" OR NOT compute MATCHES "^(fma|tensor_core)$")
+      message(FATAL_ERROR "${json_file}: rung '${name}': compute must be \"fma\" or \"tensor_core\", got '${compute}'")
+    endif()
     list(APPEND names ${name})
     set(DECODEBENCH_RUNG_${name}_IDEA "${idea}" PARENT_SCOPE)
     set(DECODEBENCH_RUNG_${name}_MAX_GROUP ${max_group} PARENT_SCOPE)
     set(DECODEBENCH_RUNG_${name}_USES_WORKSPACE ${uses_workspace} PARENT_SCOPE)
     set(DECODEBENCH_RUNG_${name}_PREFIX_AWARE ${prefix_aware} PARENT_SCOPE)
+    set(DECODEBENCH_RUNG_${name}_COMPUTE ${compute} PARENT_SCOPE)
   endforeach()
   set(DECODEBENCH_LADDER ${names} PARENT_SCOPE)
 endfunction()

@@ -31,6 +31,11 @@ constexpr std::size_t dtype_size(DType t) {
 }
 constexpr bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
 
+// The units a kernel's multiply-adds run on, which decide its FLOP ceiling
+// (src/harness/roofline.h): the fp32 FMA pipes of the CUDA cores (or of a CPU), or the tensor
+// cores (mma.sync with f16/bf16 inputs and fp32 accumulation; fp8 KV is converted to f16 first).
+enum class ComputeUnit : std::uint8_t { fma, tensor_core };
+
 namespace kernels {
 
 // One decode step of one attention layer over a paged KV cache (the flashinfer "page.cuh" view).
@@ -92,6 +97,8 @@ struct KernelInfo {
   int max_batch = 65535;         // grid.y = batch on the GPU; 0 = any (the CPU decode)
   bool uses_workspace = false;   // needs partial_out/partial_lse (split_kv)
   bool prefix_aware = false;     // reads the prefix plan (cascade): plan_prefixes() at prepare
+  // ladder.json "compute": "fma" (CUDA cores) or "tensor_core" (mma)
+  ComputeUnit compute = ComputeUnit::fma;
 };
 
 // The ladder, in order, with what this build compiled. Same list for both targets.

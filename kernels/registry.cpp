@@ -17,6 +17,7 @@ struct Rung {
   int max_group;
   bool uses_workspace;
   bool prefix_aware;
+  ComputeUnit compute;
 };
 
 // In ladder order. Each rung adds one idea over the one before it. The list is
@@ -69,6 +70,7 @@ const std::vector<KernelInfo>& kernel_ladder() {
       info.max_group = rung.max_group;
       info.uses_workspace = rung.uses_workspace;
       info.prefix_aware = rung.prefix_aware;
+      info.compute = rung.compute;
       out.push_back(std::move(info));
     }
     return out;

@@ -50,6 +50,10 @@ class Backend {
   virtual Ceilings measure_ceilings() = 0;
   // Names of the kernels this backend can run (for `--kernel` validation and `kernels`).
   virtual std::vector<std::string> kernel_names() const = 0;
+  // The units `kernel` (one of kernel_names()) does its multiply-adds on, which pick the FLOP
+  // roof of its roofline (src/harness/roofline.h): cpu: fma for every kernel; emu, cuda: the
+  // ladder's `compute` (KernelInfo::compute). Throws InputError for an unknown kernel.
+  virtual ComputeUnit compute_unit(std::string_view kernel) const = 0;
   // The kernel `--kernel auto` picks for this point.
   virtual std::string choose_kernel(const WorkloadSpec& spec) = 0;
   // Empty if `kernel` can run `spec` here; else why not (unsupported shape, does not fit memory).

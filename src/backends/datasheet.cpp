@@ -36,15 +36,23 @@ double positive_number(const json& row, const char* key, const std::filesystem::
 }
 
 Datasheet parse_row(const json& row, const std::filesystem::path& file, const std::string& where) {
-  static const std::vector<std::string> kKeys = {
-      "key",       "name",     "match",          "bandwidth",         "fp32_flops",
-      "mem_bytes", "sm_count", "boost_clock_hz", "compute_capability"};
+  static const std::vector<std::string> kKeys = {"key",
+                                                 "name",
+                                                 "match",
+                                                 "bandwidth",
+                                                 "fp32_flops",
+                                                 "tensor_f16_flops",
+                                                 "tensor_fp8_flops",
+                                                 "mem_bytes",
+                                                 "sm_count",
+                                                 "boost_clock_hz",
+                                                 "compute_capability"};
   if (!row.is_object()) fail(file, where, "must be an object");
   for (const auto& [k, v] : row.items()) {
     if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
-      fail(file, where + "." + k,
-           "unknown key (valid: key, name, match, bandwidth, fp32_flops, mem_bytes, sm_count, "
-           "boost_clock_hz, compute_capability)");
+      std::string valid;
+      for (const std::string& key : kKeys) valid += (valid.empty() ? "" : ", ") + key;
+      fail(file, where + "." + k, "unknown key (valid: " + valid + ")");
     }
   }
   Datasheet d;
@@ -67,6 +75,15 @@ Datasheet parse_row(const json& row, const std::filesystem::path& file, const st
   }
   d.bandwidth = positive_number(row, "bandwidth", file, here);
   d.fp32_flops = positive_number(row, "fp32_flops", file, here);
+  if (!row.contains("tensor_f16_flops")) {
+    fail(file, here + ".tensor_f16_flops",
+         "missing: the dense f16/bf16 tensor-core peak in FLOP/s (the FLOP roof of the "
+         "tensor-core kernels) is required for every device");
+  }
+  d.tensor_f16_flops = positive_number(row, "tensor_f16_flops", file, here);
+  if (row.contains("tensor_fp8_flops")) {
+    d.tensor_fp8_flops = positive_number(row, "tensor_fp8_flops", file, here);
+  }
   d.mem_bytes = static_cast<std::int64_t>(positive_number(row, "mem_bytes", file, here));
   if (row.contains("sm_count")) {
     const json& v = row.at("sm_count");

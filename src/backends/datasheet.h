@@ -1,7 +1,7 @@
 // Datasheet peaks of known GPUs (configs/devices.json): the vendor's memory bandwidth, fp32
-// (non-tensor) FLOP rate and memory size, and where known the SM count, boost clock and compute
-// capability. Reports carry them next to the measured ceilings so a
-// roofline fraction can be read against either (docs/design.md "Ceilings").
+// (non-tensor) FLOP rate, dense tensor-core FLOP rates and memory size, and where known the SM
+// count, boost clock and compute capability. Reports carry them next to the measured ceilings so
+// a roofline fraction can be read against either (docs/design.md "Ceilings").
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,12 @@ struct Datasheet {
   std::vector<std::string> match;  // case-insensitive substrings of cudaDeviceProp.name
   double bandwidth = 0;            // B/s
   double fp32_flops = 0;           // FLOP/s, non-tensor fp32
-  std::int64_t mem_bytes = 0;      // bytes (GB = 1e9)
+  // Dense (no 2:4 sparsity) tensor-core peaks, FLOP/s. f16 (the same figure for bf16, fp32
+  // accumulate) is required: it is the roof of the tensor-core rungs. fp8 is for the record and
+  // 0 where the device has no fp8 tensor cores (A100).
+  double tensor_f16_flops = 0;
+  double tensor_fp8_flops = 0;
+  std::int64_t mem_bytes = 0;  // bytes (GB = 1e9)
   // Optional (0 / empty when the file leaves them out), for the static model's issue bound:
   int sm_count = 0;                // streaming multiprocessors
   double boost_clock_hz = 0;       // the SM clock the vendor quotes its peaks at

@@ -12,9 +12,25 @@ double measured_bandwidth_roof(const Ceilings& c) {
   return 0;
 }
 
-double flop_roof(const DeviceInfo& d) {
-  if (d.measured.fma_flops > 0) return d.measured.fma_flops;
-  return d.flops_peak > 0 ? d.flops_peak : 0;
+ComputeCeiling compute_ceiling(const DeviceInfo& d, ComputeUnit unit) {
+  ComputeCeiling c;
+  c.unit = unit;
+  if (unit == ComputeUnit::tensor_core) {
+    const bool known = d.flops_peak_tensor_f16 > 0;
+    c.name = known ? "tensor-core f16/bf16 (datasheet)" : "tensor-core f16/bf16 (unknown)";
+    if (known) c.flops = d.flops_peak_tensor_f16;
+    return c;
+  }
+  if (d.measured.fma_flops > 0) {
+    c.name = "fp32 FMA (measured)";
+    c.flops = d.measured.fma_flops;
+  } else if (d.flops_peak > 0) {
+    c.name = "fp32 FMA (datasheet)";
+    c.flops = d.flops_peak;
+  } else {
+    c.name = "fp32 FMA (unknown)";
+  }
+  return c;
 }
 
 namespace {
@@ -24,7 +40,8 @@ struct Roof {
   Bound bound = Bound::memory;
 };
 
-// Roofline time against one bandwidth ceiling; NaN when that ceiling is unknown.
+// Roofline time against one bandwidth ceiling; NaN when that ceiling is unknown. An unknown
+// FLOP roof (NaN) leaves the memory roof alone.
 Roof roof_time(double bytes, double flops, double bandwidth, double flop_peak) {
   Roof r;
   if (!(bandwidth > 0)) return r;
@@ -45,10 +62,12 @@ RooflineResult compute_roofline(const RooflineInput& in, double t_s, const Devic
   out.bandwidth.achieved = in.bytes_min / t_s;
   out.bandwidth.logical = in.bytes_logical / t_s;
   if (in.num_layers > 0) out.tokens_per_s = in.batch / (t_s * in.num_layers);
-  const double flops_peak = flop_roof(device);
+  const ComputeCeiling ceiling = compute_ceiling(device, in.compute);
+  const double flops_peak = ceiling.flops;
   const Roof measured =
       roof_time(in.bytes_min, in.flops, measured_bandwidth_roof(device.measured), flops_peak);
   const Roof datasheet = roof_time(in.bytes_min, in.flops, device.bandwidth_datasheet, flops_peak);
+  out.roofline.compute_ceiling = ceiling;
   out.roofline.t_roof_s = measured.t;
   out.roofline.bound = available(measured.t) ? measured.bound : datasheet.bound;
   out.roofline.fraction_measured = measured.t / t_s;  // NaN stays NaN

@@ -1,11 +1,13 @@
 // Roofline math of docs/design.md "Byte and FLOP model" for one timed point.
-//   t_roof = max(bytes_min / BW, flops / FLOP_peak)       roofline_fraction = t_roof / t
+//   t_roof = max(bytes_min / BW, flops / FLOP_roof)       roofline_fraction = t_roof / t
 //   achieved_bandwidth = bytes_min / t                    logical = bytes_logical / t
 //   tokens_per_s = batch / (t * num_layers)               attention-only
 // The measured bandwidth roof is the read-only ceiling (a decode step is a read stream); where
-// a backend did not measure it, copy, then triad. The FLOP roof is the measured FMA peak, else
-// the device's flops_peak; with neither, only the memory roof applies. A roof that is not known
-// (0) makes its fraction NaN (null in the JSON), never 0 or infinity.
+// a backend did not measure it, copy, then triad. The FLOP roof is the peak of the units the
+// kernel runs on (compute_ceiling): the fp32 FMA peak (measured, else the datasheet's) for a
+// CUDA-core or CPU kernel, the datasheet's dense f16/bf16 tensor-core peak for a tensor-core
+// one; with no such figure only the memory roof applies. A roof that is not known (0) makes its
+// fraction NaN (null in the JSON), never 0 or infinity.
 #pragma once
 
 #include "backends/backend.h"
@@ -17,13 +19,21 @@ namespace decodebench {
 struct RooflineInput {
   double bytes_min = 0;      // kv_unique + q + out + tables + lens
   double bytes_logical = 0;  // bytes_min with kv_logical in place of kv_unique
-  double flops = 0;
+  double flops = 0;          // useful FLOPs, 4 Hq L d: not what padded MMA rows issue
   int batch = 0;
   int num_layers = 0;
+  ComputeUnit compute = ComputeUnit::fma;  // the kernel's units (Backend::compute_unit)
 };
 
 double measured_bandwidth_roof(const Ceilings& c);  // read, else copy, else triad, else 0
-double flop_roof(const DeviceInfo& d);              // measured fma_flops, else flops_peak
+
+// The FLOP roof of `unit` on `d`, named:
+//   fma:          "fp32 FMA (measured)" measured.fma_flops, else "fp32 FMA (datasheet)" flops_peak
+//   tensor_core:  "tensor-core f16/bf16 (datasheet)" flops_peak_tensor_f16 (our tensor kernels
+//                 feed fp8 KV as f16, so the fp8 peak is never their roof)
+// and "... (unknown)" with flops NaN where the device has no figure (the emulator, a GPU that
+// configs/devices.json does not list).
+ComputeCeiling compute_ceiling(const DeviceInfo& d, ComputeUnit unit);
 
 struct RooflineResult {
   BandwidthRecord bandwidth;

@@ -222,6 +222,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   in.flops = r.flops;
   in.batch = p.spec.batch;
   in.num_layers = p.spec.model.num_layers;
+  in.compute = backend.compute_unit(r.kernel);  // the FLOP roof of the units it runs on
   const RooflineResult roof = compute_roofline(
       in, r.time_s.median, device,
       r.paired_read_samples.empty() ? kNotAvailable : summarize(r.paired_read_samples).median);

@@ -32,6 +32,9 @@ struct DeviceInfo {
   double bandwidth_datasheet = 0;    // configs/devices.json, 0 if the device is not listed
   double bandwidth_theoretical = 0;  // 2 * memory clock * bus width / 8 (cuda only)
   double flops_peak = 0;             // datasheet or measured fp32 peak, FLOP/s
+  // Dense tensor-core peaks of the datasheet (cuda only; 0 elsewhere or where not listed), FLOP/s.
+  double flops_peak_tensor_f16 = 0;  // f16/bf16 inputs, fp32 accumulate: the tensor kernels' roof
+  double flops_peak_tensor_fp8 = 0;  // fp8 inputs, for the record (our kernels feed fp8 as f16)
   Ceilings measured;                 // filled by Backend::measure_ceilings()
 };
 

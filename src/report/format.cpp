@@ -161,14 +161,16 @@ std::string format_csv(const Report& r, const FormatOptions& o) {
       "context_kind,context_lo,context_hi,hit_rate,hit_rate_actual,prefix_groups,status,"
       "median_s,min_s,max_s,p10_s,p90_s,mean_s,rel_noise,samples,bytes_min,kv_bytes_logical,"
       "kv_bytes_unique,flops,arithmetic_intensity,achieved_bandwidth_Bps,"
-      "logical_bandwidth_Bps,bound,t_roof_s,fraction_measured,fraction_datasheet,"
+      "logical_bandwidth_Bps,bound,compute_unit,compute_ceiling,compute_ceiling_flops,t_roof_s,"
+      "fraction_measured,fraction_datasheet,"
       "paired_read_Bps,fraction_paired,tokens_per_s_attention_only,max_abs_err,max_rel_err,quant_"
       "rel_err,noise_exceeded,stopped_at_timeout,reason\n";
   for (const auto& p : r.results) {
     const bool ok = p.status == PointStatus::ok;
+    const std::optional<ComputeCeiling>& ceiling = p.roofline.compute_ceiling;
     out += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
         p.index, csv_text(p.kernel), csv_text(p.kernel_requested), csv_text(p.backend),
         csv_text(p.model), dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
         p.context.kind == ContextSpec::Kind::fixed ? "fixed" : "ragged", p.context.lo, p.context.hi,
@@ -178,12 +180,13 @@ std::string format_csv(const Report& r, const FormatOptions& o) {
         csv_number(p.time_s.rel_noise), p.time_s.samples, p.bytes.min, p.bytes.kv_logical,
         p.bytes.kv_unique, p.flops, p.arithmetic_intensity, csv_number(p.bandwidth.achieved),
         csv_number(p.bandwidth.logical), ok ? bound_name(p.roofline.bound) : "",
-        csv_number(p.roofline.t_roof_s), csv_number(p.roofline.fraction_measured),
-        csv_number(p.roofline.fraction_datasheet), csv_number(p.roofline.paired_read_Bps),
-        csv_number(p.roofline.fraction_paired), csv_number(p.tokens_per_s),
-        csv_number(p.error.max_abs), csv_number(p.error.max_rel), csv_number(p.error.quant_rel),
-        noise_exceeded(p, max_noise) ? 1 : 0, stopped_at_timeout(p, r.config) ? 1 : 0,
-        csv_text(p.reason));
+        ceiling ? compute_unit_name(ceiling->unit) : "", ceiling ? csv_text(ceiling->name) : "",
+        csv_number(ceiling ? ceiling->flops : kNotAvailable), csv_number(p.roofline.t_roof_s),
+        csv_number(p.roofline.fraction_measured), csv_number(p.roofline.fraction_datasheet),
+        csv_number(p.roofline.paired_read_Bps), csv_number(p.roofline.fraction_paired),
+        csv_number(p.tokens_per_s), csv_number(p.error.max_abs), csv_number(p.error.max_rel),
+        csv_number(p.error.quant_rel), noise_exceeded(p, max_noise) ? 1 : 0,
+        stopped_at_timeout(p, r.config) ? 1 : 0, csv_text(p.reason));
   }
   return out;
 }

@@ -16,7 +16,8 @@ std::string_view output_format_name(OutputFormat f);
 
 // table: a header line per device with its ceilings, then one aligned row per point (kernel,
 //        model, kv dtype, batch, context, h req/act, status, median time, GB/s of unique and of
-//        logical bytes, % of measured roof, % of datasheet, % paired, attention-only tokens/s,
+//        logical bytes, % of measured roof, % of datasheet, % paired, bound (mem, fma or tc:
+//        the roof that binds, compute roofs per the kernel's units), attention-only tokens/s,
 //        noise, samples; the % columns only where some point has a value), a legend, the knees
 //        and the reasons of points that are not ok. Status "ok*": stopped at the timeout;
 //        "ok~": noise above the max noise (results_view.h). SI units (GB = 1e9 B).

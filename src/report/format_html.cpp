@@ -208,8 +208,9 @@ std::string devices_table(std::span<const LabelledReport> reports) {
   for (const char* title : {"backend", "device", "SMs / threads", "memory"}) {
     t.columns.push_back({title});
   }
-  for (const char* title : {"measured read", "measured copy", "measured triad", "fp32 FMA measured",
-                            "FLOP peak", "theoretical", "datasheet"}) {
+  for (const char* title :
+       {"measured read", "measured copy", "measured triad", "fp32 FMA measured", "FLOP peak",
+        "tensor f16 peak", "tensor fp8 peak", "theoretical", "datasheet"}) {
     t.columns.push_back({title, /*right=*/true});
   }
   std::vector<std::string> notes;
@@ -219,15 +220,23 @@ std::string devices_table(std::span<const LabelledReport> reports) {
     for (const DeviceRecord& d : lr.report->devices) {
       std::vector<std::string> row;
       if (several) row.push_back(lr.label);
-      row.insert(row.end(),
-                 {d.backend, d.name, d.sm_count > 0 ? fmt::format("{}", d.sm_count) : "n/a",
-                  d.mem_bytes > 0 ? format_bytes(static_cast<double>(d.mem_bytes)) : "n/a",
-                  bw(d.measured.read), bw(d.measured.copy), bw(d.measured.triad),
-                  flops(d.measured.fma_flops), flops(d.flops_peak), bw(d.bandwidth_theoretical),
-                  bw(d.bandwidth_datasheet)});
+      row.insert(
+          row.end(),
+          {d.backend, d.name, d.sm_count > 0 ? fmt::format("{}", d.sm_count) : "n/a",
+           d.mem_bytes > 0 ? format_bytes(static_cast<double>(d.mem_bytes)) : "n/a",
+           bw(d.measured.read), bw(d.measured.copy), bw(d.measured.triad),
+           flops(d.measured.fma_flops), flops(d.flops_peak), flops(d.flops_peak_tensor_f16),
+           flops(d.flops_peak_tensor_fp8), bw(d.bandwidth_theoretical), bw(d.bandwidth_datasheet)});
       t.rows.push_back(std::move(row));
       for (const std::string* s : {&d.measured.note, &d.measured.shapes}) {
         if (!s->empty()) notes.push_back(fmt::format("{}: {}", d.name, *s));
+      }
+      if (d.flops_peak_tensor_f16 > 0) {
+        notes.push_back(fmt::format(
+            "{}: tensor peaks are the datasheet's dense figures (no sparsity); the tensor-core "
+            "kernels' FLOP roof is the f16 one (fp8 KV enters their MMA as f16), the others' the "
+            "fp32 FMA peak",
+            d.name));
       }
     }
   }

@@ -51,17 +51,34 @@ struct BytesRecord {
 enum class Bound { memory, compute };
 std::string_view bound_name(Bound b);
 
+std::string_view compute_unit_name(ComputeUnit u);   // "fma", "tensor_core"
+ComputeUnit parse_compute_unit(std::string_view s);  // throws InputError listing the valid names
+
+// The FLOP roof a point's roofline used: the peak of the units its kernel runs on.
+struct ComputeCeiling {
+  ComputeUnit unit = ComputeUnit::fma;
+  std::string name;              // "fp32 FMA (measured)", "tensor-core f16/bf16 (datasheet)", ...
+  double flops = kNotAvailable;  // FLOP/s; NaN: the device has no figure for that unit
+};
+
 // src/harness/roofline.h computes these.
 struct RooflineRecord {
   Bound bound = Bound::memory;      // which roof is lower for this point (measured ceilings)
-  double t_roof_s = kNotAvailable;  // max(bytes_min / BW_measured, flops / FLOP_peak)
+  double t_roof_s = kNotAvailable;  // max(bytes_min / BW_measured, flops / compute_ceiling)
   double fraction_measured = kNotAvailable;   // t_roof_s / t_median
   double fraction_datasheet = kNotAvailable;  // same against the datasheet bandwidth
   // Against the read bandwidth measured right before the samples (PreparedPoint::
   // paired_read_Bps: the cpu backend's timed cache flush); NaN where none was measured.
   double paired_read_Bps = kNotAvailable;
   double fraction_paired = kNotAvailable;  // max(bytes_min / paired_read_Bps, flop roof) / t
+  // The compute roof `bound` and the times were judged against; empty where no roofline was
+  // computed (a point not ok) or the report predates the field (unknown).
+  std::optional<ComputeCeiling> compute_ceiling = std::nullopt;
 };
+
+// The bound in a word for the tables: "mem", "fma" (compute-bound on the fp32 FMA roof), "tc"
+// (on the tensor-core roof), or "compute" where the report does not say which roof.
+std::string_view bound_label(const RooflineRecord& r);
 
 struct BandwidthRecord {
   double achieved = kNotAvailable;  // bytes.min / t_median, B/s

@@ -26,6 +26,23 @@ using nlohmann::json;
 
 std::string_view bound_name(Bound b) { return b == Bound::memory ? "memory" : "compute"; }
 
+std::string_view compute_unit_name(ComputeUnit u) {
+  return u == ComputeUnit::tensor_core ? "tensor_core" : "fma";
+}
+
+ComputeUnit parse_compute_unit(std::string_view s) {
+  for (ComputeUnit u : {ComputeUnit::fma, ComputeUnit::tensor_core}) {
+    if (compute_unit_name(u) == s) return u;
+  }
+  throw InputError(fmt::format("unknown compute unit '{}'; valid: fma, tensor_core", s));
+}
+
+std::string_view bound_label(const RooflineRecord& r) {
+  if (r.bound == Bound::memory) return "mem";
+  if (!r.compute_ceiling) return "compute";
+  return r.compute_ceiling->unit == ComputeUnit::tensor_core ? "tc" : "fma";
+}
+
 std::string_view status_name(PointStatus s) {
   switch (s) {
     case PointStatus::ok: return "ok";
@@ -103,6 +120,25 @@ ContextSpec context_from(const JsonIn& in) {
     return ContextSpec::ragged(values.at(0).int32(), values.at(1).int32());
   }
   in.at("kind").fail(fmt::format("'{}' is not a context kind; valid: fixed, ragged", kind));
+}
+
+json ceiling_to_json(const std::optional<ComputeCeiling>& c) {
+  if (!c) return nullptr;
+  return {
+      {"unit", compute_unit_name(c->unit)}, {"name", c->name}, {"flops", number_or_null(c->flops)}};
+}
+
+ComputeCeiling ceiling_from(const JsonIn& in) {
+  ComputeCeiling c;
+  const JsonIn unit = in.at("unit");
+  try {
+    c.unit = parse_compute_unit(unit.string());
+  } catch (const InputError& e) {
+    unit.fail(e.what());
+  }
+  c.name = in.at("name").string();
+  c.flops = in.at("flops").number_or_nan();
+  return c;
 }
 
 json timing_to_json(const std::optional<TimingRecord>& t) {
@@ -186,6 +222,7 @@ json to_json(const PointResult& r) {
         {"logical", number_or_null(r.bandwidth.logical)}}},
       {"roofline",
        {{"bound", bound_name(r.roofline.bound)},
+        {"compute_ceiling", ceiling_to_json(r.roofline.compute_ceiling)},
         {"t_roof_s", number_or_null(r.roofline.t_roof_s)},
         {"fraction_measured", number_or_null(r.roofline.fraction_measured)},
         {"fraction_datasheet", number_or_null(r.roofline.fraction_datasheet)},
@@ -278,6 +315,9 @@ PointResult point_from(const JsonIn& in) {
       roof.at("bound").fail(fmt::format("'{}' is not a bound; valid: memory, compute", bound));
     }
   }
+  // Added after the first reports were written: absent (or null) means not known.
+  if (roof.has("compute_ceiling") && !roof.at("compute_ceiling").json().is_null())
+    r.roofline.compute_ceiling = ceiling_from(roof.at("compute_ceiling"));
   r.roofline.t_roof_s = roof.at("t_roof_s").number_or_nan();
   r.roofline.fraction_measured = roof.at("fraction_measured").number_or_nan();
   r.roofline.fraction_datasheet = roof.at("fraction_datasheet").number_or_nan();
@@ -314,6 +354,11 @@ DeviceRecord device_from(const JsonIn& in) {
   if (m.has("note")) d.measured.note = m.at("note").string();
   if (m.has("shapes")) d.measured.shapes = m.at("shapes").string();  // added later
   d.flops_peak = in.at("flops_peak").number_or_zero();
+  // Added later: absent means not recorded.
+  if (in.has("flops_peak_tensor_f16"))
+    d.flops_peak_tensor_f16 = in.at("flops_peak_tensor_f16").number_or_zero();
+  if (in.has("flops_peak_tensor_fp8"))
+    d.flops_peak_tensor_fp8 = in.at("flops_peak_tensor_fp8").number_or_zero();
   d.measured.fma_flops = in.at("flops_measured").number_or_zero();
   return d;
 }
@@ -340,6 +385,8 @@ json to_json(const DeviceRecord& d) {
           {"note", d.measured.note},
           {"shapes", d.measured.shapes}}}}},
       {"flops_peak", positive_or_null(d.flops_peak)},
+      {"flops_peak_tensor_f16", positive_or_null(d.flops_peak_tensor_f16)},
+      {"flops_peak_tensor_fp8", positive_or_null(d.flops_peak_tensor_fp8)},
       {"flops_measured", positive_or_null(d.measured.fma_flops)},
   };
 }

@@ -99,6 +99,7 @@ std::vector<std::string> single_row(const PointResult& p, const Marks& m) {
           percent_if_ok(ok, p.roofline.fraction_measured),
           percent_if_ok(ok, p.roofline.fraction_datasheet),
           percent_if_ok(ok, p.roofline.fraction_paired),
+          ok ? std::string(bound_label(p.roofline)) : kNa,
           ok ? format_si(p.tokens_per_s, "") : kNa,
           percent_if_ok(ok, p.time_s.rel_noise),
           ok ? fmt::format("{}", p.time_s.samples) : kNa};
@@ -118,6 +119,7 @@ const std::vector<ColumnDef>& single_columns() {
                                                {"% roof", true, /*drop_if_empty=*/true},
                                                {"% datasheet", true, /*drop_if_empty=*/true},
                                                {"% paired", true, /*drop_if_empty=*/true},
+                                               {"bound", false, /*drop_if_empty=*/true},
                                                {"tok/s (attn only)", true},
                                                {"noise", true},
                                                {"samples", true}};
@@ -148,6 +150,12 @@ void add_column_legend(const TextTable& t, std::vector<std::string>& legend, boo
     legend.push_back(
         "% paired: the same against the read bandwidth measured right before each sample "
         "(cpu).");
+  }
+  if (shown(t, "bound")) {
+    legend.push_back(
+        "bound: the lower roof at the measured ceilings: mem (bandwidth), fma (the fp32 FMA "
+        "peak) or tc (the tensor-core f16/bf16 peak); a kernel's compute roof is the one of the "
+        "units it runs on.");
   }
   legend.push_back("tok/s counts attention only: batch / (step time x layers).");
 }
@@ -377,12 +385,21 @@ bool stopped_at_timeout(const PointResult& p, const nlohmann::json& config) {
 
 std::string device_line(const DeviceRecord& d) {
   auto bw = [](double x) { return x > 0 ? format_bandwidth(x) : std::string("n/a"); };
-  return fmt::format(
+  std::string line = fmt::format(
       "device: {} \"{}\" | measured read {}, copy {}, triad {}, fp32 FMA {} | theoretical {} | "
       "datasheet {}",
       d.backend, d.name, bw(d.measured.read), bw(d.measured.copy), bw(d.measured.triad),
       d.measured.fma_flops > 0 ? format_si(d.measured.fma_flops, "FLOP/s") : std::string("n/a"),
       bw(d.bandwidth_theoretical), bw(d.bandwidth_datasheet));
+  // The datasheet's compute roofs, where it gives them (a GPU): the CPU's only FLOP roof is the
+  // measured FMA above, which its flops_peak repeats.
+  if (d.flops_peak > 0 && d.flops_peak != d.measured.fma_flops) {
+    line += fmt::format(", fp32 {}", format_si(d.flops_peak, "FLOP/s"));
+  }
+  if (d.flops_peak_tensor_f16 > 0) {
+    line += fmt::format(", tensor f16 {}", format_si(d.flops_peak_tensor_f16, "FLOP/s"));
+  }
+  return line;
 }
 
 ResultsView results_view(std::span<const LabelledReport> reports, const FormatOptions& o) {

@@ -62,7 +62,8 @@ struct ResultsView {
 // (matched by point_identity), identity columns once, then each report's median, GB/s and tok/s
 // and each later report's median over the first's; the rest listed in only_in_some.
 // Columns whose cells are "-" in every row are left out where they are optional (% roof,
-// % datasheet, % paired; q dtype, block size and prefix groups side by side when all equal).
+// % datasheet, % paired, bound; q dtype, block size and prefix groups side by side when all
+// equal).
 ResultsView results_view(std::span<const LabelledReport> reports, const FormatOptions& o);
 
 // "device: cuda "NVIDIA H200" | measured read 4.10 TB/s, ..." (table and md).

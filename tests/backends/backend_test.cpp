@@ -42,6 +42,24 @@ TEST(BackendFactory, NamesAndErrors) {
   }
 }
 
+// The harness takes a kernel's FLOP roof from the units the backend says it runs on: every CPU
+// kernel on fp32 FMA, a ladder rung on what ladder.json's "compute" says (tc: tensor cores).
+TEST(BackendFactory, ComputeUnitOfEachKernel) {
+  auto cpu = make_backend("cpu");
+  for (const std::string& name : cpu->kernel_names()) {
+    EXPECT_EQ(cpu->compute_unit(name), ComputeUnit::fma) << name;
+  }
+  auto emu = make_backend("emu");
+  for (const std::string& name : emu->kernel_names()) {
+    const bool tensor = name == "tc" || name == "cascade";
+    EXPECT_EQ(emu->compute_unit(name), tensor ? ComputeUnit::tensor_core : ComputeUnit::fma)
+        << name;
+    EXPECT_EQ(emu->compute_unit(name), kernels::find_kernel(name)->compute) << name;
+  }
+  const std::string msg = error_of([&] { emu->compute_unit("nope"); });
+  EXPECT_NE(msg.find("unknown kernel 'nope'"), std::string::npos) << msg;
+}
+
 TEST(Datasheet, NamesMatchTheLongestPattern) {
   EXPECT_EQ(find_datasheet("NVIDIA H100 80GB HBM3")->key, "h100-sxm");
   EXPECT_EQ(find_datasheet("NVIDIA H100 PCIe")->key, "h100-pcie");
@@ -63,12 +81,39 @@ TEST(Datasheet, NamesMatchTheLongestPattern) {
   EXPECT_DOUBLE_EQ(datasheet_by_key("a100-80gb").bandwidth, 2.039e12);
   EXPECT_DOUBLE_EQ(datasheet_by_key("a100-40gb").bandwidth, 1.555e12);
   EXPECT_DOUBLE_EQ(datasheet_by_key("l40s").bandwidth, 0.864e12);
-  for (const Datasheet& d : all_datasheets()) EXPECT_GT(d.fp32_flops, 0) << d.key;
+  for (const Datasheet& d : all_datasheets()) {
+    EXPECT_GT(d.fp32_flops, 0) << d.key;
+    // Dense tensor peaks sit well above the fp32 FMA peak (L40S: 4x; Hopper: 15x), and fp8
+    // doubles f16 where listed (L40S's printed 733 / 362.05 = 2.02): a sparse figure (2x more)
+    // or a swapped pair fails here.
+    EXPECT_GT(d.tensor_f16_flops, 3 * d.fp32_flops) << d.key;
+    EXPECT_LT(d.tensor_f16_flops, 20 * d.fp32_flops) << d.key;
+    if (d.tensor_fp8_flops > 0) {
+      EXPECT_NEAR(d.tensor_fp8_flops / d.tensor_f16_flops, 2, 0.05) << d.key;
+    }
+  }
 
   const std::string msg = error_of([] { datasheet_by_key("b200"); });
   EXPECT_NE(msg.find("'b200'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("devices.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("h100-sxm"), std::string::npos) << msg;
+}
+
+// Dense tensor-core peaks (datasheet sparse figures halved; configs/devices.json's _comment).
+TEST(Datasheet, DenseTensorCorePeaks) {
+  for (const char* key : {"h100-sxm", "h200"}) {
+    EXPECT_DOUBLE_EQ(datasheet_by_key(key).tensor_f16_flops, 989.4e12) << key;
+    EXPECT_DOUBLE_EQ(datasheet_by_key(key).tensor_fp8_flops, 1978.9e12) << key;
+  }
+  EXPECT_DOUBLE_EQ(datasheet_by_key("h100-pcie").tensor_f16_flops, 756e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("h100-pcie").tensor_fp8_flops, 1513e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("h100-nvl").tensor_f16_flops, 835.5e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("l40s").tensor_f16_flops, 362.05e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("l40s").tensor_fp8_flops, 733e12);
+  for (const char* key : {"a100-80gb", "a100-80gb-pcie", "a100-40gb"}) {
+    EXPECT_DOUBLE_EQ(datasheet_by_key(key).tensor_f16_flops, 312e12) << key;
+    EXPECT_EQ(datasheet_by_key(key).tensor_fp8_flops, 0) << key;  // Ampere has no fp8 MMA
+  }
 }
 
 // The static model's issue bound reads SMs and clock of the H100 SXM and the H200; the fields
@@ -82,7 +127,7 @@ TEST(Datasheet, SmCountClockAndComputeCapability) {
   }
   const auto path = std::filesystem::temp_directory_path() / "decodebench_optional_devices.json";
   std::ofstream(path) << R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
-      "bandwidth": 1e12, "fp32_flops": 1e12, "mem_bytes": 1e9}]})";
+      "bandwidth": 1e12, "fp32_flops": 1e12, "tensor_f16_flops": 1e13, "mem_bytes": 1e9}]})";
   const std::vector<Datasheet> rows = load_datasheets(path);
   std::filesystem::remove(path);
   ASSERT_EQ(rows.size(), 1u);
@@ -98,23 +143,34 @@ TEST(Datasheet, MalformedFileNamesFileAndKey) {
     return error_of([&] { load_datasheets(path); });
   };
   std::string msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
-      "bandwidth": 1e12, "fp32_flops": 1e12, "mem_bytes": 1e9, "peak": 3}]})");
+      "bandwidth": 1e12, "fp32_flops": 1e12, "tensor_f16_flops": 1e13, "mem_bytes": 1e9, "peak": 3}]})");
   EXPECT_NE(msg.find(path.string()), std::string::npos) << msg;
   EXPECT_NE(msg.find("peak"), std::string::npos) << msg;
   msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
-      "bandwidth": -1, "fp32_flops": 1e12, "mem_bytes": 1e9}]})");
+      "bandwidth": -1, "fp32_flops": 1e12, "tensor_f16_flops": 1e13, "mem_bytes": 1e9}]})");
   EXPECT_NE(msg.find("devices[x].bandwidth"), std::string::npos) << msg;
   msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
-      "bandwidth": 1e12, "fp32_flops": 1e12, "mem_bytes": 1e9, "sm_count": 13.5}]})");
+      "bandwidth": 1e12, "fp32_flops": 1e12, "tensor_f16_flops": 1e13, "mem_bytes": 1e9, "sm_count": 13.5}]})");
   EXPECT_NE(msg.find("devices[x].sm_count"), std::string::npos) << msg;
   EXPECT_NE(msg.find("positive integer"), std::string::npos) << msg;
   msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
-      "bandwidth": 1e12, "fp32_flops": 1e12, "mem_bytes": 1e9, "boost_clock_hz": 0}]})");
+      "bandwidth": 1e12, "fp32_flops": 1e12, "tensor_f16_flops": 1e13, "mem_bytes": 1e9, "boost_clock_hz": 0}]})");
   EXPECT_NE(msg.find("devices[x].boost_clock_hz"), std::string::npos) << msg;
   msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
-      "bandwidth": 1e12, "fp32_flops": 1e12, "mem_bytes": 1e9, "compute_capability": 9}]})");
+      "bandwidth": 1e12, "fp32_flops": 1e12, "tensor_f16_flops": 1e13, "mem_bytes": 1e9, "compute_capability": 9}]})");
   EXPECT_NE(msg.find("devices[x].compute_capability"), std::string::npos) << msg;
   EXPECT_NE(msg.find("MAJOR.MINOR"), std::string::npos) << msg;
+  // The tensor-core roof is required: a row without it names the key and what it is.
+  msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
+      "bandwidth": 1e12, "fp32_flops": 1e12, "mem_bytes": 1e9}]})");
+  EXPECT_NE(msg.find("devices[x].tensor_f16_flops"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tensor-core"), std::string::npos) << msg;
+  msg = load_error(R"({"devices": [{"key": "x", "name": "X", "match": ["X"],
+      "bandwidth": 1e12, "fp32_flops": 1e12, "tensor_f16_flops": 1e13, "tensor_fp8_flops": 0,
+      "mem_bytes": 1e9}]})");
+  EXPECT_NE(msg.find("devices[x].tensor_fp8_flops"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("positive number"), std::string::npos) << msg;
   msg = load_error(R"({"gpus": []})");
   EXPECT_NE(msg.find("'gpus'"), std::string::npos) << msg;
   msg = load_error("{not json");

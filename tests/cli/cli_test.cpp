@@ -86,6 +86,8 @@ TEST(CliBadInput, ExitCodeAndMessageNameTheProblem) {
       {"sweep --bogus-flag", {"--bogus-flag"}},
       {"model --device nope", {"unknown device 'nope'", "devices.json", "h100-sxm", "h200"}},
       {"model --batch 0", {"batch"}},
+      {"model --kernel-kind simd",
+       {"--kernel-kind", "unknown kernel kind 'simd'", "cuda-core, tensor-core, cascade"}},
       {"compare " + d + "/none.json " + d + "/none2.json", {d + "/none.json"}},
       {"frobnicate", {"frobnicate"}},
       {"", {"subcommand"}},
@@ -341,7 +343,7 @@ TEST(CliModel, Llama8bOnH200MatchesHandComputedValues) {
   TempDir dir;
   const CliResult r = run_cli(
       "model --model llama-3.1-8b --device h200 --context 8192 --batch 1,64 --kv-dtype "
-      "f16,fp8_e4m3 "
+      "f16,fp8_e4m3 --kernel-kind cascade "
       "--format json",
       dir.path());
   ASSERT_EQ(r.code, 0) << r.err;
@@ -354,7 +356,9 @@ TEST(CliModel, Llama8bOnH200MatchesHandComputedValues) {
   // One step, one layer, batch 1: 8192 x 4096 KV + q 8192 + out 8192 + 512 table entries x 4 + 4.
   EXPECT_EQ(f16.at("bytes_per_step_per_layer").get<double>(), 33554432.0 + 8192 + 8192 + 2048 + 4);
   EXPECT_EQ(f16.at("bytes_per_step_all_layers").get<double>(), 33572868.0 * 32);
-  EXPECT_EQ(f16.at("bound"), "memory");
+  EXPECT_EQ(f16.at("bytes_streamed_per_step_all_layers").get<double>(), 33572868.0 * 32);
+  EXPECT_EQ(f16.at("kernel_kind"), "cascade");
+  EXPECT_EQ(f16.at("bound_by"), "memory");
   EXPECT_NEAR(f16.at("t_roof_s").get<double>(), 33572868.0 * 32 / 4.8e12, 1e-12);
   EXPECT_NEAR(f16.at("tokens_per_s_attention_only").get<double>(), 4.8e12 / (33572868.0 * 32),
               1e-6);
@@ -368,6 +372,9 @@ TEST(CliModel, Llama8bOnH200MatchesHandComputedValues) {
   EXPECT_EQ(fp8.at("kv_dtype"), "fp8_e4m3");
   EXPECT_EQ(fp8.at("kv_bytes_per_token_per_layer"), 2048);
   EXPECT_EQ(fp8.at("max_batch_in_memory"), 262);  // 141e9 / (8192 x 65536)
+
+  EXPECT_EQ(j.at("device").at("tensor_f16_flops").get<double>(), 989.4e12);
+  EXPECT_EQ(j.at("device").at("tensor_fp8_flops").get<double>(), 1978.9e12);
 
   // Weights subtracted: (141e9 - 16e9) / 2^30 = 116.4 -> 116.
   const CliResult w =
@@ -387,6 +394,100 @@ TEST(CliModel, Llama8bOnH200MatchesHandComputedValues) {
   ASSERT_EQ(t.code, 0) << t.err;
   EXPECT_NE(t.out.find("Attention only"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("weights excluded"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("Kernel kinds:"), std::string::npos) << t.out;
+}
+
+// The three kinds of kernel side by side (the default): per (shape, kind) one row, kinds
+// innermost. Hand numbers for llama-3.1-8b, context 8192, batch 8, block 16, one prefix group
+// at h = 0.9: 460 shared blocks (floor(0.9 x 8192 / 16)), 52 private ones per sequence.
+//   unique KV tokens  = 460 x 16 + 8 x 52 x 16 = 14016;   logical = 8 x 8192 = 65536
+//   other bytes/layer = q 65536 + out 65536 + 8 x 512 table entries x 4 + 8 x 4 = 147488
+TEST(CliModel, KernelKindsReadLogicalOrUniqueBytesUnderTheirOwnRoof) {
+  TempDir dir;
+  const CliResult r = run_cli(
+      "model --model llama-3.1-8b --device h200 --context 8192 --batch 8 --hit-rate 0,0.9 "
+      "--format json",
+      dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json rows = json::parse(r.out).at("rows");
+  ASSERT_EQ(rows.size(), 6u);  // 2 hit rates x 3 kinds
+  const char* kinds[] = {"cuda-core", "tensor-core", "cascade"};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(rows[i].at("kernel_kind"), kinds[i % 3]) << i;
+  const auto streamed = [&](int i) {
+    return rows[i].at("bytes_streamed_per_step_per_layer").get<double>();
+  };
+  // h = 0: nothing shared, every kind reads the same bytes.
+  EXPECT_EQ(streamed(0), streamed(2));
+  EXPECT_EQ(streamed(1), streamed(2));
+  // h = 0.9: the unaware kinds stream the logical bytes, cascade the unique ones.
+  const double unique = 14016.0 * 4096 + 147488, logical = 65536.0 * 4096 + 147488;
+  EXPECT_EQ(streamed(3), logical);
+  EXPECT_EQ(streamed(4), logical);
+  EXPECT_EQ(streamed(5), unique);
+  EXPECT_EQ(rows[5].at("bytes_per_step_per_layer").get<double>(), unique);  // unique: any kind
+  EXPECT_EQ(rows[3].at("bytes_per_step_per_layer").get<double>(), unique);
+  EXPECT_EQ(rows[3].at("prefix_aware"), false);
+  EXPECT_EQ(rows[5].at("prefix_aware"), true);
+  // All memory-bound here: the roofline times scale by the byte model's ratio.
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(rows[i].at("bound_by"), "memory") << i;
+  EXPECT_NEAR(rows[5].at("t_roof_s").get<double>() / rows[3].at("t_roof_s").get<double>(),
+              unique / logical, 1e-12);
+  EXPECT_NEAR(rows[5].at("tokens_per_s_attention_only").get<double>(), 8 * 4.8e12 / (unique * 32),
+              1e-6);
+  // The intensity of what each kind reads; the unique one stays a property of the shape.
+  EXPECT_EQ(rows[3].at("arithmetic_intensity_streamed").get<double>(),
+            4.0 * 32 * 65536 * 128 / logical);
+  EXPECT_EQ(rows[5].at("arithmetic_intensity_streamed").get<double>(),
+            4.0 * 32 * 65536 * 128 / unique);
+  EXPECT_EQ(rows[3].at("arithmetic_intensity"), rows[5].at("arithmetic_intensity"));
+  EXPECT_EQ(rows[3].at("compute_unit"), "fma");
+  EXPECT_EQ(rows[4].at("compute_unit"), "tensor_core");
+  EXPECT_EQ(rows[3].at("flop_roof").get<double>(), 66.9e12);
+  EXPECT_EQ(rows[4].at("flop_roof").get<double>(), 989.4e12);
+
+  // csv and md carry the same fields.
+  const CliResult c = run_cli(
+      "model --context 8192 --batch 8 --hit-rate 0.9 --kernel-kind cascade,cuda-core --format csv",
+      dir.path());
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find(",kernel_kind,prefix_aware,compute_unit,"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find(",bytes_streamed_per_step_all_layers,"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find(",flop_roof,bound_by,t_roof_s,"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find(",cascade,1,tensor_core,"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find(",cuda-core,0,fma,"), std::string::npos) << c.out;
+  const CliResult m = run_cli("model --context 8192 --hit-rate 0.9 --format md", dir.path());
+  ASSERT_EQ(m.code, 0) << m.err;
+  EXPECT_NE(m.out.find("| kernel kind |"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("| bound |"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("| cascade |"), std::string::npos) << m.out;
+}
+
+// llama-3.1-70b (group 8) with fp8 KV: ~16 FLOP per unique byte, over the H200's fp32 ridge
+// (66.9 TFLOP/s / 4.8 TB/s = 13.9) and far under its tensor-core one (989.4 / 4.8 = 206).
+TEST(CliModel, CudaCoreIsFmaBoundWhereTensorCoresAreMemoryBound) {
+  TempDir dir;
+  const CliResult r = run_cli(
+      "model --model llama-3.1-70b --device h200 --context 8192 --kv-dtype fp8_e4m3 "
+      "--kernel-kind cuda-core,tensor-core --format json",
+      dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json rows = json::parse(r.out).at("rows");
+  ASSERT_EQ(rows.size(), 2u);
+  const json& fma = rows[0];
+  const json& tc = rows[1];
+  EXPECT_EQ(fma.at("bound_by"), "fma");
+  EXPECT_EQ(tc.at("bound_by"), "memory");
+  const double flops = fma.at("flops_per_step_all_layers").get<double>();
+  EXPECT_NEAR(fma.at("t_roof_s").get<double>(), flops / 66.9e12, 1e-15);
+  EXPECT_NEAR(tc.at("t_roof_s").get<double>(),
+              tc.at("bytes_streamed_per_step_all_layers").get<double>() / 4.8e12, 1e-15);
+  EXPECT_GT(tc.at("tokens_per_s_attention_only").get<double>(),
+            fma.at("tokens_per_s_attention_only").get<double>());
+  const CliResult t = run_cli(
+      "model --model llama-3.1-70b --context 8192 --kv-dtype fp8_e4m3 --kernel-kind cuda-core",
+      dir.path());
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find(" fma "), std::string::npos) << t.out;
 }
 
 // ------------------------------------------------------------------------------- dump

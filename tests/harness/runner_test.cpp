@@ -68,6 +68,10 @@ class FakeBackend : public Backend {
     return c;
   }
   std::vector<std::string> kernel_names() const override { return {"good", "bad", "big"}; }
+  // "big" stands for a tensor-core kernel, the others for CUDA-core ones.
+  ComputeUnit compute_unit(std::string_view kernel) const override {
+    return kernel == "big" ? ComputeUnit::tensor_core : ComputeUnit::fma;
+  }
   std::string choose_kernel(const WorkloadSpec& spec) override {
     return spec.batch >= 4 ? "big" : "good";
   }
@@ -215,6 +219,24 @@ TEST_F(RunnerTest, AutoIsResolvedAndRecorded) {
   EXPECT_EQ(r.results[0].kernel, "good");
   EXPECT_EQ(r.results[1].kernel, "big");
   for (const auto& p : r.results) EXPECT_EQ(p.kernel_requested, "auto");
+}
+
+// The roofline takes the FLOP roof of the units of the kernel that ran ("auto" resolved first):
+// the fake device has neither figure, so both ceilings are named unknown.
+TEST_F(RunnerTest, RooflineUsesTheComputeRoofOfTheKernelThatRan) {
+  FakeBackend be;
+  const Report r = run_sweep(be, config({"auto"}, {1, 4}));
+  ASSERT_EQ(r.results.size(), 2u);
+  const PointResult& cuda_core = r.results[0];
+  const PointResult& tensor = r.results[1];
+  ASSERT_EQ(cuda_core.kernel, "good");
+  ASSERT_EQ(tensor.kernel, "big");
+  ASSERT_TRUE(cuda_core.roofline.compute_ceiling.has_value());
+  ASSERT_TRUE(tensor.roofline.compute_ceiling.has_value());
+  EXPECT_EQ(cuda_core.roofline.compute_ceiling->unit, ComputeUnit::fma);
+  EXPECT_EQ(cuda_core.roofline.compute_ceiling->name, "fp32 FMA (unknown)");
+  EXPECT_EQ(tensor.roofline.compute_ceiling->unit, ComputeUnit::tensor_core);
+  EXPECT_EQ(tensor.roofline.compute_ceiling->name, "tensor-core f16/bf16 (unknown)");
 }
 
 TEST_F(RunnerTest, SkippedPointsCarryTheBackendsReasonAndTheSweepGoesOn) {

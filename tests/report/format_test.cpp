@@ -216,6 +216,37 @@ TEST(FormatColumns, BothBandwidthsAndEmptyOptionalColumnsHidden) {
   for (long c : cells) EXPECT_EQ(c, cells[0]) << md;
 }
 
+// The bound column names the roof that binds: mem, or the compute roof of the kernel's units
+// (fma, tc); a report that predates the ceiling says "compute". CSV carries the ceiling whole.
+TEST(FormatColumns, BoundNamesItsComputeCeiling) {
+  Report r = sample_report();  // points 0..2 ok, memory-bound on an fp32 FMA ceiling
+  r.results[1].roofline.bound = Bound::compute;
+  r.results[2].roofline.bound = Bound::compute;
+  r.results[2].roofline.compute_ceiling =
+      ComputeCeiling{ComputeUnit::tensor_core, "tensor-core f16/bf16 (datasheet)", 989.4e12};
+  std::string t = format_results(r, OutputFormat::table);
+  EXPECT_TRUE(has(header_line(t), " bound ")) << t;
+  EXPECT_TRUE(has(row_of_batch(t, 1), " mem ")) << t;
+  EXPECT_TRUE(has(row_of_batch(t, 8), " fma ")) << t;
+  EXPECT_TRUE(has(row_of_batch(t, 64), " tc ")) << t;
+  EXPECT_TRUE(has(t, "bound: the lower roof")) << t;  // its legend
+  // The device line lists the datasheet's compute roofs next to the bandwidths.
+  EXPECT_TRUE(has(t, "fp32 67.0 TFLOP/s, tensor f16 989 TFLOP/s")) << t;
+  const std::string md = format_results(r, OutputFormat::md);
+  EXPECT_TRUE(has(md, "| bound |")) << md;
+  EXPECT_TRUE(has(md, "| tc |")) << md;
+  const std::string csv = format_results(r, OutputFormat::csv);
+  EXPECT_TRUE(has(csv, ",bound,compute_unit,compute_ceiling,compute_ceiling_flops,t_roof_s,"))
+      << csv;
+  EXPECT_TRUE(has(csv, ",compute,tensor_core,tensor-core f16/bf16 (datasheet),989400000000000,"))
+      << csv;
+  EXPECT_TRUE(has(csv, ",memory,fma,fp32 FMA (datasheet),67000000000000,")) << csv;
+
+  r.results[1].roofline.compute_ceiling.reset();  // an older report: which roof is unknown
+  t = format_results(r, OutputFormat::table);
+  EXPECT_TRUE(has(row_of_batch(t, 8), " compute ")) << t;
+}
+
 TEST(FormatKnees, ListedAfterTheTable) {
   Report r = sample_report();
   r.knees = compute_knees(r.results);  // batches 1, 8, 64 at 1, 3, 4 TB/s: knee 64 (>= 3.6)
@@ -418,6 +449,11 @@ TEST(FormatHtml, OneSelfContainedPage) {
   }
   // Device and ceilings.
   for (const char* part : {"4.10 TB/s", "3.90 TB/s", "4.00 TB/s", "67.0 TFLOP/s", "4.80 TB/s"}) {
+    EXPECT_TRUE(has(page, part)) << part;
+  }
+  // The tensor-core peaks among the ceilings, said to be dense.
+  for (const char* part : {">tensor f16 peak</th>", ">tensor fp8 peak</th>", "989 TFLOP/s",
+                           "1979 TFLOP/s", "dense figures (no sparsity)"}) {
     EXPECT_TRUE(has(page, part)) << part;
   }
   // Every figure inlined, with the class names and ids scripts rely on.

@@ -36,6 +36,7 @@ inline PointResult ok_point(int index, int batch, double median_s, double achiev
   p.arithmetic_intensity = p.flops / p.bytes.min;
   p.bandwidth = {achieved, achieved * 1.6};
   p.roofline = {Bound::memory, median_s * 0.8, 0.8, 0.7};
+  p.roofline.compute_ceiling = ComputeCeiling{ComputeUnit::fma, "fp32 FMA (datasheet)", 67e12};
   p.tokens_per_s = batch / (median_s * 32);
   p.error = {1.0 / 3.0, 0.01, kNotAvailable, batch, ""};
   return p;
@@ -68,6 +69,8 @@ inline Report sample_report() {
   d.bandwidth_datasheet = 4.8e12;
   d.bandwidth_theoretical = 4.9152e12;
   d.flops_peak = 67e12;
+  d.flops_peak_tensor_f16 = 989.4e12;
+  d.flops_peak_tensor_fp8 = 1978.9e12;
   d.measured.read = 4.1e12;
   d.measured.copy = 3.9e12;
   d.measured.triad = 4.0e12;

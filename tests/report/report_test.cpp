@@ -60,6 +60,50 @@ TEST(ReportJson, RoundTripIsExact) {
   EXPECT_TRUE(j["results"][3]["timing"].is_null());  // wrong: never timed
   EXPECT_FALSE(back.results[3].timing.has_value());
   EXPECT_EQ(back.devices[0].measured.shapes, r.devices[0].measured.shapes);
+  EXPECT_EQ(back.devices[0].flops_peak_tensor_f16, 989.4e12);
+  EXPECT_EQ(back.devices[0].flops_peak_tensor_fp8, 1978.9e12);
+  const nlohmann::json& ceiling = j["results"][0]["roofline"]["compute_ceiling"];
+  EXPECT_EQ(ceiling,
+            nlohmann::json({{"unit", "fma"}, {"name", "fp32 FMA (datasheet)"}, {"flops", 67e12}}));
+  ASSERT_TRUE(back.results[0].roofline.compute_ceiling.has_value());
+  EXPECT_EQ(back.results[0].roofline.compute_ceiling->unit, ComputeUnit::fma);
+  EXPECT_TRUE(j["results"][3]["roofline"]["compute_ceiling"].is_null());  // wrong: none computed
+  EXPECT_FALSE(back.results[3].roofline.compute_ceiling.has_value());
+}
+
+// A tensor-core ceiling and one whose figure is unknown (null flops) survive the round trip.
+TEST(ReportJson, ComputeCeilingRoundTrip) {
+  Report r = sample_report();
+  r.results[0].roofline.compute_ceiling =
+      ComputeCeiling{ComputeUnit::tensor_core, "tensor-core f16/bf16 (datasheet)", 989.4e12};
+  r.results[1].roofline.compute_ceiling =
+      ComputeCeiling{ComputeUnit::tensor_core, "tensor-core f16/bf16 (unknown)", kNotAvailable};
+  const nlohmann::json j = to_json(r);
+  EXPECT_EQ(j["results"][0]["roofline"]["compute_ceiling"]["unit"], "tensor_core");
+  EXPECT_TRUE(j["results"][1]["roofline"]["compute_ceiling"]["flops"].is_null());
+  const Report back = report_from_json(j);
+  EXPECT_EQ(to_json(back), j);
+  EXPECT_EQ(back.results[0].roofline.compute_ceiling->unit, ComputeUnit::tensor_core);
+  EXPECT_TRUE(std::isnan(back.results[1].roofline.compute_ceiling->flops));
+}
+
+// Reports written before the compute ceiling and the tensor peaks existed still read: the
+// ceiling is unknown, the peaks 0 (null when written again).
+TEST(ReportJson, ReportsWithoutComputeCeilingStillRead) {
+  nlohmann::json j = to_json(sample_report());
+  for (auto& p : j["results"]) p["roofline"].erase("compute_ceiling");
+  j["devices"][0].erase("flops_peak_tensor_f16");
+  j["devices"][0].erase("flops_peak_tensor_fp8");
+  const Report back = report_from_json(j);
+  for (const auto& p : back.results) EXPECT_FALSE(p.roofline.compute_ceiling.has_value());
+  EXPECT_EQ(back.devices[0].flops_peak_tensor_f16, 0);
+  EXPECT_TRUE(to_json(back)["devices"][0]["flops_peak_tensor_f16"].is_null());
+  // An old compute-bound point says "compute", not which roof.
+  RooflineRecord old;
+  old.bound = Bound::compute;
+  EXPECT_EQ(bound_label(old), "compute");
+  old.bound = Bound::memory;
+  EXPECT_EQ(bound_label(old), "mem");
 }
 
 // Reports written before the timing record and the ceiling shapes existed still read: absent
@@ -95,6 +139,12 @@ TEST(ReportJson, BadTimingRecordsNameTheKey) {
   j = to_json(sample_report());
   j["results"][1]["timing"].erase("steps_per_sample");
   expect_rejected(j, "results[1].timing.steps_per_sample", "");
+  j = to_json(sample_report());
+  j["results"][1]["roofline"]["compute_ceiling"]["unit"] = "systolic";
+  expect_rejected(j, "results[1].roofline.compute_ceiling.unit", "valid: fma, tensor_core");
+  j = to_json(sample_report());
+  j["results"][1]["roofline"]["compute_ceiling"].erase("flops");
+  expect_rejected(j, "results[1].roofline.compute_ceiling.flops", "");
 }
 
 // Reports written before the paired read bandwidth existed still read: absent means NaN.
@@ -158,8 +208,15 @@ TEST(ReportJson, HasEveryKeyOfTheDesign) {
   for (const char* k : {"median", "min", "max", "p10", "p90", "mean", "rel_noise", "samples"}) {
     EXPECT_TRUE(p["time_s"].contains(k)) << k;
   }
-  for (const char* k : {"bound", "t_roof_s", "fraction_measured", "fraction_datasheet"}) {
+  for (const char* k :
+       {"bound", "compute_ceiling", "t_roof_s", "fraction_measured", "fraction_datasheet"}) {
     EXPECT_TRUE(p["roofline"].contains(k)) << k;
+  }
+  for (const char* k : {"unit", "name", "flops"}) {
+    EXPECT_TRUE(p["roofline"]["compute_ceiling"].contains(k)) << k;
+  }
+  for (const char* k : {"flops_peak_tensor_f16", "flops_peak_tensor_fp8"}) {
+    EXPECT_TRUE(d.contains(k)) << k;
   }
   for (const char* k : {"max_abs", "max_rel", "quant_rel"}) EXPECT_TRUE(p["error"].contains(k));
   EXPECT_EQ(p["context"]["kind"], "fixed");

@@ -137,6 +137,9 @@ class CpuBackend final : public Backend {
 
   std::vector<std::string> kernel_names() const override { return {kKernelName, kCascadeName}; }
 
+  // Every CPU kernel runs on the cores' fp32 FMA (the vector units), none on a matrix unit.
+  ComputeUnit compute_unit(std::string_view) const override { return ComputeUnit::fma; }
+
   // cascade where the planner finds a shared prefix in the point's block tables (a group of two
   // or more sequences), else cpu: without one, cascade is cpu plus the planning.
   std::string choose_kernel(const WorkloadSpec& spec) override {

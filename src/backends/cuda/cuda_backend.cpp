@@ -366,6 +366,15 @@ class CudaBackend final : public Backend {
     return names;
   }
 
+  ComputeUnit compute_unit(std::string_view kernel) const override {
+    const k::KernelInfo* info = find_kernel(kernel);
+    if (info == nullptr) {
+      throw InputError("cuda backend: unknown kernel '" + std::string(kernel) +
+                       "' (valid: " + ladder_names() + ")");
+    }
+    return info->compute;
+  }
+
   std::string choose_kernel(const WorkloadSpec& spec) override {
     if (k::kernel_ladder().empty()) {
       throw RuntimeFailure("cuda backend: no paged-decode kernel is compiled");
@@ -457,6 +466,8 @@ class CudaBackend final : public Backend {
     if (const std::optional<Datasheet> sheet = find_datasheet(info.name)) {
       info.bandwidth_datasheet = sheet->bandwidth;
       info.flops_peak = sheet->fp32_flops;
+      info.flops_peak_tensor_f16 = sheet->tensor_f16_flops;
+      info.flops_peak_tensor_fp8 = sheet->tensor_fp8_flops;
     }
     return info;
   }

@@ -126,6 +126,15 @@ class EmuBackend final : public Backend {
 
   // The GPU's rule (kernels::choose_kernel) for the nominal kEmuResidentCtas: the emulated sweep
   // runs the rung a GPU of that shape would.
+  ComputeUnit compute_unit(std::string_view kernel) const override {
+    const k::KernelInfo* info = find_kernel(kernel);
+    if (info == nullptr) {
+      throw InputError("emu backend: unknown kernel '" + std::string(kernel) +
+                       "' (valid: " + ladder_names() + ")");
+    }
+    return info->compute;
+  }
+
   std::string choose_kernel(const WorkloadSpec& spec) override {
     if (k::kernel_ladder().empty()) {
       throw RuntimeFailure("emu backend: no paged-decode kernel is compiled");

@@ -1,0 +1,40 @@
+# cmake/ladder.cmake's checks of kernels/paged_decode/ladder.json, with planted faults: a rung
+# without "compute" and one with an unknown unit must fail configuring with a message naming the
+# rung and the valid units; a well-formed rung passes and reports its unit.
+#   cmake -DLADDER_CMAKE=<cmake/ladder.cmake> -DWORK_DIR=<scratch dir> -P ladder_json_test.cmake
+cmake_minimum_required(VERSION 3.20)
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+file(WRITE ${WORK_DIR}/r.cuh "")
+file(WRITE ${WORK_DIR}/read.cmake "cmake_minimum_required(VERSION 3.20)
+include(${LADDER_CMAKE})
+decodebench_read_ladder(${WORK_DIR}/ladder.json)
+message(STATUS \"compute=\${DECODEBENCH_RUNG_r_COMPUTE}\")
+")
+
+# Configures `rung` (the JSON members after name and idea) and checks the outcome.
+function(expect rung want_ok want_text)
+  file(WRITE ${WORK_DIR}/ladder.json
+       "{\"rungs\": [{\"name\": \"r\", \"idea\": \"one idea\", ${rung}}]}")
+  execute_process(COMMAND ${CMAKE_COMMAND} -P ${WORK_DIR}/read.cmake
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(REGEX REPLACE "[ \n]+" " " text "${out}${err}")  # CMake wraps its messages
+  if(want_ok AND NOT rc EQUAL 0)
+    message(FATAL_ERROR "rejected a good rung (${rung}): ${text}")
+  endif()
+  if(NOT want_ok AND rc EQUAL 0)
+    message(FATAL_ERROR "accepted a bad rung (${rung}): ${text}")
+  endif()
+  string(FIND "${text}" "${want_text}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "for (${rung}) the output lacks '${want_text}': ${text}")
+  endif()
+endfunction()
+
+set(base "\"max_group\": 8, \"uses_workspace\": false")
+expect("${base}, \"compute\": \"tensor_core\"" TRUE "compute=tensor_core")
+expect("${base}, \"compute\": \"fma\"" TRUE "compute=fma")
+expect("${base}" FALSE "rung 0 has no 'compute'")
+expect("${base}, \"compute\": \"simd\"" FALSE "compute must be \"fma\" or \"tensor_core\", got 'simd'")
+expect("${base}, \"compute\": 1" FALSE "compute must be")
+file(REMOVE_RECURSE ${WORK_DIR})

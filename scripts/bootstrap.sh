@@ -17,8 +17,18 @@
 # Debian's python3-matplotlib when that python3 is the system one, else (or when apt fails) pip.
 # Chromium is optional: the results-page test (tests/scripts/results_page_test.py) skips
 # without it, so failing to install it is a warning.
+# --fuzz (scripts/test.sh passes it unless --quick): also what the fuzz stage (tests/fuzz)
+# needs, checked by linking a probe fuzz target: clang++, its libFuzzer and sanitizer runtimes
+# (libclang-rt-dev, only a recommendation of clang) and its OpenMP (libomp-dev).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+fuzz=0
+for arg in "$@"; do
+  case "$arg" in
+    --fuzz) fuzz=1 ;;
+    *) echo "bootstrap: unknown argument '$arg' (valid: --fuzz)" >&2; exit 2 ;;
+  esac
+done
 
 # What is needed -> the Debian package that provides it.
 declare -A command_package=(
@@ -113,6 +123,41 @@ if ((${#missing[@]})); then
   fi
 else
   echo "bootstrap: all dependencies present" >&2
+fi
+
+# The fuzz stage: each missing piece -> its Debian package, found by what fails to build.
+# fuzz_probe FLAGS...: compiles and links an empty fuzz target with clang++ and FLAGS.
+fuzz_probe() {
+  local scratch rc=0
+  scratch="$(mktemp -d)"
+  printf '%s\n' '#include <cstddef>' '#include <cstdint>' \
+    'extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t*, std::size_t) { return 0; }' \
+    >"$scratch/probe.cpp"
+  clang++ "$@" "$scratch/probe.cpp" -o "$scratch/probe" >/dev/null 2>&1 || rc=1
+  rm -rf "$scratch"
+  return "$rc"
+}
+fuzz_missing() {
+  if ! command -v clang++ >/dev/null 2>&1; then
+    echo clang
+    return
+  fi
+  fuzz_probe -fsanitize=fuzzer,address,undefined || echo libclang-rt-dev
+  fuzz_probe -fsanitize=fuzzer -fopenmp || echo libomp-dev
+}
+if ((fuzz)); then
+  mapfile -t fuzz_debs < <(fuzz_missing)
+  if ((${#fuzz_debs[@]})); then
+    # Without clang++ the other two cannot be probed: install them with it when they are absent.
+    if [ "${fuzz_debs[0]}" = clang ]; then fuzz_debs=(clang libclang-rt-dev libomp-dev); fi
+    apt_install "fuzz stage: missing ${fuzz_debs[*]}" "${fuzz_debs[@]}" || exit 1
+    mapfile -t still < <(fuzz_missing)
+    if ((${#still[@]})); then
+      echo "bootstrap: fuzz stage: clang++ still cannot link a fuzz target (${still[*]})" >&2
+      exit 1
+    fi
+  fi
+  echo "bootstrap: fuzz stage: $(clang++ --version | head -n 1)" >&2
 fi
 
 nvcc="$(command -v nvcc 2>/dev/null || true)"

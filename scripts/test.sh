@@ -7,9 +7,12 @@
 #      kernel, or a kernel outside the known namespaces, fails (table: build/kernel-resources.md,
 #      followed by the static model's table of the same library: decodebench kernels --static);
 #   2. an AddressSanitizer+UBSan build of the emulated tests (ctest -L asan);
-#   3. a ThreadSanitizer build of the emulated tests (ctest -L tsan).
-# Options: --quick skips the sanitizer builds. Build dirs: build/ ($DECODEBENCH_BUILD_DIR, as
-# for scripts/run.sh), build-asan/, build-tsan/.
+#   3. a ThreadSanitizer build of the emulated tests (ctest -L tsan);
+#   4. the fuzz stage: the libFuzzer targets of the file readers (tests/fuzz: sweep configs,
+#      reports, .npy, model presets, datasheets; clang, ASan+UBSan, only the reader libraries
+#      compiled), each run 30 s over its committed corpus (tests/fuzz/run.sh); any crash fails.
+# Options: --quick skips the sanitizer builds and the fuzz stage. Build dirs: build/
+# ($DECODEBENCH_BUILD_DIR, as for scripts/run.sh), build-asan/, build-tsan/, build-fuzz/.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -22,7 +25,7 @@ for arg in "$@"; do
   esac
 done
 
-scripts/bootstrap.sh
+if [ "$quick" -eq 0 ]; then scripts/bootstrap.sh --fuzz; else scripts/bootstrap.sh; fi
 build_dir="${DECODEBENCH_BUILD_DIR:-build}"
 jobs="$(nproc)"
 start=$SECONDS
@@ -71,5 +74,14 @@ if [ "$quick" -eq 0 ]; then
     stamp "$label tests"
     ctest --test-dir "$dir" -L "$label" --output-on-failure -j"$jobs" --timeout 1800
   done
+
+  stamp "fuzz build"
+  # Asserts stay on (no -DNDEBUG): a failed assertion is a finding.
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DDECODEBENCH_FUZZ=ON \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+    -DDECODEBENCH_CUDA=OFF -DDECODEBENCH_BUILD_TESTS=OFF -DDECODEBENCH_BUILD_BENCH=OFF
+  cmake --build build-fuzz --target decodebench_fuzz -j"$jobs"
+  stamp "fuzz (30 s per target)"
+  tests/fuzz/run.sh build-fuzz 30
 fi
 stamp "all tests passed"

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "common/errors.h"
+#include "common/json_text.h"
 #include "workload/workload.h"  // configs_dir()
 
 namespace decodebench {
@@ -84,10 +87,16 @@ Datasheet parse_row(const json& row, const std::filesystem::path& file, const st
   if (row.contains("tensor_fp8_flops")) {
     d.tensor_fp8_flops = positive_number(row, "tensor_fp8_flops", file, here);
   }
-  d.mem_bytes = static_cast<std::int64_t>(positive_number(row, "mem_bytes", file, here));
+  // Checked before the cast: a double beyond int64's range does not convert (undefined).
+  const double mem_bytes = positive_number(row, "mem_bytes", file, here);
+  if (mem_bytes >= 9.0e18) {
+    fail(file, here + ".mem_bytes", "must be below 9e18 bytes, got " + row.at("mem_bytes").dump());
+  }
+  d.mem_bytes = static_cast<std::int64_t>(mem_bytes);
   if (row.contains("sm_count")) {
     const json& v = row.at("sm_count");
-    if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() <= 0 ||
+        v.get<std::int64_t>() > std::numeric_limits<int>::max()) {
       fail(file, here + ".sm_count", "must be a positive integer, got " + v.dump());
     }
     d.sm_count = v.get<int>();
@@ -119,12 +128,13 @@ std::filesystem::path datasheet_file() { return configs_dir() / "devices.json"; 
 std::vector<Datasheet> load_datasheets(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) throw InputError(file.string() + ": cannot open the device datasheet file");
-  json doc;
-  try {
-    doc = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError(file.string() + ": not valid JSON: " + e.what());
-  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_datasheets(ss.view(), file);
+}
+
+std::vector<Datasheet> parse_datasheets(std::string_view text, const std::filesystem::path& file) {
+  const json doc = parse_json_text(text, file.string());
   if (!doc.is_object()) throw InputError(file.string() + ": must hold a JSON object");
   for (const auto& [k, v] : doc.items()) {
     if (k != "devices" && k != "_comment") fail(file, k, "unknown key (valid: devices, _comment)");

@@ -38,6 +38,8 @@ std::filesystem::path datasheet_file();
 // malformed file (unknown keys are rejected, like every config here).
 std::vector<Datasheet> all_datasheets();
 std::vector<Datasheet> load_datasheets(const std::filesystem::path& file);
+// The same from the file's text; `file` is what error messages start with.
+std::vector<Datasheet> parse_datasheets(std::string_view text, const std::filesystem::path& file);
 
 // The row whose `match` substring is the longest one found in `device_name` (so "H200 NVL" wins
 // over "H200"); nullopt when no row matches. Case-insensitive.

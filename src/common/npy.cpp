@@ -1,8 +1,10 @@
 #include "common/npy.h"
 
 #include <cctype>
+#include <charconv>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -61,16 +63,15 @@ void write_raw(const std::filesystem::path& path, std::string_view descr, const 
 }
 
 // Value of `key` in the header dict, as the raw text up to the next top-level ',' or '}'.
-std::string dict_value(const std::string& dict, std::string_view key,
-                       const std::filesystem::path& path) {
+std::string dict_value(const std::string& dict, std::string_view key, std::string_view source) {
   const std::string quoted = fmt::format("'{}'", key);
   std::size_t pos = dict.find(quoted);
   if (pos == std::string::npos) {
-    throw RuntimeFailure(fmt::format("{}: .npy header has no '{}'", path.string(), key));
+    throw InputError(fmt::format("{}: .npy header has no '{}'", source, key));
   }
   pos = dict.find(':', pos + quoted.size());
   if (pos == std::string::npos)
-    throw RuntimeFailure(fmt::format("{}: bad .npy header", path.string()));
+    throw InputError(fmt::format("{}: bad .npy header: no ':' after '{}'", source, key));
   ++pos;
   while (pos < dict.size() && dict[pos] == ' ') ++pos;
   std::size_t end = pos;
@@ -105,72 +106,121 @@ std::size_t NpyArray::elements() const {
 std::vector<float> NpyArray::as_float() const {
   if (descr != "<f4") throw InputError(fmt::format("npy array is '{}', not '<f4'", descr));
   std::vector<float> out(data.size() / sizeof(float));
-  std::memcpy(out.data(), data.data(), out.size() * sizeof(float));
+  // An empty vector's data() may be null, and memcpy from or to null is undefined even for 0.
+  if (!out.empty()) std::memcpy(out.data(), data.data(), out.size() * sizeof(float));
   return out;
 }
 
 std::vector<std::int32_t> NpyArray::as_int32() const {
   if (descr != "<i4") throw InputError(fmt::format("npy array is '{}', not '<i4'", descr));
   std::vector<std::int32_t> out(data.size() / sizeof(std::int32_t));
-  std::memcpy(out.data(), data.data(), out.size() * sizeof(std::int32_t));
+  if (!out.empty()) std::memcpy(out.data(), data.data(), out.size() * sizeof(std::int32_t));
   return out;
+}
+
+namespace {
+
+// Unsigned decimal of the whole of `s`; false when empty, not digits or over `max`.
+bool parse_size(std::string_view s, std::uint64_t max, std::uint64_t& out) {
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return !s.empty() && ec == std::errc() && ptr == s.data() + s.size() && out <= max;
+}
+
+}  // namespace
+
+NpyArray parse_npy(std::string_view bytes, std::string_view source) {
+  const auto bad = [&](std::string_view what) {
+    return InputError(fmt::format("{}: {}", source, what));
+  };
+  if (bytes.size() < kMagicSize + 2 || bytes.substr(0, kMagicSize) != std::string_view(kMagic)) {
+    throw bad("not a .npy file (bad magic)");
+  }
+  const int major = static_cast<unsigned char>(bytes[kMagicSize]);
+  std::size_t pos = kMagicSize + 2;
+  std::size_t len_bytes = 0;
+  if (major == 1) {
+    len_bytes = 2;
+  } else if (major == 2 || major == 3) {
+    len_bytes = 4;
+  } else {
+    throw bad(fmt::format("unsupported .npy version {}; valid: 1, 2, 3", major));
+  }
+  if (bytes.size() < pos + len_bytes) throw bad("truncated .npy header");
+  std::size_t header_len = 0;
+  for (std::size_t i = 0; i < len_bytes; ++i) {
+    header_len |= static_cast<std::size_t>(static_cast<unsigned char>(bytes[pos + i])) << (8 * i);
+  }
+  pos += len_bytes;
+  // The header length comes from the file: compare it with what the file holds before using it.
+  if (header_len > bytes.size() - pos) {
+    throw bad(
+        fmt::format("truncated .npy header: it claims {} bytes, the file has {} after the "
+                    "preamble",
+                    header_len, bytes.size() - pos));
+  }
+  const std::string dict(bytes.substr(pos, header_len));
+  pos += header_len;
+
+  NpyArray a;
+  const std::string descr = dict_value(dict, "descr", source);
+  if (descr.size() < 2 || descr.front() != '\'' || descr.back() != '\'') {
+    throw bad(fmt::format("bad descr {} (expected a quoted dtype such as '<f4')", descr));
+  }
+  a.descr = descr.substr(1, descr.size() - 2);
+  a.fortran_order = dict_value(dict, "fortran_order", source) == "True";
+  // "(2, 3)" or "(3,)" or "()": the digits runs are the dimensions.
+  const std::string shape = dict_value(dict, "shape", source);
+  std::size_t at = 0;
+  while (at < shape.size()) {
+    if (!std::isdigit(static_cast<unsigned char>(shape[at]))) {
+      ++at;
+      continue;
+    }
+    std::size_t end = at;
+    while (end < shape.size() && std::isdigit(static_cast<unsigned char>(shape[end]))) ++end;
+    std::uint64_t d = 0;
+    if (!parse_size(std::string_view(shape).substr(at, end - at), INT64_MAX, d)) {
+      throw bad(
+          fmt::format("shape {}: dimension '{}' is too large", shape, shape.substr(at, end - at)));
+    }
+    a.shape.push_back(static_cast<std::int64_t>(d));
+    at = end;
+  }
+  // "<f4": byte order, kind, item size in bytes (numpy's largest is 32, complex256).
+  std::uint64_t elem_size = 0;
+  if (a.descr.size() < 3 || !parse_size(std::string_view(a.descr).substr(2), 64, elem_size) ||
+      elem_size == 0) {
+    throw bad(fmt::format("unsupported descr '{}' (expected e.g. '<f4' or '<i4')", a.descr));
+  }
+  // The data size the shape claims, checked against the bytes present before anything is
+  // allocated: a header claiming a huge shape is rejected, not obeyed.
+  const std::size_t available = bytes.size() - pos;
+  std::uint64_t need = elem_size;
+  for (std::int64_t d : a.shape) {
+    const auto ud = static_cast<std::uint64_t>(d);
+    if (ud != 0 && need > available / ud) {
+      throw bad(
+          fmt::format("shape {} of {}-byte elements needs more than the {} data bytes the "
+                      "file has",
+                      shape, elem_size, available));
+    }
+    need *= ud;
+  }
+  if (need > available) {
+    throw bad(fmt::format("expected {} data bytes, the file has {}", need, available));
+  }
+  const auto* first = reinterpret_cast<const std::byte*>(bytes.data() + pos);
+  a.data.assign(first, first + need);
+  return a;
 }
 
 NpyArray read_npy(const std::filesystem::path& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw RuntimeFailure(fmt::format("cannot open {}", path.string()));
-  char preamble[kMagicSize + 2];
-  f.read(preamble, sizeof preamble);
-  if (!f || std::memcmp(preamble, kMagic, kMagicSize) != 0) {
-    throw RuntimeFailure(fmt::format("{} is not a .npy file (bad magic)", path.string()));
-  }
-  const int major = static_cast<unsigned char>(preamble[kMagicSize]);
-  std::size_t header_len = 0;
-  if (major == 1) {
-    unsigned char len[2];
-    f.read(reinterpret_cast<char*>(len), 2);
-    header_len = len[0] | (static_cast<std::size_t>(len[1]) << 8);
-  } else if (major == 2 || major == 3) {
-    unsigned char len[4];
-    f.read(reinterpret_cast<char*>(len), 4);
-    header_len = len[0] | (static_cast<std::size_t>(len[1]) << 8) |
-                 (static_cast<std::size_t>(len[2]) << 16) |
-                 (static_cast<std::size_t>(len[3]) << 24);
-  } else {
-    throw RuntimeFailure(fmt::format("{}: unsupported .npy version {}", path.string(), major));
-  }
-  std::string dict(header_len, '\0');
-  f.read(dict.data(), static_cast<std::streamsize>(header_len));
-  if (!f) throw RuntimeFailure(fmt::format("{}: truncated .npy header", path.string()));
-
-  NpyArray a;
-  std::string descr = dict_value(dict, "descr", path);
-  if (descr.size() < 2) throw RuntimeFailure(fmt::format("{}: bad descr {}", path.string(), descr));
-  a.descr = descr.substr(1, descr.size() - 2);  // strip the quotes
-  a.fortran_order = dict_value(dict, "fortran_order", path) == "True";
-  std::string shape = dict_value(dict, "shape", path);  // "(2, 3)" or "(3,)" or "()"
-  std::size_t pos = 0;
-  while (pos < shape.size()) {
-    if (std::isdigit(static_cast<unsigned char>(shape[pos]))) {
-      std::size_t end = pos;
-      while (end < shape.size() && std::isdigit(static_cast<unsigned char>(shape[end]))) ++end;
-      a.shape.push_back(std::stoll(shape.substr(pos, end - pos)));
-      pos = end;
-    } else {
-      ++pos;
-    }
-  }
-  std::size_t elem_size = 0;
-  if (a.descr.size() >= 3) elem_size = static_cast<std::size_t>(std::stoul(a.descr.substr(2)));
-  if (elem_size == 0)
-    throw RuntimeFailure(fmt::format("{}: unsupported descr '{}'", path.string(), a.descr));
-  a.data.resize(a.elements() * elem_size);
-  f.read(reinterpret_cast<char*>(a.data.data()), static_cast<std::streamsize>(a.data.size()));
-  if (!f) {
-    throw RuntimeFailure(
-        fmt::format("{}: expected {} data bytes, file is shorter", path.string(), a.data.size()));
-  }
-  return a;
+  if (!f) throw InputError(fmt::format("cannot open {}", path.string()));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw RuntimeFailure(fmt::format("cannot read {}", path.string()));
+  return parse_npy(ss.view(), path.string());
 }
 
 }  // namespace decodebench

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace decodebench {
@@ -27,7 +28,11 @@ struct NpyArray {
   std::vector<float> as_float() const;         // requires descr "<f4"
   std::vector<std::int32_t> as_int32() const;  // requires descr "<i4"
 };
-// Reads a version 1.0/2.0 .npy file; throws RuntimeFailure naming the path and what is wrong.
+// Reads a version 1.0/2.0/3.0 .npy file; throws InputError naming the path and what is wrong
+// (RuntimeFailure only when reading an opened file fails).
 NpyArray read_npy(const std::filesystem::path& path);
+// The same from the file's bytes; `source` starts the messages. The shape is checked against
+// the bytes present before anything is allocated.
+NpyArray parse_npy(std::string_view bytes, std::string_view source);
 
 }  // namespace decodebench

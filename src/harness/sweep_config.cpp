@@ -12,6 +12,7 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "common/json_text.h"
 #include "harness/sweep_axes.h"
 #include "report/json_util.h"
 
@@ -164,19 +165,18 @@ SweepConfig sweep_config_from_json(const json& j, std::string_view source,
   return c;
 }
 
+SweepConfig parse_sweep_config(std::string_view text, std::string_view source) {
+  const json j = parse_json_text(text, source, /*ignore_comments=*/true);
+  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", source));
+  return sweep_config_from_json(j, source);
+}
+
 SweepConfig load_sweep_config(const std::filesystem::path& file) {
   std::ifstream f(file);
   if (!f) throw InputError(fmt::format("{}: cannot open the sweep config", file.string()));
   std::stringstream ss;
   ss << f.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str(), /*cb=*/nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
-  }
-  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", file.string()));
-  return sweep_config_from_json(j, file.string());
+  return parse_sweep_config(ss.view(), file.string());
 }
 
 // --- writing ----------------------------------------------------------------------------------

@@ -80,6 +80,8 @@ struct SweepConfig {
 // positive integer), got -1"). Unknown keys are rejected with the list of valid keys. The
 // result is validate()d.
 SweepConfig load_sweep_config(const std::filesystem::path& file);
+// The same from the file's text; `source` is what error messages start with.
+SweepConfig parse_sweep_config(std::string_view text, std::string_view source);
 // The same from parsed JSON; `source` is what error messages start with (a file name or
 // "--config"). Keys absent from `j` keep the values of `base`, so a CLI can layer flags on a
 // file: sweep_config_from_json(file_json, name, defaults) then overwrite with flags.

@@ -17,6 +17,7 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "common/json_text.h"
 #include "report/json_util.h"
 #include "report/knees.h"
 
@@ -423,6 +424,29 @@ json to_json(const Report& r) {
 
 namespace {
 
+// Knees are kept as read (the printers take absent keys as defaults), so the keys that are
+// present must have the types the printers read them as: a string where one is printed, an
+// int for a batch, a number for a bandwidth.
+void check_knees(const JsonIn& knees) {
+  for (std::size_t i = 0; i < knees.size(); ++i) {
+    const JsonIn k = knees.at(i);
+    if (!k.json().is_object())
+      k.fail(fmt::format("expected an object, got {}", k.json().type_name()));
+    for (const char* key : {"model", "kernel", "kv_dtype", "q_dtype"}) {
+      if (k.has(key)) (void)k.at(key).string();
+    }
+    for (const char* key : {"block_size", "prefix_groups", "knee_batch", "max_batch"}) {
+      if (k.has(key)) (void)k.at(key).int32();
+    }
+    for (const char* key : {"hit_rate", "knee_bandwidth", "max_bandwidth"}) {
+      if (k.has(key)) (void)k.at(key).number();
+    }
+    if (k.has("context") && !k.at("context").json().is_object()) {
+      k.at("context").fail("expected an object {\"kind\": ..., \"values\": [...]}");
+    }
+  }
+}
+
 Report report_from(const JsonIn& in) {
   Report r;
   if (!in.has("schema_version")) in.fail("not a decodebench report: no schema_version");
@@ -449,6 +473,7 @@ Report report_from(const JsonIn& in) {
   r.config = in.at("config").json();
   const JsonIn results = in.at("results");
   for (std::size_t i = 0; i < results.size(); ++i) r.results.push_back(point_from(results.at(i)));
+  check_knees(in.at("knees"));
   r.knees = in.at("knees").json();
   // Older reports repeat the definition in every knee; it is written once now (knees_definition).
   for (json& k : r.knees) {
@@ -520,25 +545,24 @@ void write_report_atomic(const std::filesystem::path& path, const Report& r) {
   write_text_atomic(path, text);
 }
 
-Report read_report(const std::filesystem::path& path) {
-  std::ifstream f(path);
-  if (!f) throw InputError(fmt::format("{}: cannot open the report", path.string()));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
-  }
+Report parse_report(std::string_view text, std::string_view source) {
+  const json j = parse_json_text(text, source);
   try {
     return report_from_json(j);
   } catch (const InputError& e) {
     // Replace the generic source name with the file.
     std::string msg = e.what();
     if (msg.rfind("report: ", 0) == 0) msg = msg.substr(8);
-    throw InputError(fmt::format("{}: {}", path.string(), msg));
+    throw InputError(fmt::format("{}: {}", source, msg));
   }
+}
+
+Report read_report(const std::filesystem::path& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError(fmt::format("{}: cannot open the report", path.string()));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_report(ss.view(), path.string());
 }
 
 Report new_report() {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -75,6 +76,8 @@ void write_report_atomic(const std::filesystem::path& path, const Report& r);
 void write_text_atomic(const std::filesystem::path& path, const std::string& text);
 // Throws InputError (missing file, bad JSON with the parser's position, wrong schema).
 Report read_report(const std::filesystem::path& path);
+// The same from the file's text; `source` is what error messages start with.
+Report parse_report(std::string_view text, std::string_view source);
 
 // Shard reports -> one report. All inputs must have the same config except its shard keys and
 // the same devices by backend+name (else InputError naming the difference); results are

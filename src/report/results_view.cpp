@@ -373,7 +373,8 @@ bool stopped_at_timeout(const PointResult& p, const nlohmann::json& config) {
   const bool has_rule = m && m->is_object() && number("min_samples") && number("min_time_s") &&
                         number("max_noise") && !p.samples.empty();
   if (!has_rule) return !p.reason.empty();
-  const int min_samples = m->at("min_samples").get<int>();
+  // As a double: the config is kept as read, and a huge count must not be cast to int.
+  const double min_samples = m->at("min_samples").get<double>();
   const double min_time_s = m->at("min_time_s").get<double>();
   const double max_noise = m->at("max_noise").get<double>();
   const int n = static_cast<int>(p.samples.size());

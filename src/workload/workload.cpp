@@ -8,6 +8,7 @@
 #include <limits>
 #include <numeric>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "common/float_formats.h"
+#include "common/json_text.h"
 #include "common/math.h"
 
 #ifndef DECODEBENCH_SOURCE_CONFIGS_DIR
@@ -190,16 +192,10 @@ int positive_int(const nlohmann::json& j, const char* key, const std::string& fi
   return v.get<int>();
 }
 
-ModelShape parse_model(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("cannot open model config {}", file));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", file, e.what()));
-  }
+}  // namespace
+
+ModelShape parse_model_json(std::string_view text, const std::string& file) {
+  const nlohmann::json j = parse_json_text(text, file);
   if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", file));
   static const std::set<std::string> kKeys = {"name",     "num_q_heads", "num_kv_heads",
                                               "head_dim", "num_layers",  "source"};
@@ -233,6 +229,16 @@ ModelShape parse_model(const std::filesystem::path& path) {
         file, m.num_kv_heads, m.num_q_heads));
   }
   return m;
+}
+
+namespace {
+
+ModelShape parse_model(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("cannot open model config {}", path.string()));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_model_json(ss.view(), path.string());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels.h"  // DType, PagedDecodeParams
@@ -27,6 +28,8 @@ struct ModelShape {
 // configs/models/<name>.json, or a path to such a file. Throws InputError naming the file and
 // key (unknown keys rejected) or, for an unknown name, listing the presets.
 ModelShape load_model(const std::string& name_or_path);
+// A model file's text; `file` is what error messages start with.
+ModelShape parse_model_json(std::string_view text, const std::string& file);
 std::vector<std::string> model_presets();  // names of configs/models/*.json, sorted
 // Where configs/ lives: $DECODEBENCH_CONFIGS, else <directory of the running binary>/../configs
 // when it exists (a relocated bundle, scripts/gpu-bundle.sh), else the source tree's configs/

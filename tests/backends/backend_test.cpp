@@ -178,6 +178,25 @@ TEST(Datasheet, MalformedFileNamesFileAndKey) {
   std::filesystem::remove(path);
 }
 
+// Inputs the fuzzer (tests/fuzz/fuzz_datasheet) found: a memory size beyond int64 was cast from
+// double (undefined), an SM count beyond int wrapped to a small positive one.
+TEST(Datasheet, OutOfRangeValuesAreRejected) {
+  const auto error = [](const std::string& extra) {
+    return error_of([&] {
+      parse_datasheets(R"({"devices": [{"key": "x", "name": "X", "match": ["X"], "bandwidth": 1e12,
+          "fp32_flops": 1e12, )" +
+                           extra + "}]}",
+                       "d.json");
+    });
+  };
+  std::string msg = error(R"("mem_bytes": 1e300)");
+  EXPECT_NE(msg.find("devices[x].mem_bytes"), std::string::npos) << msg;
+  msg = error(R"("mem_bytes": 1e9, "sm_count": 4294967297)");
+  EXPECT_NE(msg.find("devices[x].sm_count"), std::string::npos) << msg;
+  msg = error(R"("mem_bytes": 1e400)");
+  EXPECT_NE(msg.find("d.json: not valid JSON"), std::string::npos) << msg;
+}
+
 WorkloadSpec tiny_spec(int batch, int context, int hq, int hkv) {
   WorkloadSpec s;
   s.model = {"tiny", hq, hkv, 128, 1, ""};

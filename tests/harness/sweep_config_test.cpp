@@ -230,6 +230,28 @@ TEST(LoadSweepConfig, ErrorsNameTheFileAndTheKey) {
                      {"missing.json", "cannot open"});
 }
 
+// Inputs the fuzzer (tests/fuzz/fuzz_sweep_config) is there to keep out: a number beyond double
+// escaped as nlohmann's out_of_range, not InputError; deep nesting overflowed the stack in
+// whatever copied or printed the value.
+TEST(ParseSweepConfig, HostileTextIsAnInputError) {
+  const auto message = [](const std::string& text) {
+    try {
+      parse_sweep_config(text, "x.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no InputError)");
+  };
+  std::string msg = message(R"({"hit_rate": 1e400})");
+  EXPECT_NE(msg.find("x.json: not valid JSON"), std::string::npos) << msg;
+  msg = message(R"({"batch": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  EXPECT_NE(msg.find("nested deeper than"), std::string::npos) << msg;
+  msg = message("[1]");
+  EXPECT_NE(msg.find("expected a JSON object"), std::string::npos) << msg;
+  // Comments are allowed in a config file, as load_sweep_config always allowed them.
+  EXPECT_EQ(parse_sweep_config("// the default\n{}", "x.json"), SweepConfig{});
+}
+
 TEST(Validate, ListsEveryProblemWithTheValidChoices) {
   SweepConfig c;
   c.batches = {0};

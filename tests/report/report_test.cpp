@@ -1,4 +1,5 @@
 // Report JSON round trip, atomic writes, reading errors, knees and the printers.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <regex>
@@ -250,6 +251,46 @@ TEST(ReportJson, ReadingErrorsNameTheKey) {
     EXPECT_NE(std::string(e.what()).find("schema_version 2"), std::string::npos) << e.what();
   }
   EXPECT_THROW(report_from_json(nlohmann::json::object()), InputError);
+}
+
+// Inputs the fuzzer (tests/fuzz/fuzz_report) found: knees are kept as read, and a knee value of
+// the wrong type threw nlohmann's type_error from the printers; a config's min_samples beyond
+// int was cast from double (undefined) when marking points stopped at the timeout.
+TEST(ParseReport, HostileValuesAreInputErrorsOrHarmless) {
+  nlohmann::json j = to_json(sample_report());
+  j["knees"] = nlohmann::json::array({{{"model", "m"}, {"knee_batch", 8}}});
+  EXPECT_NO_THROW(parse_report(j.dump(), "r.json"));
+  j["knees"][0]["knee_bandwidth"] = "fast";
+  try {
+    parse_report(j.dump(), "r.json");
+    FAIL() << "a knee_bandwidth string was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("r.json: key 'knees[0].knee_bandwidth'"),
+              std::string::npos)
+        << e.what();
+  }
+  j["knees"][0]["knee_bandwidth"] = 1e12;
+  j["knees"][0]["knee_batch"] = 1e300;
+  EXPECT_THROW(parse_report(j.dump(), "r.json"), InputError);
+  j["knees"] = nlohmann::json::array({3});
+  EXPECT_THROW(parse_report(j.dump(), "r.json"), InputError);
+
+  j = to_json(sample_report());
+  j["config"]["measure"]["min_samples"] = 1e308;
+  const Report r = parse_report(j.dump(), "r.json");
+  const auto ok = std::find_if(r.results.begin(), r.results.end(),
+                               [](const PointResult& p) { return p.status == PointStatus::ok; });
+  ASSERT_NE(ok, r.results.end());
+  EXPECT_TRUE(stopped_at_timeout(*ok, r.config));  // no point has 1e308 samples
+  EXPECT_FALSE(format_results(r, OutputFormat::table).empty());
+
+  std::string msg;
+  try {
+    parse_report(R"({"schema_version": 1e400})", "r.json");
+  } catch (const InputError& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("r.json: not valid JSON"), std::string::npos) << msg;
 }
 
 TEST(AtomicWrite, WritesAndReadsBack) {

@@ -86,6 +86,26 @@ class ModelFiles : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
+// Inputs the fuzzer (tests/fuzz/fuzz_model) is there to keep out: a number beyond double escaped
+// as nlohmann's out_of_range; a deeply nested value overflowed the stack when the error message
+// printed it.
+TEST(ModelJson, HostileTextIsAnInputError) {
+  std::string msg =
+      message_of([] { parse_model_json(R"({"name": "m", "num_q_heads": 1e400})", "m.json"); });
+  EXPECT_NE(msg.find("m.json: not valid JSON"), std::string::npos) << msg;
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  msg = message_of(
+      [&] { parse_model_json(R"({"name": "m", "num_q_heads": )" + deep + "}", "m.json"); });
+  EXPECT_NE(msg.find("nested deeper than"), std::string::npos) << msg;
+  msg = message_of([] {
+    parse_model_json(
+        R"({"name": "m", "num_q_heads": 18446744073709551615, "num_kv_heads": 1, "head_dim": 128,
+            "num_layers": 1})",
+        "m.json");
+  });
+  EXPECT_NE(msg.find("num_q_heads"), std::string::npos) << msg;
+}
+
 TEST_F(ModelFiles, ErrorsNameTheFileAndTheKey) {
   EXPECT_EQ(
       load_model(

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <csignal>
+
+#include <signal.h>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -104,19 +106,36 @@ std::atomic<bool>& interrupted_flag() {
   return flag;
 }
 
+std::atomic<int>& interrupt_signal() {
+  static std::atomic<int> sig{0};
+  return sig;
+}
+
+int interrupted_exit_code() {
+  const int sig = interrupt_signal().load();
+  return 128 + (sig != 0 ? sig : SIGINT);
+}
+
 namespace {
-void on_sigint(int) {
+void on_stop_signal(int sig) {
+  int none = 0;
+  interrupt_signal().compare_exchange_strong(none, sig);
   if (interrupted_flag().exchange(true)) {
-    // Second Ctrl-C: the user means it. Default action, now.
-    std::signal(SIGINT, SIG_DFL);
-    std::raise(SIGINT);
+    // The second signal: the user means it. The default action, now.
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
   }
 }
 }  // namespace
 
-void install_sigint_handler() {
+void install_stop_handlers() {
   static_assert(std::atomic<bool>::is_always_lock_free, "signal handler needs a lock-free flag");
-  std::signal(SIGINT, on_sigint);
+  static_assert(std::atomic<int>::is_always_lock_free, "signal handler needs a lock-free int");
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // a write or sleep in progress goes on; the flag is polled
+  for (int sig : {SIGINT, SIGTERM}) ::sigaction(sig, &sa, nullptr);
 }
 
 std::string point_label(const PointResult& r) {

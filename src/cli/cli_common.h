@@ -1,5 +1,5 @@
 // Pieces shared by the `decodebench` subcommands: list-valued flags, the sweep axes as flags
-// layered over a config file, SIGINT handling and the progress line.
+// layered over a config file, SIGINT/SIGTERM handling and the progress line.
 #pragma once
 
 #include <atomic>
@@ -53,10 +53,13 @@ void check_kernel_names(const SweepConfig& config, const std::vector<std::string
 // --format: table|json|csv|md (InputError listing them).
 OutputFormat parse_format(std::string_view s);
 
-// SIGINT: the first sets the flag (the sweep stops after the current point, keeping finished
-// ones); a second one ends the process at once with the default action.
+// SIGINT and SIGTERM: the first sets the flag and records the signal (the sweep stops within a
+// sample, keeping finished points); a second one ends the process at once with the signal's
+// default action.
 std::atomic<bool>& interrupted_flag();
-void install_sigint_handler();
+std::atomic<int>& interrupt_signal();  // the first signal received, 0 before any
+int interrupted_exit_code();           // 128 + that signal: 130 for SIGINT, 143 for SIGTERM
+void install_stop_handlers();
 
 // "naive llama-3.1-8b kv=f16 b=8 ctx=8192 h=0.5" for progress and check lines.
 std::string point_label(const PointResult& r);

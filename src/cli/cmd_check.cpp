@@ -161,6 +161,7 @@ int run(const CheckOptions& o) {
         ++errors;
         std::cout << fmt::format("ERROR  {}  {}\n", shape_label(p), r.reason);
         break;
+      case PointStatus::not_run: break;  // only a sweep leaves points not run
     }
     std::cout.flush();
     report.results.push_back(std::move(r));

@@ -1,6 +1,7 @@
 // `decodebench report FILE...`: print saved reports again (several side by side), as a table,
 // Markdown, CSV or one self-contained HTML page. Reads reports only, never runs a kernel.
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,7 +67,12 @@ int run(const ReportOptions& o) {
   }
   // Every input is checked before anything is written.
   std::vector<Report> reports;
-  for (const std::string& f : o.files) reports.push_back(read_report(f));
+  for (const std::string& f : o.files) {
+    reports.push_back(read_report(f));
+    // The output says so too (its completion line); stderr tells a script that only checks it.
+    if (const std::string note = partial_note(reports.back()); !note.empty())
+      std::cerr << fmt::format("note: {} is partial: {}\n", f, note);
+  }
   std::vector<HtmlFigure> figures;
   for (const std::string& f : o.figures) figures.push_back(read_svg_figure(f));
   const std::vector<std::string> labels = labels_for(o);

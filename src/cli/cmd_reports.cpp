@@ -4,8 +4,11 @@
 
 #include <fmt/format.h>
 
+#include "backends/backend.h"
 #include "cli/commands.h"
 #include "common/errors.h"
+#include "harness/runner.h"
+#include "harness/sweep_config.h"
 #include "report/compare.h"
 #include "report/report.h"
 
@@ -19,10 +22,21 @@ struct CompareArgs {
   std::string out;  // also write the formatted output here (atomically)
 };
 
+// "note: FILE is partial: ..." on stderr for a report that is not whole (report.h partial_note).
+void note_if_partial(const Report& r, const std::string& path, std::string_view consequence) {
+  const std::string note = partial_note(r);
+  if (!note.empty())
+    std::cerr << fmt::format("note: {} is partial: {}; {}\n", path, note, consequence);
+}
+
 int run_compare(const CompareArgs& a) {
   const CompareFormat format = parse_compare_format(a.format);
   const Report baseline = read_report(a.baseline);
   const Report current = read_report(a.current);
+  note_if_partial(baseline, a.baseline, "only its finished points are compared");
+  note_if_partial(current, a.current,
+                  "only the common finished points are compared, its unfinished ones are "
+                  "MISSING");
   ReportComparison c = compare_reports(baseline, current, a.options);
   c.baseline.path = a.baseline;
   c.current.path = a.current;
@@ -33,18 +47,47 @@ int run_compare(const CompareArgs& a) {
   return c.failed() ? kExitWrongOrRegression : kExitOk;
 }
 
-struct MergeOptions {
+struct MergeArgs {
   std::string out;
   std::vector<std::string> inputs;
+  bool allow_partial = false;
 };
 
-int run_merge(const MergeOptions& o) {
+// The full sweep of a shard's config as not_run entries, for naming the points of missing
+// shards; empty when it cannot be expanded here (a model file or a backend this machine lacks).
+std::vector<PointResult> planned_points(const Report& shard, const std::string& source) {
+  try {
+    nlohmann::json j = shard.config;
+    j["shard"] = "0/1";
+    const SweepConfig cfg = sweep_config_from_json(j, source);
+    std::vector<std::string> kernels;
+    for (const std::string& k : cfg.kernels) {
+      if (k == "all") kernels = make_backend(cfg.backend)->kernel_names();
+    }
+    std::vector<PointResult> out;
+    for (const SweepPoint& p : expand(cfg, kernels)) out.push_back(not_run_result(p, cfg.backend));
+    return out;
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format(
+        "note: the missing shards' points are not listed one by one (cannot expand the config "
+        "here: {})\n",
+        e.what());
+    return {};
+  }
+}
+
+int run_merge(const MergeArgs& a) {
   std::vector<Report> shards;
-  for (const std::string& in : o.inputs) shards.push_back(read_report(in));
-  const Report merged = merge_reports(shards);
-  write_report_atomic(o.out, merged);
-  std::cout << fmt::format("merged {} reports, {} points -> {}\n", shards.size(),
-                           merged.results.size(), o.out);
+  for (const std::string& in : a.inputs) shards.push_back(read_report(in));
+  MergeOptions options;
+  options.allow_partial = a.allow_partial;
+  options.names = a.inputs;
+  options.planned_points = [&] { return planned_points(shards.at(0), a.inputs.at(0)); };
+  const Report merged = merge_reports(shards, options);
+  write_report_atomic(a.out, merged);
+  std::cout << fmt::format("merged {} reports, {} of {} points finished -> {}\n", shards.size(),
+                           points_finished(merged), merged.results.size(), a.out);
+  note_if_partial(merged, a.out, "its not_run points are the ones missing");
   return kExitOk;
 }
 
@@ -80,11 +123,17 @@ void add_compare_command(CLI::App& app, int& exit_code) {
 }
 
 void add_merge_command(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<MergeOptions>();
+  auto o = std::make_shared<MergeArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "merge", "Merge the reports of the shards of one sweep (--shard i/n) into OUT.");
+      "merge",
+      "Merge the reports of the shards of one sweep (--shard i/n) into OUT. The set must be "
+      "whole: shards 0..n-1 of one n, each once and each complete; else exit 2 naming what is "
+      "missing.");
   cmd->add_option("out", o->out, "Merged report to write (atomically)")->required();
   cmd->add_option("inputs", o->inputs, "Shard reports")->required();
+  cmd->add_flag("--allow-partial", o->allow_partial,
+                "Merge an incomplete set anyway: the merged report's completion is partial and "
+                "lists the missing points as not_run");
   cmd->callback([o, &exit_code] { exit_code = run_merge(*o); });
 }
 

@@ -1,10 +1,19 @@
 // `decodebench sweep`: run the cartesian product of the axes on one backend, print the results
-// and write the JSON report (atomically, and again after every point so a crash or Ctrl-C
-// loses nothing measured).
+// and write the JSON report (atomically, and again after every point so a crash, a kill or
+// Ctrl-C loses nothing measured); `--resume REPORT` runs only what REPORT lacks.
+// docs/design.md "Sweeps that survive".
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
+
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -26,7 +35,9 @@ struct SweepOptions {
   std::string out = "results/latest.json";
   std::string dump;
   std::string ceilings;  // --ceilings FILE: reuse what `decodebench ceilings --out FILE` measured
+  std::string resume;    // --resume REPORT
   bool quiet = false;
+  CLI::Option* out_option = nullptr;  // whether --out was given (a resume writes REPORT otherwise)
 };
 
 // Ceilings measured earlier on this same device (`decodebench ceilings --out FILE`), so a series
@@ -55,8 +66,10 @@ Ceilings load_ceilings(const std::string& file, Backend& backend) {
 
 // One line per finished point on stderr: "[3/12] elapsed 4.1 s, ETA 12 s — gqa llama... ok".
 // One line per point (not a \r-updated line) so logs of CI jobs and Slurm arrays read well.
-void print_progress(int done, int total, double elapsed_s, const PointResult& r) {
-  const double eta = done > 0 ? elapsed_s / done * (total - done) : 0;
+// `kept`: points a resumed sweep took from its report (not part of the rate).
+void print_progress(int done, int kept, int total, double elapsed_s, const PointResult& r) {
+  const int ran = done - kept;
+  const double eta = ran > 0 ? elapsed_s / ran * (total - done) : 0;
   std::string result(status_name(r.status));
   if (r.status == PointStatus::ok) {
     result += fmt::format(" {}", format_seconds(r.time_s.median));
@@ -79,9 +92,101 @@ void write_report(const std::string& out, const Report& r) {
   write_report_atomic(path, r);
 }
 
+// Before anything is measured: `dir` exists (created if need be) and a file can be created in
+// it, which is what the atomic writes need. InputError naming the flag, the path and why.
+void check_can_create_in(const std::filesystem::path& dir, std::string_view flag,
+                         const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw InputError(fmt::format("{} {}: cannot create the directory {} ({})", flag, path,
+                                 dir.string(), ec.message()));
+  }
+  std::string probe = (dir / ".decodebench-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    throw InputError(fmt::format("{} {}: cannot create a file in {} ({})", flag, path, dir.string(),
+                                 std::strerror(errno)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void check_output_file(const std::string& path, std::string_view flag) {
+  if (path.empty()) return;
+  const std::filesystem::path p(path);
+  if (std::filesystem::is_directory(p)) {
+    throw InputError(fmt::format("{} {}: is a directory; give the report's file name", flag, path));
+  }
+  check_can_create_in(p.has_parent_path() ? p.parent_path() : ".", flag, path);
+}
+
+void check_output_dir(const std::string& path, std::string_view flag) {
+  if (path.empty()) return;
+  if (std::filesystem::exists(path) && !std::filesystem::is_directory(path)) {
+    throw InputError(fmt::format("{} {}: exists and is not a directory", flag, path));
+  }
+  check_can_create_in(path, flag, path);
+}
+
+bool any_config_given(const SweepFlags& f) {
+  if (!f.config.empty()) return true;
+  for (const auto& b : f.bound) {
+    if (b.option->count() > 0) return true;
+  }
+  return false;
+}
+
+// Where the run stands at its end, for the exit code and the last lines on stderr.
+struct Ending {
+  std::string out;          // the report's path ('' for none)
+  std::string write_error;  // a report write that failed (the sweep stopped there)
+};
+
+// Writes the final report and prints the results; returns the exit code. Shared by the normal
+// end and the abandon path (a stop that a stuck call did not heed).
+int finish(const Report& report, Ending& e, const SweepOptions& o, OutputFormat format) {
+  if (e.write_error.empty()) {
+    try {
+      write_report(e.out, report);
+    } catch (const RuntimeFailure& err) {
+      e.write_error = err.what();
+    }
+  }
+  emit(format_results(report, format), "");
+  const int finished = points_finished(report);
+  const int planned = report.completion.points_planned;
+  if (!e.write_error.empty()) {
+    std::cerr << fmt::format(
+        "failure: {}\nthe sweep stopped there: {} of {} points finished (the output above has "
+        "them)\n",
+        e.write_error, finished, planned);
+    return kExitRuntimeFailure;
+  }
+  if (!e.out.empty() && !o.quiet) std::cerr << "report written to " << e.out << '\n';
+  if (report.completion.state == Completion::State::interrupted || interrupt_signal() != 0) {
+    const int sig = interrupt_signal().load();
+    std::cerr << fmt::format("interrupted{}: {} of {} points finished{}\n",
+                             sig == SIGTERM  ? " (SIGTERM)"
+                             : sig == SIGINT ? " (SIGINT)"
+                                             : "",
+                             finished, planned,
+                             e.out.empty() || finished == planned
+                                 ? ""
+                                 : fmt::format("; the rest: decodebench sweep --resume {}", e.out));
+    return interrupted_exit_code();
+  }
+  return -1;  // not decided here
+}
+
 int run(const SweepOptions& o) {
   const OutputFormat format = parse_format(o.format);
-  SweepConfig cfg = resolve_sweep_config(o.flags);
+  std::optional<Report> previous;
+  if (!o.resume.empty()) previous = read_report(o.resume);
+  // A resume reruns the report's own config unless the command gives one (then they must match).
+  SweepConfig cfg = previous && !any_config_given(o.flags)
+                        ? sweep_config_from_json(previous->config, o.resume)
+                        : resolve_sweep_config(o.flags);
   validate(cfg);
   std::unique_ptr<Backend> backend = make_backend(cfg.backend, o.flags.device);
   cfg.backend = backend->name();  // the report records what "auto" resolved to
@@ -97,32 +202,61 @@ int run(const SweepOptions& o) {
           points.size()));
     }
   }
+  Ending ending;
+  ending.out = previous && o.out_option->count() == 0 ? o.resume : o.out;
+  // Every output is checked before anything is measured.
+  check_output_file(ending.out, "--out");
+  check_output_dir(o.dump, "--dump");
+  if (previous) {
+    // Before the first byte is written: a report of another sweep is refused unchanged.
+    check_resumable(*previous, cfg, backend->device_info(), points, backend->name());
+  }
   if (backend->name() == "emu") {
     std::cerr << "note: backend emu runs the CUDA kernels in the SIMT emulator on the CPU: slow, "
                  "for correctness only; its timings are not GPU timings\n";
   }
 
-  install_sigint_handler();
+  install_stop_handlers();
   RunOptions run_options;
   run_options.interrupted = &interrupted_flag();
-  if (!o.quiet) run_options.progress = print_progress;
+  int kept = 0;
+  if (previous) kept = points_finished(*previous);
+  if (!o.quiet) {
+    run_options.progress = [kept](int done, int total, double elapsed_s, const PointResult& r) {
+      print_progress(done, kept, total, elapsed_s, r);
+    };
+  }
   if (!o.ceilings.empty()) run_options.ceilings = load_ceilings(o.ceilings, *backend);
-  run_options.checkpoint = [&](const Report& partial) { write_report(o.out, partial); };
+  run_options.resume = previous ? &*previous : nullptr;
+  run_options.checkpoint = [&](const Report& partial) {
+    if (!ending.write_error.empty()) return;
+    try {
+      write_report(ending.out, partial);
+    } catch (const RuntimeFailure& e) {
+      // The previous file is intact (atomic write); measuring on would only lose more.
+      ending.write_error = e.what();
+      interrupted_flag() = true;
+    }
+  };
+  run_options.abandon = [&](const Report& r) {
+    int code = kExitRuntimeFailure;
+    try {
+      code = finish(r, ending, o, format);
+    } catch (...) {
+    }
+    std::cout.flush();
+    std::cerr.flush();
+    std::_Exit(code < 0 ? interrupted_exit_code() : code);  // the stuck call is not waited for
+  };
 
   const Report report = run_sweep(*backend, cfg, run_options);
-  write_report(o.out, report);
-  emit(format_results(report, format), "");
-  if (!o.out.empty() && !o.quiet) std::cerr << "report written to " << o.out << '\n';
+  if (const int code = finish(report, ending, o, format); code >= 0) return code;
 
   if (!o.dump.empty() && !report.results.empty()) {
     write_dump(o.dump, *backend, points.front(), report.results.front());
     if (!o.quiet) std::cerr << "dump written to " << o.dump << '\n';
   }
 
-  if (report.completion.state == Completion::State::interrupted) {
-    std::cerr << "interrupted: " << report.results.size() << " finished points kept\n";
-    return kExitInterrupted;
-  }
   bool wrong = false, error = false;
   for (const PointResult& r : report.results) {
     wrong |= r.status == PointStatus::wrong;
@@ -145,14 +279,20 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
       "sweep",
       "Run a sweep (the cartesian product of the axes), validate each point against the CPU "
       "reference, time it, print the results and write the JSON report. One progress line per "
-      "point goes to stderr. Ctrl-C stops after the current point and keeps the finished ones.");
+      "point goes to stderr. Ctrl-C or SIGTERM stops within a sample and keeps the finished "
+      "points (exit 130 / 143); a second one ends the process at once. --resume REPORT runs "
+      "only the points REPORT lacks.");
   add_sweep_flags(*cmd, o->flags, /*measure=*/true);
   cmd->add_option("--format", o->format, "Output on stdout: table, json, csv, md")
       ->capture_default_str();
-  cmd->add_option(
-         "--out", o->out,
-         "JSON report path (written atomically, checkpointed after each point); '' for none")
-      ->capture_default_str();
+  o->out_option = cmd->add_option("--out", o->out,
+                                  "JSON report path (written atomically, checkpointed after each "
+                                  "point; with --resume: REPORT); '' for none")
+                      ->capture_default_str();
+  cmd->add_option("--resume", o->resume,
+                  "Resume the sweep that wrote REPORT (interrupted, killed or stopped at a "
+                  "device failure): run only its missing and not_run points, after checking "
+                  "that the config, build and device are the same");
   cmd->add_option(
       "--dump", o->dump,
       "Directory: write the single point's inputs, output and reference as .npy plus meta.json");

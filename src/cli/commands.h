@@ -18,8 +18,8 @@ void add_compare_command(CLI::App& app, int& exit_code);
 void add_merge_command(CLI::App& app, int& exit_code);
 void add_report_command(CLI::App& app, int& exit_code);
 
-// SIGINT during a sweep: finished points are written, then the process exits with 128 + 2,
-// the shell convention for "ended by Ctrl-C".
-inline constexpr int kExitInterrupted = 130;
+// SIGINT or SIGTERM during a sweep: finished points are written, then the process exits with
+// 128 + the signal (130, 143), the shell's convention for "ended by that signal"
+// (interrupted_exit_code(), cli_common.h).
 
 }  // namespace decodebench::cli

@@ -2,7 +2,7 @@
 //
 // Every failure ends here as an exit code, never as an uncaught exception:
 //   0 ok   1 wrong results or a regression   2 bad input   3 runtime/device failure
-//   130 interrupted by Ctrl-C (finished points written)
+//   130 / 143 a sweep interrupted by SIGINT / SIGTERM (finished points written)
 #include <exception>
 #include <iostream>
 #include <string>
@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "decodebench: how fast paged-attention decode runs, and how close it gets to the memory "
       "roofline.\nExit codes: 0 ok, 1 wrong results or regression, 2 bad input, 3 runtime/device "
-      "failure, 130 interrupted.",
+      "failure, 130/143 interrupted (SIGINT/SIGTERM).",
       "decodebench"};
   app.require_subcommand(1);
   const ToolInfo tool = this_tool();

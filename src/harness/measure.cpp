@@ -50,18 +50,25 @@ StopReason stop_reason(std::span<const double> samples, const MeasureOptions& op
   return StopReason::not_yet;
 }
 
-std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt) {
-  return measure(point, opt, steady_seconds);
+std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt,
+                            const std::atomic<bool>* stop) {
+  return measure(point, opt, steady_seconds, stop);
 }
 
-std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt, const WallClock& now) {
+std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt, const WallClock& now,
+                            const std::atomic<bool>* stop) {
   check_options(opt);
+  const auto poll = [stop] {
+    if (stop && stop->load()) throw Interrupted();
+  };
+  poll();
   point.run();  // warm-up: first-touch page faults, instruction cache, lazy module loading
   std::vector<double> samples;
   const double start = now();
   // Recomputing the statistics after every sample is O(n log n) per sample; fine for the few
   // thousand samples a 10 s timeout allows for the shortest steps.
   for (;;) {
+    poll();
     samples.push_back(point.time_one());
     if (stop_reason(samples, opt, now() - start) != StopReason::not_yet) break;
   }

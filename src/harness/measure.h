@@ -4,7 +4,9 @@
 // steady clock on the CPU) and PreparedPoint::timing() says which.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "backends/backend.h"
@@ -16,12 +18,20 @@ namespace decodebench {
 using WallClock = std::function<double()>;
 double steady_seconds();
 
+// A stop request (SIGINT/SIGTERM) seen in the middle of a point: the point is left unfinished.
+struct Interrupted : std::runtime_error {
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+
 // Takes samples until the stopping rule of MeasureOptions holds or the timeout passes, and
 // returns them (seconds, in order). One untimed warm-up run() comes first. Throws InputError
 // for options out of range (min_samples < 1, negative times, max_noise < 0). Exceptions from
-// the point propagate.
-std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt);
-std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt, const WallClock& now);
+// the point propagate. `stop` (may be null) is polled before the warm-up and between samples:
+// once set, measure throws Interrupted, so a stop waits for one sample at most.
+std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt,
+                            const std::atomic<bool>* stop = nullptr);
+std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt, const WallClock& now,
+                            const std::atomic<bool>* stop = nullptr);
 
 // The rule itself, on samples taken so far (for tests and for explaining why a point stopped).
 enum class StopReason { not_yet, converged, timeout };

@@ -4,9 +4,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <new>
 #include <numeric>
+#include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -18,6 +22,7 @@
 #include "harness/sweep_axes.h"
 #include "reference/reference.h"
 #include "report/knees.h"
+#include "report/point_identity.h"
 #include "workload/byte_model.h"
 
 namespace decodebench {
@@ -27,7 +32,24 @@ namespace {
 // The identity and the model's numbers of a point: everything known before it runs.
 PointResult describe(const SweepPoint& p, const std::string& backend, const PagedLayout& layout) {
   const WorkloadSpec& s = p.spec;
+  PointResult r = not_run_result(p, backend);
+  r.status = PointStatus::ok;
+  r.hit_rate_actual = layout.hit_rate_actual;
+  const ByteModel bm = byte_model(s, layout);
+  r.bytes.kv_logical = static_cast<double>(bm.kv_logical);
+  r.bytes.kv_unique = static_cast<double>(bm.kv_unique);
+  r.bytes.min = static_cast<double>(bm.min);
+  r.flops = bm.flops;
+  r.arithmetic_intensity = bm.arithmetic_intensity;
+  return r;
+}
+
+}  // namespace
+
+PointResult not_run_result(const SweepPoint& p, const std::string& backend) {
+  const WorkloadSpec& s = p.spec;
   PointResult r;
+  r.status = PointStatus::not_run;
   r.index = p.index;
   r.kernel_requested = p.kernel;
   r.kernel = p.kernel;
@@ -43,17 +65,12 @@ PointResult describe(const SweepPoint& p, const std::string& backend, const Page
   r.batch = s.batch;
   r.context = s.context;
   r.hit_rate = s.hit_rate;
-  r.hit_rate_actual = layout.hit_rate_actual;
   r.prefix_groups = s.prefix_groups;
   r.seed = s.seed;
-  const ByteModel bm = byte_model(s, layout);
-  r.bytes.kv_logical = static_cast<double>(bm.kv_logical);
-  r.bytes.kv_unique = static_cast<double>(bm.kv_unique);
-  r.bytes.min = static_cast<double>(bm.min);
-  r.flops = bm.flops;
-  r.arithmetic_intensity = bm.arithmetic_intensity;
   return r;
 }
+
+namespace {
 
 // Rows `rows` of an output [batch][Hq][d].
 std::vector<float> gather_rows(const std::vector<float>& out, std::span<const int> rows,
@@ -157,9 +174,14 @@ bool validate_point(PreparedPoint& prepared, const Workload& checked, std::span<
 }
 
 // Everything after the identity: skip, validate, time. Exceptions propagate to run_sweep.
+// `stop` (may be null) is polled between the steps; once set, Interrupted is thrown.
 void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
                const SweepConfig& config, const DeviceInfo& device, bool time_it,
-               std::int64_t layout_only_above_bytes, ReferenceCache* cache, PointResult& r) {
+               std::int64_t layout_only_above_bytes, ReferenceCache* cache,
+               const std::atomic<bool>* stop, PointResult& r) {
+  const auto poll = [stop] {
+    if (stop && stop->load()) throw Interrupted();
+  };
   if (p.kernel == "auto") r.kernel = backend.choose_kernel(p.spec);
   const std::string skip = backend.skip_reason(p.spec, r.kernel);
   if (!skip.empty()) {
@@ -195,12 +217,13 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
     }
     prepared = backend.prepare(full, r.kernel, timing);
   }
+  poll();
   const Workload subset = all_rows ? Workload{} : make_workload(p.spec, layout, rows);
   if (!validate_point(*prepared, all_rows ? full : subset, rows, cache, r)) return;
   r.status = PointStatus::ok;
   if (!time_it) return;
 
-  r.samples = measure(*prepared, config.measure);
+  r.samples = measure(*prepared, config.measure, stop);
   r.paired_read_samples = prepared->paired_read_samples();
   if (!r.paired_read_samples.empty() && r.paired_read_samples.size() != r.samples.size()) {
     throw std::logic_error(fmt::format("{} paired read bandwidths for {} samples",
@@ -244,7 +267,143 @@ void check_kernel_names(const Backend& backend, const SweepConfig& config) {
   }
 }
 
+// Ends a sweep stuck in a call that cannot poll the stop flag (the ceilings, a reference, a long
+// kernel): once the flag has been set for `grace_s` and run_sweep has not seen it, the last
+// published report goes to options.abandon (on this watcher's thread) marked interrupted.
+// Without options.abandon or options.interrupted it does nothing.
+class AbandonWatch {
+ public:
+  explicit AbandonWatch(const RunOptions& o) : options_(o) {
+    if (!o.abandon || !o.interrupted) return;
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~AbandonWatch() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  AbandonWatch(const AbandonWatch&) = delete;
+  AbandonWatch& operator=(const AbandonWatch&) = delete;
+
+  // What to hand over if the sweep gets stuck from here on, and where it is stuck.
+  void publish(const Report& r, std::string phase) {
+    if (!thread_.joinable()) return;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    snapshot_ = r;
+    phase_ = std::move(phase);
+  }
+  void phase(std::string phase) {
+    if (!thread_.joinable()) return;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    phase_ = std::move(phase);
+  }
+  // run_sweep has seen the stop flag and finishes the report itself.
+  void acknowledge() {
+    if (!thread_.joinable()) return;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    acknowledged_ = true;
+  }
+
+ private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    double since = -1;
+    while (!done_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(20));
+      if (done_ || acknowledged_ || !options_.interrupted->load()) continue;
+      if (since < 0) since = steady_seconds();
+      if (steady_seconds() - since < options_.abandon_after_s) continue;
+      Report r = snapshot_;
+      r.completion.state = Completion::State::interrupted;
+      r.completion.reason =
+          fmt::format("interrupted during {}, which did not stop within {:g} s and was abandoned",
+                      phase_, options_.abandon_after_s);
+      options_.abandon(r);  // ends the process
+      return;
+    }
+  }
+
+  const RunOptions& options_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  Report snapshot_;
+  std::string phase_ = "the sweep";
+  bool acknowledged_ = false, done_ = false;
+  std::thread thread_;
+};
+
+std::string join_lines(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : "; ") + s;
+  return out;
+}
+
+// Keys of two config objects whose values differ, as "measure.min_samples (report 3, now 2)".
+void config_differences(const nlohmann::json& was, const nlohmann::json& now,
+                        const std::string& prefix, std::vector<std::string>& out) {
+  if (was.is_object() && now.is_object()) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : was.items()) keys.insert(k);
+    for (const auto& [k, v] : now.items()) keys.insert(k);
+    for (const std::string& k : keys) {
+      const nlohmann::json a = was.contains(k) ? was.at(k) : nlohmann::json("(absent)");
+      const nlohmann::json b = now.contains(k) ? now.at(k) : nlohmann::json("(absent)");
+      config_differences(a, b, prefix.empty() ? k : prefix + "." + k, out);
+    }
+    return;
+  }
+  if (was != now)
+    out.push_back(fmt::format("{} (report {}, now {})", prefix, was.dump(), now.dump()));
+}
+
 }  // namespace
+
+void check_resumable(const Report& previous, const SweepConfig& config, const DeviceInfo& device,
+                     const std::vector<SweepPoint>& points, const std::string& backend) {
+  std::vector<std::string> differ;
+  const ToolInfo tool = this_tool();
+  if (previous.tool.version != tool.version || previous.tool.git_sha != tool.git_sha) {
+    differ.push_back(fmt::format("tool (report {} {}, now {} {})", previous.tool.version,
+                                 previous.tool.git_sha, tool.version, tool.git_sha));
+  }
+  std::vector<std::string> keys;
+  config_differences(previous.config, to_json(config), "", keys);
+  for (const std::string& k : keys) differ.push_back("config." + k);
+  if (previous.devices.empty()) {
+    differ.push_back("device (report names none)");
+  } else if (previous.devices[0].backend != device.backend ||
+             previous.devices[0].name != device.name) {
+    differ.push_back(fmt::format("device (report {} '{}', now {} '{}')",
+                                 previous.devices[0].backend, previous.devices[0].name,
+                                 device.backend, device.name));
+  }
+  if (!differ.empty()) {
+    throw InputError("--resume: the report was not made by this sweep: it differs in " +
+                     join_lines(differ) +
+                     " (resume with the same build, config, flags and device)");
+  }
+  std::map<int, const SweepPoint*> planned;
+  for (const SweepPoint& p : points) planned[p.index] = &p;
+  std::set<int> seen;
+  for (const PointResult& r : previous.results) {
+    const auto it = planned.find(r.index);
+    if (it == planned.end()) {
+      throw InputError(
+          fmt::format("--resume: the report's point {} is not in this sweep's points", r.index));
+    }
+    if (!seen.insert(r.index).second) {
+      throw InputError(fmt::format("--resume: the report lists point {} twice", r.index));
+    }
+    const std::string want = point_identity(not_run_result(*it->second, backend));
+    if (point_identity(r) != want) {
+      throw InputError(fmt::format("--resume: the report's point {} is '{}', this sweep's is '{}'",
+                                   r.index, point_identity(r), want));
+    }
+  }
+}
 
 Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& options) {
   validate(config);
@@ -252,34 +411,98 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
   const std::vector<SweepPoint> points = expand(config, backend.kernel_names());
   // Bad shapes are bad input: find them all before any time is spent.
   for (const auto& p : points) validate(p.spec);
-
-  Report report = new_report();
-  report.config = to_json(config);
-  // Ceilings first: a backend may describe its device from them (the cpu's FLOP peak is its
-  // measured FMA rate).
-  const Ceilings ceilings = options.ceilings ? *options.ceilings : backend.measure_ceilings();
   DeviceInfo device = backend.device_info();
-  device.measured = ceilings;
-  if (!(device.flops_peak > 0)) device.flops_peak = ceilings.fma_flops;
+  const Report* previous = options.resume;
+  if (previous) check_resumable(*previous, config, device, points, backend.name());
+
+  // Every planned point is listed from the start, not_run until it has run; a resumed sweep
+  // keeps the previous report's finished points as they were.
+  Report report = new_report();
+  if (previous) {
+    report.created = previous->created;
+    report.host = previous->host;
+  }
+  report.config = to_json(config);
+  const int total = static_cast<int>(points.size());
+  report.completion.points_planned = total;
+  std::vector<bool> finished(points.size(), false);
+  std::map<int, std::size_t> position;
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    report.results.push_back(not_run_result(points[k], backend.name()));
+    position[points[k].index] = k;
+  }
+  int done = 0;
+  if (previous) {
+    for (const PointResult& r : previous->results) {
+      if (r.status == PointStatus::not_run) continue;
+      const std::size_t k = position.at(r.index);
+      report.results[k] = r;
+      finished[k] = true;
+      ++done;
+    }
+  }
   report.devices = {device};
-  report.completion.points_planned = static_cast<int>(points.size());
+  report.knees = compute_knees(report.results);
+  const auto mark_running = [&] {
+    report.completion.state = Completion::State::running;
+    report.completion.reason =
+        "written while the sweep ran: a file left so was written by a process that is still "
+        "running or was killed";
+  };
+  const auto stop_requested = [&] { return options.interrupted && options.interrupted->load(); };
+  AbandonWatch watch(options);
+  const auto interrupted = [&](std::string reason) {
+    watch.acknowledge();
+    report.completion.state = Completion::State::interrupted;
+    report.completion.reason = std::move(reason);
+  };
+  mark_running();
+  watch.publish(report, "the start");
+  // Before the ceilings: a process killed from here on leaves a report that says `running`.
+  if (options.checkpoint) options.checkpoint(report);
+  if (stop_requested()) {
+    interrupted("interrupted before the ceilings measurement");
+    return report;
+  }
+
+  // Ceilings first: a backend may describe its device from them (the cpu's FLOP peak is its
+  // measured FMA rate). A resumed sweep keeps the ones its first points were measured against.
+  if (previous && !previous->devices.empty() && previous->devices[0].measured.read > 0 &&
+      !options.ceilings) {
+    device = previous->devices[0];
+  } else {
+    watch.phase("the ceilings measurement");
+    const Ceilings ceilings = options.ceilings ? *options.ceilings : backend.measure_ceilings();
+    device.measured = ceilings;
+    if (!(device.flops_peak > 0)) device.flops_peak = ceilings.fma_flops;
+  }
+  report.devices = {device};
+  if (stop_requested()) {
+    interrupted("interrupted during the ceilings measurement");
+    return report;
+  }
 
   ReferenceCache references;
   const double start = steady_seconds();
-  const int total = static_cast<int>(points.size());
-  for (int i = 0; i < total; ++i) {
-    if (options.interrupted && options.interrupted->load()) {
-      report.completion.state = Completion::State::interrupted;
-      report.completion.reason = fmt::format("interrupted after {} of {} points", i, total);
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    if (finished[k]) continue;
+    const SweepPoint& p = points[k];
+    if (stop_requested()) {
+      interrupted(fmt::format("interrupted before point {} ({} of {} points finished)", p.index,
+                              done, total));
       break;
     }
-    const SweepPoint& p = points[i];
+    watch.publish(report, fmt::format("point {}", p.index));
     const PagedLayout layout = build_layout(p.spec);
     PointResult r = describe(p, backend.name(), layout);
     bool device_failed = false;
     try {
       run_point(backend, p, layout, config, device, /*time_it=*/true,
-                options.layout_only_above_bytes, &references, r);
+                options.layout_only_above_bytes, &references, options.interrupted, r);
+    } catch (const Interrupted&) {
+      interrupted(fmt::format("interrupted during point {} ({} of {} points finished)", p.index,
+                              done, total));
+      break;  // the point stays not_run: nothing half-measured is published
     } catch (const RuntimeFailure& e) {
       // A device failure may leave the device unusable (a sticky CUDA error): stop here.
       r.status = PointStatus::error;
@@ -293,18 +516,24 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
       r.samples.clear();
       r.timing.reset();
     }
-    report.results.push_back(std::move(r));
+    report.results[k] = std::move(r);
+    finished[k] = true;
+    ++done;
     if (device_failed) {
       report.completion.state = Completion::State::device_failure;
       report.completion.reason =
-          fmt::format("device failure at point {} ({} of {} points done): {}", p.index, i + 1,
-                      total, report.results.back().reason);
+          fmt::format("device failure at point {} ({} of {} points done): {}", p.index, done, total,
+                      report.results[k].reason);
     }
     report.knees = compute_knees(report.results);
     if (options.checkpoint) options.checkpoint(report);
     if (options.progress)
-      options.progress(i + 1, total, steady_seconds() - start, report.results.back());
+      options.progress(done, total, steady_seconds() - start, report.results[k]);
     if (device_failed) break;
+  }
+  if (report.completion.state == Completion::State::running) {
+    report.completion.state = Completion::State::complete;
+    report.completion.reason.clear();
   }
   report.knees = compute_knees(report.results);
   return report;
@@ -317,7 +546,7 @@ PointResult run_check_point(Backend& backend, const SweepPoint& point, int valid
   SweepConfig config;
   config.validate_max_rows = validate_max_rows;
   run_point(backend, point, layout, config, DeviceInfo{}, /*time_it=*/false,
-            RunOptions{}.layout_only_above_bytes, /*cache=*/nullptr, r);
+            RunOptions{}.layout_only_above_bytes, /*cache=*/nullptr, /*stop=*/nullptr, r);
   return r;
 }
 

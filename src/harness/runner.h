@@ -14,15 +14,26 @@
 namespace decodebench {
 
 struct RunOptions {
-  // After each point (on the calling thread): points done, points total, seconds since start,
-  // the point just finished. The CLI prints "point i/N, elapsed, ETA" from this.
+  // After each point (on the calling thread): points done (a resumed sweep counts the points it
+  // kept), points total, seconds since the first point, the point just finished. The CLI prints
+  // "point i/N, elapsed, ETA" from this.
   std::function<void(int done, int total, double elapsed_s, const PointResult&)> progress;
-  // Polled between points (a SIGINT handler sets it): the sweep stops, keeping finished points,
-  // with completion.state = interrupted.
+  // Polled before the ceilings, between points, between a point's steps and between its samples
+  // (a SIGINT/SIGTERM handler sets it): the sweep stops with completion.state = interrupted,
+  // keeping finished points; the point it was in stays not_run.
   std::atomic<bool>* interrupted = nullptr;
-  // Called with the report so far after each point (the CLI writes it atomically, so a killed
-  // sweep leaves every finished point on disk).
+  // Called with the report so far: once before the ceilings (every point not_run) and after each
+  // point, with completion.state = running (device_failure after a device failure). The CLI
+  // writes it atomically, so a killed sweep leaves every finished point on disk and never a
+  // report that claims to be complete.
   std::function<void(const Report&)> checkpoint;
+  // Called on a watcher thread when `interrupted` has been set for abandon_after_s and the sweep
+  // is still inside a call that cannot poll it (the ceilings measurement, a reference, a long
+  // kernel), with the last checkpointed report marked interrupted. It must write what it needs
+  // and end the process (the stuck call still runs on the sweep's thread). Unset: the sweep
+  // stops when the call returns.
+  std::function<void(const Report&)> abandon;
+  double abandon_after_s = 1.0;
   // Ceilings already measured in this process (e.g. by `decodebench ceilings`); when absent the
   // runner calls backend.measure_ceilings() once before the first point.
   std::optional<Ceilings> ceilings;
@@ -30,7 +41,22 @@ struct RunOptions {
   // offered to the backend layout-only. Below it, generating the data on the host costs well
   // under a second, and backends that need host data (cpu, emu) are not asked.
   std::int64_t layout_only_above_bytes = std::int64_t{256} << 20;
+  // `sweep --resume`: a report of this same sweep (check_resumable) whose finished points are
+  // kept as they are; only its not_run (or absent) points run. Its ceilings are reused when it
+  // has measured ones and `ceilings` is not given.
+  const Report* resume = nullptr;
 };
+
+// A planned point that has not run: its identity only (status not_run; no layout, bytes or
+// times).
+PointResult not_run_result(const SweepPoint& p, const std::string& backend);
+
+// Throws InputError unless `previous` can be resumed as this sweep: the same tool version and
+// git sha, the same config (every key, shard included; the message names each that differs),
+// the same device (backend and name), and every point it lists is one of `points` (by index,
+// with the same identity), once.
+void check_resumable(const Report& previous, const SweepConfig& config, const DeviceInfo& device,
+                     const std::vector<SweepPoint>& points, const std::string& backend);
 
 // One report for the shard of `config` that this process runs.
 //  - The report's config is to_json(config), devices[0] the backend's device with ceilings.
@@ -51,6 +77,8 @@ struct RunOptions {
 //  - fp8 KV: error.quant_rel = the reference on fp8 KV vs on the unquantized values.
 //  - A RuntimeFailure (device failure) records the point as `error` and ends the sweep with
 //    completion.state = device_failure; any other exception makes just that point `error`.
+//  - results[] lists every planned point in expansion order; the ones not run (interrupted,
+//    device failure) have status not_run.
 Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& options = {});
 
 // Validation only (`decodebench check`): status ok, wrong (with the error record) or skipped

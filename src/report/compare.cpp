@@ -169,6 +169,10 @@ ReportComparison compare_reports(const Report& baseline, const Report& current,
     if (p.status != PointStatus::ok) {
       // wrong/error are listed above; a skipped point lost its measurement.
       if (p.status == PointStatus::skipped) c.missing.push_back({key, "skipped now: " + p.reason});
+      if (p.status == PointStatus::not_run) {
+        c.missing.push_back({key, fmt::format("not run (the current report is {})",
+                                              completion_state_name(current.completion.state))});
+      }
       continue;
     }
     PointComparison pc = compare_point(key, *b, p, options);

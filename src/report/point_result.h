@@ -95,7 +95,9 @@ struct ErrorRecord {
   std::string first_mismatch;        // for status wrong: where and by how much
 };
 
-enum class PointStatus { ok, wrong, skipped, error };
+// not_run: planned but not (yet) run, because the sweep is still running, was interrupted, or
+// stopped at a device failure; only the identity is filled (docs/report-schema.md).
+enum class PointStatus { ok, wrong, skipped, error, not_run };
 std::string_view status_name(PointStatus s);
 PointStatus parse_status(std::string_view s);  // throws InputError listing the valid names
 

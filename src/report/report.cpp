@@ -2,10 +2,13 @@
 #include "report/report.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -50,16 +53,18 @@ std::string_view status_name(PointStatus s) {
     case PointStatus::wrong: return "wrong";
     case PointStatus::skipped: return "skipped";
     case PointStatus::error: return "error";
+    case PointStatus::not_run: return "not_run";
   }
   return "?";
 }
 
 PointStatus parse_status(std::string_view s) {
-  for (PointStatus p :
-       {PointStatus::ok, PointStatus::wrong, PointStatus::skipped, PointStatus::error}) {
+  for (PointStatus p : {PointStatus::ok, PointStatus::wrong, PointStatus::skipped,
+                        PointStatus::error, PointStatus::not_run}) {
     if (status_name(p) == s) return p;
   }
-  throw InputError(fmt::format("unknown point status '{}'; valid: ok, wrong, skipped, error", s));
+  throw InputError(
+      fmt::format("unknown point status '{}'; valid: ok, wrong, skipped, error, not_run", s));
 }
 
 TimingMethod parse_timing_method(std::string_view s) {
@@ -76,23 +81,41 @@ TimingMethod parse_timing_method(std::string_view s) {
 std::string_view completion_state_name(Completion::State s) {
   switch (s) {
     case Completion::State::complete: return "complete";
+    case Completion::State::running: return "running";
     case Completion::State::interrupted: return "interrupted";
     case Completion::State::device_failure: return "device_failure";
+    case Completion::State::partial: return "partial";
   }
   return "?";
+}
+
+int points_finished(const Report& r) {
+  return static_cast<int>(std::count_if(r.results.begin(), r.results.end(), [](const auto& p) {
+    return p.status != PointStatus::not_run;
+  }));
+}
+
+std::string partial_note(const Report& r) {
+  const int done = points_finished(r);
+  const bool all_run = done == static_cast<int>(r.results.size());
+  if (r.completion.state == Completion::State::complete && all_run) return "";
+  const int planned = std::max(r.completion.points_planned, static_cast<int>(r.results.size()));
+  return fmt::format("{}{}{} ({} of {} points finished)", completion_state_name(r.completion.state),
+                     r.completion.reason.empty() ? "" : ": ", r.completion.reason, done, planned);
 }
 
 namespace {
 
 Completion::State parse_completion_state(const JsonIn& in) {
   const std::string s = in.string();
-  for (auto st : {Completion::State::complete, Completion::State::interrupted,
-                  Completion::State::device_failure}) {
+  for (auto st :
+       {Completion::State::complete, Completion::State::running, Completion::State::interrupted,
+        Completion::State::device_failure, Completion::State::partial}) {
     if (completion_state_name(st) == s) return st;
   }
   in.fail(
-      fmt::format("'{}' is not a completion state; valid: complete, interrupted, "
-                  "device_failure",
+      fmt::format("'{}' is not a completion state; valid: complete, running, interrupted, "
+                  "device_failure, partial",
                   s));
 }
 
@@ -418,7 +441,8 @@ json to_json(const Report& r) {
       {"completion",
        {{"state", completion_state_name(r.completion.state)},
         {"reason", r.completion.reason},
-        {"points_planned", r.completion.points_planned}}},
+        {"points_planned", r.completion.points_planned},
+        {"points_finished", points_finished(r)}}},
   };
 }
 
@@ -495,8 +519,33 @@ Report report_from(const JsonIn& in) {
 
 Report report_from_json(const json& j) { return report_from(JsonIn(j, "report")); }
 
+namespace {
+
+// DECODEBENCH_TEST_WRITE_FAIL=ERRNO[@N] (report.h): the errno the N-th and later writes of this
+// process fail with, 0 for this call to succeed. For tests of a disk that fills up mid-sweep.
+int injected_write_errno() {
+  const char* env = std::getenv("DECODEBENCH_TEST_WRITE_FAIL");
+  if (!env || !*env) return 0;
+  static std::atomic<int> calls{0};
+  const int call = ++calls;
+  const std::string spec(env);
+  const std::string name = spec.substr(0, spec.find('@'));
+  int from = 1;
+  if (spec.find('@') != std::string::npos) from = std::atoi(spec.c_str() + spec.find('@') + 1);
+  if (call < from) return 0;
+  if (name == "ENOSPC") return ENOSPC;
+  if (name == "EIO") return EIO;
+  throw InputError(fmt::format(
+      "DECODEBENCH_TEST_WRITE_FAIL='{}': valid: ENOSPC or EIO, optionally @N (from the N-th "
+      "write on)",
+      spec));
+}
+
+}  // namespace
+
 void write_text_atomic(const std::filesystem::path& path, const std::string& text) {
   namespace fs = std::filesystem;
+  const int injected = injected_write_errno();
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   std::error_code ec;
   fs::create_directories(dir, ec);  // a missing directory is reported by mkstemp below
@@ -511,10 +560,16 @@ void write_text_atomic(const std::filesystem::path& path, const std::string& tex
     const int err = errno;
     ::close(fd);
     ::unlink(tmpl.c_str());
-    throw RuntimeFailure(
-        fmt::format("cannot write {}: {} ({})", path.string(), what, std::strerror(err)));
+    throw RuntimeFailure(fmt::format("cannot write {}: {} ({}); the file is left as it was",
+                                     path.string(), what, std::strerror(err)));
   };
   std::size_t written = 0;
+  if (injected != 0) {
+    // Half the text gets out, then the disk "fails": the temporary file must not survive.
+    [[maybe_unused]] const ssize_t n = ::write(fd, text.data(), text.size() / 2);
+    errno = injected;
+    fail("write failed");
+  }
   while (written < text.size()) {
     const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
     if (n < 0) {
@@ -580,19 +635,33 @@ json config_without_shard(json c) {
   return c;
 }
 
-int severity(Completion::State s) {
-  switch (s) {
-    case Completion::State::complete: return 0;
-    case Completion::State::interrupted: return 1;
-    case Completion::State::device_failure: return 2;
+// "i/n" of a report's config ("0/1" when it has none: an unsharded sweep); {-1, -1} when the
+// value is not i/n.
+std::pair<int, int> shard_of(const Report& r) {
+  if (!r.config.is_object() || !r.config.contains("shard")) return {0, 1};
+  const json& v = r.config.at("shard");
+  int i = -1, n = -1;
+  char tail = 0;
+  if (!v.is_string() || std::sscanf(v.get<std::string>().c_str(), "%d/%d%c", &i, &n, &tail) != 2 ||
+      n < 1 || i < 0 || i >= n) {
+    return {-1, -1};
   }
-  return 0;
+  return {i, n};
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
 }
 
 }  // namespace
 
-Report merge_reports(std::span<const Report> shards) {
+Report merge_reports(std::span<const Report> shards, const MergeOptions& options) {
   if (shards.empty()) throw InputError("merge: no reports given");
+  auto name = [&](std::size_t s) {
+    return s < options.names.size() ? options.names[s] : fmt::format("report {}", s);
+  };
   Report out = shards[0];
   out.results.clear();
   out.created = iso8601_utc_now();
@@ -600,42 +669,91 @@ Report merge_reports(std::span<const Report> shards) {
   const json config = config_without_shard(shards[0].config);
   std::set<std::pair<std::string, std::string>> devices;
   for (const auto& d : shards[0].devices) devices.insert({d.backend, d.name});
+
+  // The shard set: one count, every index once, every shard whole.
+  std::vector<std::string> problems;  // what makes the set incomplete
+  const int n = shard_of(shards[0]).second;
+  std::map<int, std::size_t> given;  // shard index -> input
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const auto [i, count] = shard_of(shards[s]);
+    if (count < 0) {
+      throw InputError(fmt::format("merge: {}: config.shard {} is not i/n", name(s),
+                                   shards[s].config.at("shard").dump()));
+    }
+    if (count != n) {
+      throw InputError(fmt::format(
+          "merge: {} is shard {}/{} but {} is shard {}/{}: shards of one sweep have one count",
+          name(s), i, count, name(0), shard_of(shards[0]).first, n));
+    }
+    if (const auto it = given.find(i); it != given.end()) {
+      throw InputError(fmt::format("merge: shard {}/{} is given twice ({} and {})", i, n,
+                                   name(it->second), name(s)));
+    }
+    given[i] = s;
+    const std::string note = partial_note(shards[s]);
+    if (!note.empty())
+      problems.push_back(fmt::format("shard {}/{} ({}) is {}", i, n, name(s), note));
+  }
+  std::vector<int> missing_shards;
+  for (int i = 0; i < n; ++i) {
+    if (!given.count(i)) missing_shards.push_back(i);
+  }
+  if (!missing_shards.empty()) {
+    std::vector<std::string> names;
+    for (int i : missing_shards) names.push_back(fmt::format("{}/{}", i, n));
+    problems.insert(problems.begin(),
+                    fmt::format("missing shard{} {} of {}", missing_shards.size() > 1 ? "s" : "",
+                                join(names), n));
+  }
+  if (!problems.empty() && !options.allow_partial) {
+    std::string msg = "merge: the shard set is not whole: ";
+    for (std::size_t k = 0; k < problems.size(); ++k) msg += (k ? "; " : "") + problems[k];
+    throw InputError(msg +
+                     " (run or resume those shards: `decodebench sweep --shard i/n` or `sweep "
+                     "--resume REPORT`; --allow-partial merges what is there)");
+  }
+
   std::set<int> seen;
-  std::vector<std::string> reasons;
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const Report& r = shards[s];
     if (config_without_shard(r.config) != config) {
       throw InputError(fmt::format(
-          "merge: report {} was made with a different sweep config than report 0 (only 'shard' "
-          "may differ)",
-          s));
+          "merge: {} was made with a different sweep config than {} (only 'shard' may differ)",
+          name(s), name(0)));
     }
     std::set<std::pair<std::string, std::string>> mine;
     for (const auto& d : r.devices) mine.insert({d.backend, d.name});
     if (mine != devices) {
-      throw InputError(fmt::format(
-          "merge: report {} ran on {} but report 0 on {}; merge only shards of one device type", s,
-          r.devices.empty() ? "no device" : r.devices[0].name,
-          shards[0].devices.empty() ? "no device" : shards[0].devices[0].name));
+      throw InputError(
+          fmt::format("merge: {} ran on {} but {} on {}; merge only shards of one device type",
+                      name(s), r.devices.empty() ? "no device" : r.devices[0].name, name(0),
+                      shards[0].devices.empty() ? "no device" : shards[0].devices[0].name));
     }
     for (const auto& p : r.results) {
       if (!seen.insert(p.index).second) {
-        throw InputError(fmt::format(
-            "merge: point {} appears twice (report {}); were the same shards given twice?", p.index,
-            s));
+        throw InputError(
+            fmt::format("merge: point {} appears twice ({}); were the same shards given twice?",
+                        p.index, name(s)));
       }
       out.results.push_back(p);
     }
-    if (severity(r.completion.state) > severity(out.completion.state)) {
-      out.completion.state = r.completion.state;
-    }
-    if (!r.completion.reason.empty()) {
-      reasons.push_back(fmt::format("report {}: {}", s, r.completion.reason));
-    }
     out.completion.points_planned += r.completion.points_planned;
   }
-  for (const auto& reason : reasons) {
-    out.completion.reason += (out.completion.reason.empty() ? "" : "; ") + reason;
+  if (!missing_shards.empty() && options.planned_points) {
+    // The missing shards' points, so the merged report names every point it lacks.
+    const std::set<int> missing(missing_shards.begin(), missing_shards.end());
+    for (PointResult& p : options.planned_points()) {
+      if (missing.count(p.index % n) && seen.insert(p.index).second) {
+        p.status = PointStatus::not_run;
+        out.results.push_back(std::move(p));
+        ++out.completion.points_planned;
+      }
+    }
+  }
+  if (!problems.empty()) {
+    out.completion.state = Completion::State::partial;
+    for (std::size_t k = 0; k < problems.size(); ++k)
+      out.completion.reason += (k ? "; " : "") + problems[k];
   }
   std::sort(out.results.begin(), out.results.end(),
             [](const PointResult& a, const PointResult& b) { return a.index < b.index; });

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,10 +33,15 @@ struct HostInfo {
   std::string build_type;
 };
 
-// How the run that produced the report ended. An additive field
-// so a reader can tell a finished sweep from one cut short (all finished points are kept).
+// How the run that produced the report ended (docs/report-schema.md "completion"). Every
+// planned point is in results[]; those not run have status not_run.
+//   running:        a checkpoint written while the sweep runs; a file left in this state was
+//                   written by a process that was killed (or is still running)
+//   interrupted:    SIGINT/SIGTERM; the finished points are kept
+//   device_failure: a device failure stopped the sweep
+//   partial:        `merge --allow-partial` of an incomplete shard set
 struct Completion {
-  enum class State { complete, interrupted, device_failure };
+  enum class State { complete, running, interrupted, device_failure, partial };
   State state = State::complete;
   std::string reason;      // empty when complete
   int points_planned = 0;  // points of this shard's expansion
@@ -54,6 +60,13 @@ struct Report {
   Completion completion;
 };
 
+// Results whose status is not not_run.
+int points_finished(const Report& r);
+// "" for a complete report with no not_run point; else one line saying what it is, e.g.
+// "interrupted: interrupted during point 4 of 8 (3 of 8 points finished)", for the readers
+// (report, compare, merge) to tell the user the report is partial.
+std::string partial_note(const Report& r);
+
 // A report stamped with this tool, this host and the current time; devices/config/results empty.
 Report new_report();
 ToolInfo this_tool();
@@ -71,7 +84,9 @@ Report report_from_json(const nlohmann::json& j);
 
 // Writes `path` atomically: the JSON goes to a temporary file in the same directory, is flushed
 // and closed, and is renamed over `path`; on any failure the temporary file is removed and
-// `path` is left as it was. Throws RuntimeFailure naming the path.
+// `path` is left as it was. Throws RuntimeFailure naming the path and the reason.
+// Test hook (tests only): DECODEBENCH_TEST_WRITE_FAIL=ERRNO[@N] (ERRNO: ENOSPC or EIO) makes
+// the N-th call in this process (default 1) and every later one fail as write(2) would with it.
 void write_report_atomic(const std::filesystem::path& path, const Report& r);
 void write_text_atomic(const std::filesystem::path& path, const std::string& text);
 // Throws InputError (missing file, bad JSON with the parser's position, wrong schema).
@@ -79,10 +94,21 @@ Report read_report(const std::filesystem::path& path);
 // The same from the file's text; `source` is what error messages start with.
 Report parse_report(std::string_view text, std::string_view source);
 
-// Shard reports -> one report. All inputs must have the same config except its shard keys and
-// the same devices by backend+name (else InputError naming the difference); results are
-// concatenated, sorted by index, duplicates rejected; knees recomputed; the merged config's
-// shard becomes 0/1; completion is the worst of the inputs.
-Report merge_reports(std::span<const Report> shards);
+// Shard reports -> one report (docs/design.md "Scale-out"). All inputs must have the same
+// config except its shard keys and the same devices by backend+name (else InputError naming the
+// difference); results are concatenated, sorted by index, duplicates rejected; knees
+// recomputed; the merged config's shard becomes 0/1.
+// The shard set must be whole: one count n, each of 0..n-1 exactly once, every shard complete
+// (no not_run point). Otherwise InputError naming what is missing, unless allow_partial: then
+// the merge goes on, completion.state is partial, the reason names what is missing, and the
+// points of missing shards are listed as not_run (from planned_points, when given).
+struct MergeOptions {
+  bool allow_partial = false;
+  std::vector<std::string> names;  // names[i] for inputs[i] in messages ("report i" otherwise)
+  // Every point of the full sweep (shard 0/1) as a not_run entry; empty function: the points of
+  // a missing shard are named by the shard only.
+  std::function<std::vector<PointResult>()> planned_points;
+};
+Report merge_reports(std::span<const Report> shards, const MergeOptions& options = {});
 
 }  // namespace decodebench

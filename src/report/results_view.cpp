@@ -182,7 +182,7 @@ std::vector<std::string> completion_lines(const LabelledReport& lr, bool prefix)
   if (r.completion.state == Completion::State::complete) return {};
   return {fmt::format("{}sweep {}: {} ({} of {} points finished)", prefix ? lr.label + ": " : "",
                       completion_state_name(r.completion.state), r.completion.reason,
-                      r.results.size(), r.completion.points_planned)};
+                      points_finished(r), r.completion.points_planned)};
 }
 
 TextTable knees_table(std::span<const LabelledReport> reports) {

@@ -1,14 +1,19 @@
 // run_sweep / run_check_point with fake backends: validation before timing, a planted wrong
 // element, skips, errors, a device failure mid-sweep, interruption and checkpoints.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <optional>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
 #include "harness/harness_test_util.h"
+#include "harness/measure.h"
 #include "harness/runner.h"
 #include "reference/reference.h"
+#include "report/point_identity.h"
 
 namespace decodebench {
 namespace {
@@ -256,10 +261,14 @@ TEST_F(RunnerTest, ADeviceFailureStopsTheSweepKeepingFinishedPoints) {
   FakeBackend be;
   be.fail_on_prepare = 3;
   const Report r = run_sweep(be, config({"good"}, {1, 2, 3, 4, 5}));
-  ASSERT_EQ(r.results.size(), 3u);
+  ASSERT_EQ(r.results.size(), 5u);
   EXPECT_EQ(r.results[0].status, PointStatus::ok);
   EXPECT_EQ(r.results[1].status, PointStatus::ok);
   EXPECT_EQ(r.results[2].status, PointStatus::error);
+  EXPECT_EQ(r.results[3].status, PointStatus::not_run);  // listed, so a resume can run them
+  EXPECT_EQ(r.results[4].status, PointStatus::not_run);
+  EXPECT_EQ(r.results[4].batch, 5);
+  EXPECT_EQ(points_finished(r), 3);
   EXPECT_NE(r.results[2].reason.find("fake device lost"), std::string::npos);
   EXPECT_EQ(r.completion.state, Completion::State::device_failure);
   EXPECT_EQ(r.completion.points_planned, 5);
@@ -280,11 +289,20 @@ TEST_F(RunnerTest, OtherExceptionsMakeOnePointErrorAndTheSweepGoesOn) {
 TEST_F(RunnerTest, InterruptKeepsFinishedPointsAndCheckpointsSeeEachOne) {
   FakeBackend be;
   std::atomic<bool> stop{false};
-  std::vector<std::size_t> checkpoint_sizes;
+  std::vector<int> checkpoint_finished;
+  std::vector<Completion::State> checkpoint_states;
   std::vector<int> progress_done;
   RunOptions opt;
   opt.interrupted = &stop;
-  opt.checkpoint = [&](const Report& r) { checkpoint_sizes.push_back(r.results.size()); };
+  opt.checkpoint = [&](const Report& r) {
+    EXPECT_EQ(r.results.size(), 4u);  // every planned point, the rest not_run
+    checkpoint_finished.push_back(points_finished(r));
+    checkpoint_states.push_back(r.completion.state);
+    // The first one comes before the ceilings: a sweep killed there leaves a report too.
+    if (checkpoint_finished.size() == 1) {
+      EXPECT_EQ(be.ceiling_calls, 0);
+    }
+  };
   opt.progress = [&](int done, int total, double elapsed, const PointResult&) {
     progress_done.push_back(done);
     EXPECT_EQ(total, 4);
@@ -292,10 +310,187 @@ TEST_F(RunnerTest, InterruptKeepsFinishedPointsAndCheckpointsSeeEachOne) {
     if (done == 2) stop = true;
   };
   const Report r = run_sweep(be, config({"good"}, {1, 2, 3, 4}), opt);
-  EXPECT_EQ(r.results.size(), 2u);
+  ASSERT_EQ(r.results.size(), 4u);
+  EXPECT_EQ(points_finished(r), 2);
+  EXPECT_EQ(r.results[2].status, PointStatus::not_run);
+  EXPECT_EQ(r.results[3].status, PointStatus::not_run);
   EXPECT_EQ(r.completion.state, Completion::State::interrupted);
-  EXPECT_EQ(checkpoint_sizes, (std::vector<std::size_t>{1, 2}));
+  EXPECT_EQ(checkpoint_finished, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(checkpoint_states, std::vector<Completion::State>(3, Completion::State::running));
   EXPECT_EQ(progress_done, (std::vector<int>{1, 2}));
+}
+
+// Sets the stop flag from inside the sampling of one point.
+class StopWhileSampling : public FakeBackend {
+ public:
+  std::atomic<bool>* stop = nullptr;
+  int stop_after_time_calls = 5;
+  std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
+                                         const TimingOptions& t) override {
+    auto inner = FakeBackend::prepare(w, kernel, t);
+    struct Wrapped : PreparedPoint {
+      std::unique_ptr<PreparedPoint> p;
+      StopWhileSampling* be;
+      void run() override { p->run(); }
+      std::vector<float> output() override { return p->output(); }
+      double time_one() override {
+        const double t = p->time_one();
+        if (be->time_calls == be->stop_after_time_calls) *be->stop = true;
+        return t;
+      }
+      TimingRecord timing() const override { return p->timing(); }
+    };
+    auto w2 = std::make_unique<Wrapped>();
+    w2->p = std::move(inner);
+    w2->be = this;
+    return w2;
+  }
+};
+
+TEST_F(RunnerTest, AnInterruptDuringSamplingStopsAtTheNextSample) {
+  StopWhileSampling be;
+  std::atomic<bool> stop{false};
+  be.stop = &stop;
+  RunOptions opt;
+  opt.interrupted = &stop;
+  SweepConfig c = config({"good"}, {1, 2});
+  c.measure.min_samples = 4;  // point 0 takes 4 samples, point 1 is stopped at its first
+  const Report r = run_sweep(be, c, opt);
+  EXPECT_EQ(be.time_calls, 5);  // no sample after the flag
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].status, PointStatus::ok);
+  EXPECT_EQ(r.results[1].status, PointStatus::not_run);
+  EXPECT_TRUE(r.results[1].samples.empty());  // nothing half-measured is published
+  EXPECT_EQ(r.completion.state, Completion::State::interrupted);
+  EXPECT_NE(r.completion.reason.find("during point 1"), std::string::npos) << r.completion.reason;
+}
+
+TEST_F(RunnerTest, AnInterruptDuringTheLastPointIsNotIgnored) {
+  StopWhileSampling be;
+  std::atomic<bool> stop{false};
+  be.stop = &stop;
+  be.stop_after_time_calls = 1;
+  RunOptions opt;
+  opt.interrupted = &stop;
+  const Report r = run_sweep(be, config({"good"}, {1}), opt);
+  EXPECT_EQ(r.results[0].status, PointStatus::not_run);
+  EXPECT_EQ(r.completion.state, Completion::State::interrupted);
+}
+
+TEST_F(RunnerTest, ResumeRunsOnlyWhatIsMissingAndKeepsTheRest) {
+  const SweepConfig c = config({"good", "bad"}, {1, 2, 3});
+  FakeBackend whole;
+  const Report want = run_sweep(whole, c);
+  ASSERT_EQ(want.results.size(), 6u);
+
+  FakeBackend first;
+  std::atomic<bool> stop{false};
+  RunOptions opt;
+  opt.interrupted = &stop;
+  opt.progress = [&](int done, int, double, const PointResult&) { stop = done == 4; };
+  Report cut = run_sweep(first, c, opt);
+  ASSERT_EQ(points_finished(cut), 4);
+  cut.results[1].status = PointStatus::not_run;  // as a resume would find a gap too
+  cut.results.pop_back();                        // and a point missing altogether
+
+  FakeBackend second;
+  RunOptions resume;
+  resume.resume = &cut;
+  std::vector<int> progress_done;
+  resume.progress = [&](int done, int, double, const PointResult&) {
+    progress_done.push_back(done);
+  };
+  const Report r = run_sweep(second, c, resume);
+  EXPECT_EQ(second.ceiling_calls, 0);  // the report's ceilings are reused
+  EXPECT_EQ(second.prepare_calls, 3);  // points 1, 4 and 5
+  EXPECT_EQ(progress_done, (std::vector<int>{4, 5, 6}));
+  ASSERT_EQ(r.results.size(), want.results.size());
+  for (std::size_t i = 0; i < r.results.size(); ++i) {
+    EXPECT_EQ(r.results[i].index, want.results[i].index);
+    EXPECT_EQ(point_identity(r.results[i]), point_identity(want.results[i]));
+    EXPECT_EQ(r.results[i].status, want.results[i].status) << i;
+  }
+  for (int i : {0, 2, 3}) EXPECT_EQ(to_json(r.results[i]), to_json(cut.results[i])) << i;
+  EXPECT_EQ(r.completion.state, Completion::State::complete);
+  EXPECT_EQ(r.created, cut.created);
+}
+
+TEST_F(RunnerTest, ResumeRefusesAnotherSweepsReportNamingWhatDiffers) {
+  const SweepConfig c = config({"good"}, {1, 2});
+  FakeBackend be;
+  const Report prev = run_sweep(be, c);
+  const auto refused = [&](const Report& p, const SweepConfig& cfg, const std::string& names) {
+    FakeBackend other;
+    RunOptions o;
+    o.resume = &p;
+    try {
+      run_sweep(other, cfg, o);
+      ADD_FAILURE() << "not refused: " << names;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(names), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(other.prepare_calls, 0);
+  };
+  SweepConfig more = c;
+  more.batches = {1, 2, 3};
+  refused(prev, more, "config.batch");
+  SweepConfig samples = c;
+  samples.measure.min_samples = 7;
+  refused(prev, samples, "config.measure.min_samples (report 3, now 7)");
+  Report sha = prev;
+  sha.tool.git_sha = "0123456789ab";
+  refused(sha, c, "tool (report");
+  Report device = prev;
+  device.devices[0].name = "Other Device";
+  refused(device, c, "device (report fake 'Other Device', now fake 'Fake Device')");
+  Report alien = prev;
+  alien.results[1].batch = 9;
+  refused(alien, c, "the report's point 1 is");
+}
+
+// Ceilings that block until released, as a long measurement that cannot poll the flag.
+class SlowCeilings : public FakeBackend {
+ public:
+  std::atomic<bool> release{false};
+  Ceilings measure_ceilings() override {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return FakeBackend::measure_ceilings();
+  }
+};
+
+TEST_F(RunnerTest, AStopThatAStuckCallDoesNotHeedIsHandedToAbandon) {
+  SlowCeilings be;
+  std::atomic<bool> stop{false};
+  std::optional<Report> abandoned;
+  double abandoned_after = -1;
+  const double start = steady_seconds();
+  RunOptions opt;
+  opt.interrupted = &stop;
+  opt.abandon_after_s = 0.2;
+  opt.abandon = [&](const Report& r) {
+    abandoned = r;
+    abandoned_after = steady_seconds() - start;
+    be.release = true;  // (the CLI would end the process here)
+  };
+  // The signal comes while the ceilings run: a moment after the first checkpoint.
+  std::thread signal;
+  opt.checkpoint = [&](const Report&) {
+    if (signal.joinable()) return;
+    signal = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      stop = true;
+    });
+  };
+  const Report r = run_sweep(be, config({"good"}, {1, 2}), opt);
+  signal.join();
+  ASSERT_TRUE(abandoned.has_value());
+  EXPECT_GE(abandoned_after, 0.2);
+  EXPECT_LT(abandoned_after, 2.0);
+  EXPECT_EQ(abandoned->completion.state, Completion::State::interrupted);
+  EXPECT_NE(abandoned->completion.reason.find("ceilings"), std::string::npos)
+      << abandoned->completion.reason;
+  EXPECT_EQ(points_finished(*abandoned), 0);
+  EXPECT_EQ(r.completion.state, Completion::State::interrupted);
 }
 
 TEST_F(RunnerTest, GivenCeilingsAreNotRemeasured) {

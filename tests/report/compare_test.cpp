@@ -73,13 +73,55 @@ TEST(Merge, RejectsMismatchedOrDuplicatedShards) {
   EXPECT_THROW(merge_reports({}), InputError);
 }
 
-TEST(Merge, KeepsTheWorstCompletion) {
+TEST(Merge, APartialShardIsRefusedUnlessAllowed) {
   std::vector<Report> shards = shard(sample_report(), 2);
   shards[1].completion.state = Completion::State::device_failure;
   shards[1].completion.reason = "Xid 79";
-  const Report merged = merge_reports(shards);
-  EXPECT_EQ(merged.completion.state, Completion::State::device_failure);
+  MergeOptions o;
+  o.names = {"a.json", "b.json"};
+  try {
+    merge_reports(shards, o);
+    ADD_FAILURE() << "a partial shard was merged";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("shard 1/2 (b.json) is device_failure: Xid 79"),
+              std::string::npos)
+        << e.what();
+  }
+  o.allow_partial = true;
+  const Report merged = merge_reports(shards, o);
+  EXPECT_EQ(merged.completion.state, Completion::State::partial);
   EXPECT_NE(merged.completion.reason.find("Xid 79"), std::string::npos);
+}
+
+TEST(Merge, MissingShardsAreNamedAndListedWhenAllowed) {
+  const Report full = sample_report();
+  std::vector<Report> shards = shard(full, 3);
+  const std::vector<Report> two = {shards[0], shards[2]};
+  try {
+    merge_reports(two);
+    ADD_FAILURE() << "an incomplete set was merged";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing shard 1/3 of 3"), std::string::npos) << e.what();
+  }
+  MergeOptions o;
+  o.allow_partial = true;
+  o.planned_points = [&] {
+    std::vector<PointResult> all = full.results;
+    for (auto& p : all) p.status = PointStatus::not_run;
+    return all;
+  };
+  const Report merged = merge_reports(two, o);
+  ASSERT_EQ(merged.results.size(), full.results.size());
+  for (std::size_t i = 0; i < full.results.size(); ++i) {
+    EXPECT_EQ(merged.results[i].index, full.results[i].index);
+    EXPECT_EQ(merged.results[i].status,
+              full.results[i].index % 3 == 1 ? PointStatus::not_run : full.results[i].status);
+  }
+  EXPECT_EQ(merged.completion.state, Completion::State::partial);
+  EXPECT_EQ(merged.completion.points_planned, static_cast<int>(full.results.size()));
+  // Shards of different counts never merge, not even partially.
+  std::vector<Report> mixed = {shard(full, 2)[0], shards[1]};
+  EXPECT_THROW(merge_reports(mixed, o), InputError);
 }
 
 // Three points (batch 1, 2, 4) of `n` lognormal samples each; point i's median is scaled by

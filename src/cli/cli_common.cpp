@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <type_traits>
 
@@ -13,6 +14,7 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "common/json_text.h"
 #include "report/report.h"
 
 namespace decodebench::cli {
@@ -71,13 +73,10 @@ SweepConfig resolve_sweep_config(const SweepFlags& f) {
   if (!f.config.empty()) {
     std::ifstream in(f.config);
     if (!in) throw InputError(f.config + ": cannot open the sweep config (--config)");
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw InputError(f.config + ": not valid JSON: " + e.what());
-    }
-    cfg = sweep_config_from_json(j, f.config, cfg);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    // The reader's own parse: the same depth cap, number checks and comments as load_sweep_config.
+    cfg = sweep_config_from_json(parse_json_text(text, f.config, /*ignore_comments=*/true),
+                                 f.config, cfg);
   }
   for (const auto& b : f.bound) {
     if (b.option->count() > 0) b.apply(cfg);

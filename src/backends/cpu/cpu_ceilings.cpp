@@ -200,10 +200,24 @@ void triad_kernel(float* a, const float* b, const float* c, float scalar, std::s
 }
 
 namespace {
-constexpr int kFmaChains = 16;  // >= latency (4) x FMA ports (2), with room to spare
+// The FMA peak is measured in the widest vector the build targets, as many independent chains as
+// latency (4-5 cycles) x FMA ports (2) need, all in registers. A 64-byte vector on an AVX2 build
+// is two ymm halves that GCC keeps in memory (a "peak" of 14 GFLOP/s on a Zen 3 VM whose decode
+// reaches 50), so the vector is the register's width.
+#if defined(__AVX512F__)
+constexpr int kFmaLanes = 16;
+constexpr int kFmaChains = 16;  // 16 of the 32 zmm registers, with room to spare
+#elif defined(__AVX__)
+constexpr int kFmaLanes = 8;
+constexpr int kFmaChains = 10;  // 10 ymm chains + 2 constants within the 16 ymm registers
+#else
+constexpr int kFmaLanes = 4;
+constexpr int kFmaChains = 10;
+#endif
+using VFma = float __attribute__((vector_size(kFmaLanes * sizeof(float))));
 // Chain k starts at a different value: identical chains would be merged into one by the
 // compiler (equal recurrences from equal starts are one value), leaving a single latency-bound
-// chain and a "peak" 16x too high.
+// chain and a "peak" many times too high.
 constexpr float fma_start(int chain) { return 0.5f * static_cast<float>(chain) / kFmaChains; }
 double fma_mean_start() {
   double sum = 0;
@@ -212,25 +226,25 @@ double fma_mean_start() {
 }
 }  // namespace
 
-std::int64_t fma_flops_per_iteration() { return std::int64_t{kFmaChains} * 16 * 2; }
+std::int64_t fma_flops_per_iteration() { return std::int64_t{kFmaChains} * kFmaLanes * 2; }
 
 double fma_kernel(std::int64_t iterations, float m, int threads) {
   double total = 0;
   const int nt = resolve_threads(threads);
 #pragma omp parallel num_threads(nt) reduction(+ : total)
   {
-    V16 x[kFmaChains];
-    for (int k = 0; k < kFmaChains; ++k) x[k] = V16{} + fma_start(k);
-    const V16 vm = V16{} + m;
-    const V16 va = V16{} + (1.0f - m);
+    VFma x[kFmaChains];
+    for (int k = 0; k < kFmaChains; ++k) x[k] = VFma{} + fma_start(k);
+    const VFma vm = VFma{} + m;
+    const VFma va = VFma{} + (1.0f - m);
     for (std::int64_t it = 0; it < iterations; ++it) {
 #pragma GCC unroll 16
       for (int k = 0; k < kFmaChains; ++k) x[k] = x[k] * vm + va;  // one FMA (-ffp-contract=fast)
     }
     double sum = 0;
     for (int k = 0; k < kFmaChains; ++k)
-      for (int l = 0; l < 16; ++l) sum += x[k][l];
-    total += sum / (kFmaChains * 16);
+      for (int l = 0; l < kFmaLanes; ++l) sum += x[k][l];
+    total += sum / (kFmaChains * kFmaLanes);
   }
   return total / nt;
 }

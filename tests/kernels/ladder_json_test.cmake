@@ -1,6 +1,7 @@
 # cmake/ladder.cmake's checks of kernels/paged_decode/ladder.json, with planted faults: a rung
 # without "compute" and one with an unknown unit must fail configuring with a message naming the
-# rung and the valid units; a well-formed rung passes and reports its unit.
+# rung and the valid units; a well-formed rung passes and reports its unit. The same for
+# "prefix_aware" (required, boolean, needs "uses_workspace").
 #   cmake -DLADDER_CMAKE=<cmake/ladder.cmake> -DWORK_DIR=<scratch dir> -P ladder_json_test.cmake
 cmake_minimum_required(VERSION 3.20)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -31,10 +32,18 @@ function(expect rung want_ok want_text)
   endif()
 endfunction()
 
-set(base "\"max_group\": 8, \"uses_workspace\": false")
+set(base "\"max_group\": 8, \"uses_workspace\": false, \"prefix_aware\": false")
 expect("${base}, \"compute\": \"tensor_core\"" TRUE "compute=tensor_core")
 expect("${base}, \"compute\": \"fma\"" TRUE "compute=fma")
 expect("${base}" FALSE "rung 0 has no 'compute'")
 expect("${base}, \"compute\": \"simd\"" FALSE "compute must be \"fma\" or \"tensor_core\", got 'simd'")
 expect("${base}, \"compute\": 1" FALSE "compute must be")
+# prefix_aware: required, boolean, and only with a workspace (the prefix partials merge there).
+set(unaware "\"max_group\": 8, \"uses_workspace\": false, \"compute\": \"fma\"")
+expect("${unaware}" FALSE "rung 0 has no 'prefix_aware'")
+expect("${unaware}, \"prefix_aware\": 1" FALSE "prefix_aware must be true or false")
+expect("\"max_group\": 8, \"uses_workspace\": false, \"prefix_aware\": true, \"compute\": \"tensor_core\""
+       FALSE "prefix_aware needs uses_workspace")
+expect("\"max_group\": 8, \"uses_workspace\": true, \"prefix_aware\": true, \"compute\": \"tensor_core\""
+       TRUE "compute=tensor_core")
 file(REMOVE_RECURSE ${WORK_DIR})

@@ -184,7 +184,7 @@ TEST(Datasheet, OutOfRangeValuesAreRejected) {
   const auto error = [](const std::string& extra) {
     return error_of([&] {
       parse_datasheets(R"({"devices": [{"key": "x", "name": "X", "match": ["X"], "bandwidth": 1e12,
-          "fp32_flops": 1e12, )" +
+          "fp32_flops": 1e12, "tensor_f16_flops": 1e14, )" +
                            extra + "}]}",
                        "d.json");
     });

@@ -11,6 +11,7 @@
 
 #include "report/device_info.h"    // DeviceInfo, Ceilings: what a report records of a device
 #include "report/timing_record.h"  // TimingRecord: how a point's samples were timed
+#include "workload/layer_model.h"  // LayerStage, GemmShape: scope "layer"
 #include "workload/workload.h"
 
 namespace decodebench {
@@ -39,6 +40,33 @@ class PreparedPoint {
   // shared VM) this pairs each step with the bandwidth of its own moment, where the sweep's
   // ceilings are minutes old (roofline.fraction_paired; compare's normalized space).
   virtual std::vector<double> paired_read_samples() const { return {}; }
+};
+
+// Scope "layer" (src/workload/layer_model.h): how the layer's GEMMs are set up.
+struct LayerOptions {
+  DType weights_dtype = DType::bf16;
+};
+
+// A layer-scope point made ready: one layer's decode step for the whole batch (the four GEMMs
+// around the attention rung) and the LM head. run() runs every stage in order; output() is the
+// attention's output, validated as at scope attention; time_one() times qkv_proj..down_proj
+// (the LM head is run in the same sample after them but timed apart, stage_samples()).
+class PreparedLayer : public PreparedPoint {
+ public:
+  // Per stage, in LayerStage order (attention included, lm_head last): the time of that stage in
+  // each time_one() sample so far, seconds ([kNumLayerStages][samples]).
+  virtual std::vector<std::vector<double>> stage_samples() const = 0;
+  // After run(): GEMM `stage`'s input (the k elements of each row it read, packed [rows][k]) and
+  // output ([rows][n]) on the given rows of the batch, decoded to float, for the harness's
+  // reference product. Throws std::invalid_argument for attention.
+  struct GemmValues {
+    std::vector<float> input;
+    std::vector<float> output;
+  };
+  virtual GemmValues gemm_values(LayerStage stage, std::span<const int> rows) = 0;
+  // The GEMM library that ran them, with its version and where it was loaded from:
+  // "OpenBLAS 0.3.21 (cblas_sbgemm)", "cuBLASLt 12.4.5 (/usr/local/cuda/lib64/libcublasLt.so.12)".
+  virtual std::string gemm_library() const = 0;
 };
 
 class Backend {
@@ -74,6 +102,28 @@ class Backend {
   // built on the host. A backend that cannot throws InputError.
   virtual std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
                                                  const TimingOptions& timing) = 0;
+
+  // --- scope "layer" ---------------------------------------------------------------------------
+  // Empty if this backend can run the layer step of `spec` with attention rung `kernel` (already
+  // runnable: skip_reason() is empty) and these GEMMs; else why not (no GEMM library here, a
+  // weights dtype it lacks, the weights do not fit memory). Default: this backend has no layer
+  // scope.
+  virtual std::string layer_skip_reason(const WorkloadSpec& spec, std::string_view kernel,
+                                        const LayerOptions& layer);
+  // Makes the layer step of `w` ready (weights generated where they live from the counter
+  // generator, layer_model.h "test data"); `w` follows prepare()'s layout-only convention.
+  // Default: throws InputError.
+  virtual std::unique_ptr<PreparedLayer> prepare_layer(const Workload& w, std::string_view kernel,
+                                                       const LayerOptions& layer,
+                                                       const TimingOptions& timing);
+  // The compute roof of the layer's GEMMs at `weights`, FLOP/s, named: cpu: the GEMM library's
+  // rate measured on a large square product; cuda: the datasheet's dense tensor-core peak for
+  // the dtype. flops 0 where unknown. Default: unknown.
+  struct GemmCeiling {
+    double flops = 0;
+    std::string name;  // "OpenBLAS cblas_sbgemm 2048^3 (measured)", "tensor-core bf16 (datasheet)"
+  };
+  virtual GemmCeiling gemm_ceiling(DType weights);
 };
 
 // "cpu", "emu", "cuda" or "auto" (cuda when a GPU is present, else cpu). Throws InputError for

@@ -197,13 +197,15 @@ int positive_int(const nlohmann::json& j, const char* key, const std::string& fi
 ModelShape parse_model_json(std::string_view text, const std::string& file) {
   const nlohmann::json j = parse_json_text(text, file);
   if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", file));
-  static const std::set<std::string> kKeys = {"name",     "num_q_heads", "num_kv_heads",
-                                              "head_dim", "num_layers",  "source"};
+  static const std::set<std::string> kKeys = {
+      "name",        "num_q_heads",       "num_kv_heads", "head_dim",   "num_layers",
+      "hidden_size", "intermediate_size", "vocab_size",   "num_params", "tie_word_embeddings",
+      "source"};
   for (const auto& [key, value] : j.items()) {
     if (!kKeys.count(key)) {
       throw InputError(fmt::format(
           "{}: unknown key '{}'; valid: name, num_q_heads, num_kv_heads, head_dim, num_layers, "
-          "source",
+          "hidden_size, intermediate_size, vocab_size, num_params, tie_word_embeddings, source",
           file, key));
     }
   }
@@ -217,6 +219,26 @@ ModelShape parse_model_json(std::string_view text, const std::string& file) {
   m.num_kv_heads = positive_int(j, "num_kv_heads", file);
   m.head_dim = positive_int(j, "head_dim", file);
   m.num_layers = positive_int(j, "num_layers", file);
+  // Optional: a model file for attention only may leave the rest of the layer out.
+  if (j.contains("hidden_size")) m.hidden_size = positive_int(j, "hidden_size", file);
+  if (j.contains("intermediate_size"))
+    m.intermediate_size = positive_int(j, "intermediate_size", file);
+  if (j.contains("vocab_size")) m.vocab_size = positive_int(j, "vocab_size", file);
+  if (j.contains("num_params")) {
+    const nlohmann::json& v = j.at("num_params");
+    if (!v.is_number_integer() || v.get<long long>() <= 0) {
+      throw InputError(
+          fmt::format("{}: key 'num_params' must be a positive integer, got {}", file, v.dump()));
+    }
+    m.num_params = v.get<std::int64_t>();
+  }
+  if (j.contains("tie_word_embeddings")) {
+    if (!j.at("tie_word_embeddings").is_boolean()) {
+      throw InputError(fmt::format("{}: key 'tie_word_embeddings' must be true or false, got {}",
+                                   file, j.at("tie_word_embeddings").dump()));
+    }
+    m.tie_word_embeddings = j.at("tie_word_embeddings").get<bool>();
+  }
   if (j.contains("source")) {
     if (!j.at("source").is_string()) {
       throw InputError(fmt::format("{}: key 'source' must be a string", file));

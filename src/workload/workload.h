@@ -20,9 +20,20 @@ struct ModelShape {
   int num_q_heads = 0;   // Hq
   int num_kv_heads = 0;  // Hkv
   int head_dim = 0;      // d
-  int num_layers = 0;    // only for tokens/s
+  int num_layers = 0;    // tokens/s of the model, the calculator's all-layer sums
   std::string source;    // where the shape comes from (the preset's "source"), may be empty
+  // The rest of one layer and the model, for layer scope and the calculator's weights
+  // (src/workload/layer_model.h). 0: not given (a model file may describe attention only; the
+  // presets give all of them, from the published configs).
+  int hidden_size = 0;
+  int intermediate_size = 0;  // the MLP's (gate and up each project hidden -> intermediate)
+  int vocab_size = 0;
+  std::int64_t num_params = 0;       // as published: every weight, embeddings included
+  bool tie_word_embeddings = false;  // the LM head is the embedding matrix (one copy in memory)
   int group() const { return num_kv_heads ? num_q_heads / num_kv_heads : 0; }
+  bool has_layer_shape() const {
+    return hidden_size > 0 && intermediate_size > 0 && vocab_size > 0;
+  }
 };
 
 // configs/models/<name>.json, or a path to such a file. Throws InputError naming the file and

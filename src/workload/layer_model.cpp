@@ -1,0 +1,171 @@
+#include "workload/layer_model.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "common/counter_rng.h"
+#include "common/dtype.h"
+
+namespace decodebench {
+
+std::string_view stage_name(LayerStage s) {
+  switch (s) {
+    case LayerStage::qkv_proj: return "qkv_proj";
+    case LayerStage::attention: return "attention";
+    case LayerStage::o_proj: return "o_proj";
+    case LayerStage::gate_up_proj: return "gate_up_proj";
+    case LayerStage::down_proj: return "down_proj";
+    case LayerStage::lm_head: return "lm_head";
+  }
+  return "?";
+}
+
+bool is_gemm(LayerStage s) { return s != LayerStage::attention; }
+
+const std::array<std::string_view, 6> kLayerLeftOut = {
+    "input RMSNorm",
+    "rotary embedding of q and k",
+    "appending this step's K and V to the cache (the attention reads the workload's q and KV, "
+    "not qkv_proj's output: the same bytes)",
+    "residual adds",
+    "post-attention RMSNorm",
+    "SiLU(gate) * up (down_proj reads the gate half of gate_up_proj's output)",
+};
+
+const float kActivationFp8Scale = kGeneratorBound / 448.0f;
+
+GemmShape gemm_shape(const ModelShape& m, LayerStage stage, int batch) {
+  if (!m.has_layer_shape()) {
+    throw std::invalid_argument(fmt::format("model {} has no layer shape", m.name));
+  }
+  const std::int64_t hidden = m.hidden_size;
+  const std::int64_t q_dim = std::int64_t{m.num_q_heads} * m.head_dim;
+  const std::int64_t kv_dim = std::int64_t{m.num_kv_heads} * m.head_dim;
+  const std::int64_t inter = m.intermediate_size;
+  GemmShape g;
+  g.stage = stage;
+  g.m = batch;
+  switch (stage) {
+    case LayerStage::qkv_proj: g.n = q_dim + 2 * kv_dim, g.k = hidden; break;
+    case LayerStage::o_proj: g.n = hidden, g.k = q_dim; break;
+    case LayerStage::gate_up_proj: g.n = 2 * inter, g.k = hidden; break;
+    case LayerStage::down_proj: g.n = hidden, g.k = inter; break;
+    case LayerStage::lm_head: g.n = m.vocab_size, g.k = hidden; break;
+    case LayerStage::attention: throw std::invalid_argument("attention is not a GEMM");
+  }
+  g.lda = stage == LayerStage::down_proj ? 2 * inter : g.k;
+  return g;
+}
+
+std::string layer_support_error(const ModelShape& m, DType weights, DType q_dtype) {
+  if (!m.has_layer_shape()) {
+    return fmt::format(
+        "model {} gives no layer shape: layer scope needs hidden_size, intermediate_size and "
+        "vocab_size in its model file (the presets in configs/models have them)",
+        m.name);
+  }
+  if (weights != DType::bf16 && weights != DType::f16 && weights != DType::fp8_e4m3) {
+    return fmt::format("weights dtype must be bf16, f16 or fp8_e4m3, got {}", dtype_name(weights));
+  }
+  if (!is_fp8(weights) && weights != q_dtype) {
+    return fmt::format(
+        "{} weights need {} activations: a GEMM reads its input in the weights' type, and the "
+        "q dtype ({}) is the activations' (set --q-dtype {})",
+        dtype_name(weights), dtype_name(weights), dtype_name(q_dtype), dtype_name(weights));
+  }
+  return "";
+}
+
+LayerTensor weight_tensor(LayerStage gemm) {
+  switch (gemm) {
+    case LayerStage::qkv_proj: return LayerTensor::w_qkv;
+    case LayerStage::o_proj: return LayerTensor::w_o;
+    case LayerStage::gate_up_proj: return LayerTensor::w_gate_up;
+    case LayerStage::down_proj: return LayerTensor::w_down;
+    case LayerStage::lm_head: return LayerTensor::w_lm_head;
+    case LayerStage::attention: break;
+  }
+  throw std::invalid_argument("attention has no weight");
+}
+
+TensorScale weight_scale(const GemmShape& shape, DType weights) {
+  const float inv_sqrt_k = 1.0f / std::sqrt(static_cast<float>(shape.k));
+  if (!is_fp8(weights)) return {inv_sqrt_k, 1.0f};
+  const float fmax = fp8_max(weights);
+  return {fmax / kGeneratorBound, kGeneratorBound / fmax * inv_sqrt_k};
+}
+
+TensorScale input_scale(DType weights) {
+  if (!is_fp8(weights)) return {1.0f, 1.0f};
+  return {1.0f / kActivationFp8Scale, kActivationFp8Scale};
+}
+
+float weight_value(std::uint64_t seed, const GemmShape& shape, DType weights, std::int64_t n,
+                   std::int64_t kk) {
+  const TensorScale s = weight_scale(shape, weights);
+  const auto tensor = static_cast<std::uint32_t>(weight_tensor(shape.stage));
+  const float raw = counter_normal(seed, tensor, static_cast<std::uint64_t>(n * shape.k + kk));
+  std::byte enc[4];
+  encode_value(weights, raw * s.inv_scale, enc);
+  return decode_value(weights, enc) * s.scale;
+}
+
+void weight_row(std::uint64_t seed, const GemmShape& shape, DType weights, std::int64_t n,
+                std::span<float> out) {
+  if (static_cast<std::int64_t>(out.size()) != shape.k) {
+    throw std::invalid_argument(
+        fmt::format("weight_row: {} floats for k = {}", out.size(), shape.k));
+  }
+  for (std::int64_t kk = 0; kk < shape.k; ++kk) out[kk] = weight_value(seed, shape, weights, n, kk);
+}
+
+GemmModel gemm_model(const GemmShape& shape, DType weights, DType activations) {
+  GemmModel g;
+  g.shape = shape;
+  g.weight_bytes = shape.n * shape.k * static_cast<std::int64_t>(dtype_size(weights));
+  g.input_bytes =
+      shape.m * shape.k * static_cast<std::int64_t>(dtype_size(gemm_input_dtype(weights)));
+  g.output_bytes = shape.m * shape.n * static_cast<std::int64_t>(dtype_size(activations));
+  g.flops = 2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
+            static_cast<double>(shape.k);
+  return g;
+}
+
+LayerModel layer_model(const WorkloadSpec& spec, const PagedLayout& layout, DType weights) {
+  const std::string why = layer_support_error(spec.model, weights, spec.q_dtype);
+  if (!why.empty()) throw std::invalid_argument(why);
+  const int rows = static_cast<int>(layout.context_lens.size());
+  LayerModel lm;
+  lm.attention = byte_model(spec, layout);
+  for (std::size_t i = 0; i < kLayerGemms.size(); ++i) {
+    lm.gemms[i] = gemm_model(gemm_shape(spec.model, kLayerGemms[i], rows), weights, spec.q_dtype);
+    lm.weight_bytes += lm.gemms[i].weight_bytes;
+    lm.activation_bytes += lm.gemms[i].input_bytes + lm.gemms[i].output_bytes;
+    lm.gemm_flops += lm.gemms[i].flops;
+  }
+  lm.lm_head = gemm_model(gemm_shape(spec.model, LayerStage::lm_head, rows), weights, spec.q_dtype);
+  lm.bytes_min = lm.weight_bytes + lm.activation_bytes + lm.attention.min;
+  lm.flops = lm.gemm_flops + lm.attention.flops;
+  return lm;
+}
+
+std::int64_t params_from_shape(const ModelShape& m) {
+  if (!m.has_layer_shape()) return 0;
+  std::int64_t per_layer = 0;
+  for (LayerStage s : kLayerGemms) {
+    const GemmShape g = gemm_shape(m, s, 1);
+    per_layer += g.n * g.k;
+  }
+  // gate_up_proj counts gate and up; down_proj's k is I, its weight hidden x I: all counted.
+  const std::int64_t embed = std::int64_t{m.vocab_size} * m.hidden_size;
+  return embed + per_layer * m.num_layers + (m.tie_word_embeddings ? 0 : embed);
+}
+
+std::int64_t model_weight_bytes(const ModelShape& m, DType weights) {
+  const std::int64_t params = m.num_params > 0 ? m.num_params : params_from_shape(m);
+  return params * static_cast<std::int64_t>(dtype_size(weights));
+}
+
+}  // namespace decodebench

@@ -33,6 +33,25 @@ SeriesKey series_key(const PointResult& p) {
 
 }  // namespace
 
+std::optional<Knee> find_knee(std::span<const int> batches, std::span<const double> values) {
+  if (batches.size() != values.size() || batches.size() < 2) return std::nullopt;
+  Knee k;
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < values.size(); ++i) {
+    if (values[i] > values[best]) best = i;
+  }
+  k.plateau = values[best];
+  k.plateau_batch = batches[best];
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i] >= kKneeFraction * k.plateau) {
+      k.knee_batch = batches[i];
+      k.knee_value = values[i];
+      break;
+    }
+  }
+  return k;
+}
+
 json compute_knees(std::span<const PointResult> results) {
   std::map<SeriesKey, std::vector<const PointResult*>> series;
   for (const auto& p : results) {

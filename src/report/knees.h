@@ -10,6 +10,7 @@
 // costs proportionally more step time. Series with fewer than 2 ok points have no knee.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 
@@ -20,6 +21,18 @@
 namespace decodebench {
 
 inline constexpr double kKneeFraction = 0.9;
+
+// The rule itself, for a measured series and a predicted one alike (`decodebench model`):
+// `batches` ascending and distinct, `values` (bandwidth, tokens/s) aligned with them. The knee is
+// the first batch whose value is >= kKneeFraction of the largest; the plateau is that largest
+// value and plateau_batch the first batch reaching it. nullopt below 2 points.
+struct Knee {
+  int knee_batch = 0;
+  double knee_value = 0;
+  double plateau = 0;
+  int plateau_batch = 0;
+};
+std::optional<Knee> find_knee(std::span<const int> batches, std::span<const double> values);
 
 // The definition above in words, as the report writes it ("knees_definition").
 extern const char* const kKneesDefinition;

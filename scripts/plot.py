@@ -6,6 +6,10 @@ and null values are missing values, never 0. Writes <prefix>-<name>.png and .svg
   roofline         achieved FLOP/s vs arithmetic intensity (log-log) under the device's roofs:
                    measured read bandwidth, datasheet bandwidth, each compute peak
   tokens-vs-batch  attention-only tokens/s vs batch, one line per series, the knee marked
+                   (scope attention points)
+  layer-knee       scope layer: the model's tokens/s vs batch, one line per series, the knee
+                   marked, with the same series' attention-only tokens/s dashed; below, the
+                   share of the layer step's time in its weight GEMMs
   ceiling-heatmap  fraction of the measured roof, batch x context, one panel per hit rate
   hit-rate         unique and logical bandwidth, and tokens/s, vs prefix-hit rate
   compare          change of each point against a baseline, with its interval and verdict
@@ -41,8 +45,8 @@ except ImportError:
     sys.exit("plot.py needs matplotlib for this python3 (" + sys.executable + "): run "
              "scripts/bootstrap.sh, or python3 -m pip install matplotlib")
 
-FIGURE_NAMES = ("roofline", "tokens-vs-batch", "ceiling-heatmap", "hit-rate", "compare",
-                "dtype-speedup")
+FIGURE_NAMES = ("roofline", "tokens-vs-batch", "layer-knee", "ceiling-heatmap", "hit-rate",
+                "compare", "dtype-speedup")
 SCHEMA_VERSION = 1
 COMPARE_KIND, COMPARE_VERSION = "decodebench-compare", 1
 VERDICT_COLORS = {"SAME": "tab:gray", "SLOWER": "tab:red", "FASTER": "tab:green",
@@ -54,7 +58,7 @@ DEFAULT_DECODEBENCH = os.path.join(REPO_ROOT, "build", "src", "cli", "decodebenc
 
 # A point's identity in a report (docs/report-schema.md, the knee series key plus batch). The
 # kernel is the one requested: "auto" is one series even where its choice changes with batch.
-IDENTITY = ("model", "kernel_requested", "kv_dtype", "q_dtype", "block_size", "prefix_groups",
+IDENTITY = ("scope", "model", "kernel_requested", "kv_dtype", "q_dtype", "block_size", "prefix_groups",
             "context", "hit_rate", "batch")
 
 
@@ -168,8 +172,7 @@ def identity(r, without=()):
     for f in IDENTITY:
         if f in without:
             continue
-        v = r.get(f)
-        out.append(context_key(v) if f == "context" else v)
+        out.append(identity_value(r, f))
     return tuple(out)
 
 
@@ -182,6 +185,7 @@ def kernel_label(rows):
 
 
 FIELD_LABELS = {
+    "scope": lambda r: f"scope={scope_of(r)}",
     "model": lambda r: r["model"],
     "kernel_requested": lambda r: r["kernel_requested"] if r["kernel_requested"] != "auto"
     else f"auto→{r['kernel']}",
@@ -201,7 +205,14 @@ def varying(points, fields):
 
 
 def identity_value(r, f):
+    if f == "scope":
+        return scope_of(r)
     return context_key(r[f]) if f == "context" else r.get(f)
+
+
+def scope_of(r):
+    """A point's or knee's scope; reports from before scopes hold attention points only."""
+    return r.get("scope") or "attention"
 
 
 def label(r, fields):
@@ -316,7 +327,7 @@ def fig_roofline(report, points):
 # ---- tokens vs batch -------------------------------------------------------------------------
 
 def knee_matches(knee, r):
-    return (knee["model"] == r["model"] and knee["kernel"] == r["kernel_requested"]
+    return (scope_of(knee) == scope_of(r) and knee["model"] == r["model"] and knee["kernel"] == r["kernel_requested"]
             and knee["kv_dtype"] == r["kv_dtype"]
             and knee.get("q_dtype", r["q_dtype"]) == r["q_dtype"]
             and knee.get("block_size", r["block_size"]) == r["block_size"]
@@ -378,6 +389,70 @@ def fig_tokens_vs_batch(report, points):
         labels.append("knee: smallest batch ≥ 90 % of max bandwidth")
         ax.legend(handles, labels, fontsize=6.5, loc="best")
     fig.suptitle(f"Tokens/s vs batch: {describe(report, points)}", fontsize=9)
+    return fig
+
+
+def layer_time_share(r):
+    """The share of a layer step's stage time spent in its weight GEMMs (NaN if not recorded)."""
+    t = dig(r, "layer", "time_s") or {}
+    w, kv = num(t.get("weights")), num(t.get("kv"))
+    return w / (w + kv) if w + kv > 0 else float("nan")
+
+
+def fig_layer_knee(report, points):
+    layer = [r for r in points if scope_of(r) == "layer"]
+    attention = {identity(r, ("scope",)): r for r in points if scope_of(r) == "attention"}
+    panels = panels_by_kernel(layer)
+    fig = new_figure(6.5 * len(panels), 8)
+    axes = fig.subplots(2, len(panels), squeeze=False, height_ratios=(2, 1))
+    series_fields = [f for f in IDENTITY if f not in ("batch", "kernel_requested", "scope")]
+    shown = varying(layer, series_fields)
+    style = style_maps(layer)
+    knees = report.get("knees") or []
+    for col, (kernel, rows) in enumerate(panels):
+        ax, share_ax = axes[0][col], axes[1][col]
+        for key, series in grouped(rows, ("batch",)).items():
+            series.sort(key=lambda r: r["batch"])
+            st = style(series[0])
+            batches = [r["batch"] for r in series]
+            tokens = [num(r.get("tokens_per_s")) for r in series]
+            ax.plot(batches, tokens, label=label(series[0], shown), linewidth=1.5,
+                    markersize=4, gid="series", **st)
+            twins = [attention.get(identity(r, ("scope",))) for r in series]
+            if any(twins):
+                xs = [b for b, t in zip(batches, twins) if t]
+                ys = [num(t.get("tokens_per_s")) for t in twins if t]
+                ax.plot(xs, ys, color=st["color"], linestyle=":", linewidth=1, marker=st["marker"],
+                        markersize=3, alpha=0.6, label="_attention", gid="attention")
+            share_ax.plot(batches, [layer_time_share(r) for r in series], linewidth=1.2,
+                          markersize=4, **st)
+            knee = next((k for k in knees if knee_matches(k, series[0])), None)
+            if knee is None or knee["knee_batch"] not in batches:
+                continue
+            y = tokens[batches.index(knee["knee_batch"])]
+            if not math.isnan(y):
+                ax.plot([knee["knee_batch"]], [y], marker="*", markersize=15, color=st["color"],
+                        markeredgecolor="black", linestyle="none", label="_knee", gid="knee")
+        batches = sorted({r["batch"] for r in rows})
+        for a in (ax, share_ax):
+            a.set_xscale("log", base=2)
+            a.set_xticks(batches, [str(b) for b in batches])
+            a.minorticks_off()
+            a.grid(True, which="both", alpha=0.25)
+        ax.set_yscale("log")
+        ax.set_ylabel("tokens/s of the model (all layers)")
+        ax.set_title(f"kernel {kernel_label(rows)}", fontsize=9)
+        share_ax.set_ylim(0, 1)
+        share_ax.set_xlabel("batch (sequences)")
+        share_ax.set_ylabel("share of step time\nin the weight GEMMs")
+        handles, labels = ax.get_legend_handles_labels()
+        handles += [Line2D([], [], color="gray", linestyle=":", linewidth=1),
+                    Line2D([], [], marker="*", markersize=12, color="gray",
+                           markeredgecolor="black", linestyle="none")]
+        labels += ["attention only (same series)", "knee: smallest batch ≥ 90 % of max tokens/s"]
+        ax.legend(handles, labels, fontsize=6.5, loc="best")
+    fig.suptitle(f"Layer step vs attention: tokens/s vs batch: {describe(report, layer)}",
+                 fontsize=9)
     return fig
 
 
@@ -577,7 +652,11 @@ def make_figures(report, compare=None, notes=None, names=FIGURE_NAMES):
         raise PlotError(f"unknown figure {', '.join(unknown)}; valid: {', '.join(FIGURE_NAMES)}")
     notes = notes if notes is not None else []
     points = ok_points(report)
+    attention = [r for r in points if scope_of(r) == "attention"]
     skip_reasons = {
+        "tokens-vs-batch": "no ok point at scope attention" if not attention else None,
+        "layer-knee": "no ok point at scope layer"
+        if not any(scope_of(r) == "layer" for r in points) else None,
         "hit-rate": "the ok points have a single hit rate"
         if len({r["hit_rate"] for r in points}) < 2 else None,
         "compare": "no baseline (give --compare FILE.json or --baseline BASE.json, or keep "
@@ -589,7 +668,8 @@ def make_figures(report, compare=None, notes=None, names=FIGURE_NAMES):
     }
     makers = {
         "roofline": lambda: fig_roofline(report, points),
-        "tokens-vs-batch": lambda: fig_tokens_vs_batch(report, points),
+        "tokens-vs-batch": lambda: fig_tokens_vs_batch(report, attention),
+        "layer-knee": lambda: fig_layer_knee(report, points),
         "ceiling-heatmap": lambda: fig_ceiling_heatmap(report, points),
         "hit-rate": lambda: fig_hit_rate(report, points),
         "compare": lambda: fig_compare(compare, report),

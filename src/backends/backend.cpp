@@ -3,8 +3,6 @@
 
 #include <string>
 
-#include <fmt/format.h>
-
 #include "backends/cpu/cpu_backend.h"
 #include "backends/emu/emu_backend.h"
 #include "common/errors.h"
@@ -62,17 +60,5 @@ std::unique_ptr<Backend> make_backend(std::string_view name, int device_index) {
   for (const std::string& n : backend_names()) valid += ", " + n;
   throw InputError("unknown backend '" + std::string(name) + "' (valid: " + valid + ")");
 }
-
-std::string Backend::layer_skip_reason(const WorkloadSpec&, std::string_view, const LayerOptions&) {
-  return fmt::format("the {} backend has no layer scope (--scope layer runs on cpu and cuda)",
-                     name());
-}
-
-std::unique_ptr<PreparedLayer> Backend::prepare_layer(const Workload&, std::string_view,
-                                                      const LayerOptions&, const TimingOptions&) {
-  throw InputError(layer_skip_reason(WorkloadSpec{}, "", LayerOptions{}));
-}
-
-Backend::GemmCeiling Backend::gemm_ceiling(DType) { return {}; }
 
 }  // namespace decodebench

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/errors.h"         // InputError
 #include "report/device_info.h"    // DeviceInfo, Ceilings: what a report records of a device
 #include "report/timing_record.h"  // TimingRecord: how a point's samples were timed
 #include "workload/layer_model.h"  // LayerStage, GemmShape: scope "layer"
@@ -108,14 +109,18 @@ class Backend {
   // runnable: skip_reason() is empty) and these GEMMs; else why not (no GEMM library here, a
   // weights dtype it lacks, the weights do not fit memory). Default: this backend has no layer
   // scope.
-  virtual std::string layer_skip_reason(const WorkloadSpec& spec, std::string_view kernel,
-                                        const LayerOptions& layer);
+  virtual std::string layer_skip_reason(const WorkloadSpec& /*spec*/, std::string_view /*kernel*/,
+                                        const LayerOptions& /*layer*/) {
+    return "the " + name() + " backend has no layer scope (--scope layer runs on cpu and cuda)";
+  }
   // Makes the layer step of `w` ready (weights generated where they live from the counter
   // generator, layer_model.h "test data"); `w` follows prepare()'s layout-only convention.
   // Default: throws InputError.
   virtual std::unique_ptr<PreparedLayer> prepare_layer(const Workload& w, std::string_view kernel,
                                                        const LayerOptions& layer,
-                                                       const TimingOptions& timing);
+                                                       const TimingOptions& /*timing*/) {
+    throw InputError(layer_skip_reason(w.spec, kernel, layer));
+  }
   // The compute roof of the layer's GEMMs at `weights`, FLOP/s, named: cpu: the GEMM library's
   // rate measured on a large square product; cuda: the datasheet's dense tensor-core peak for
   // the dtype. flops 0 where unknown. Default: unknown.
@@ -123,7 +128,7 @@ class Backend {
     double flops = 0;
     std::string name;  // "OpenBLAS cblas_sbgemm 2048^3 (measured)", "tensor-core bf16 (datasheet)"
   };
-  virtual GemmCeiling gemm_ceiling(DType weights);
+  virtual GemmCeiling gemm_ceiling(DType /*weights*/) { return {}; }
 };
 
 // "cpu", "emu", "cuda" or "auto" (cuda when a GPU is present, else cpu). Throws InputError for

@@ -80,4 +80,46 @@ RooflineResult compute_roofline(const RooflineInput& in, double t_s, const Devic
   return out;
 }
 
+double stage_roof_time(const StageRoofInput& s, double bw) {
+  return roof_time(s.bytes, s.flops, bw, s.flop_roof).t;
+}
+
+RooflineResult compute_layer_roofline(std::span<const StageRoofInput> stages,
+                                      const RooflineInput& in, const ComputeCeiling& gemm_ceiling,
+                                      double t_s, const DeviceInfo& device,
+                                      double paired_read_Bps) {
+  if (!(t_s > 0)) throw std::invalid_argument("compute_layer_roofline: time must be > 0");
+  if (in.batch <= 0) throw std::invalid_argument("compute_layer_roofline: batch must be > 0");
+  // Sum of the stage roofs at one bandwidth, and how much of it the FLOP terms make.
+  const auto sum_at = [&](double bw, double* compute_share) {
+    if (!(bw > 0)) return kNotAvailable;
+    double t = 0, t_compute = 0;
+    for (const StageRoofInput& s : stages) {
+      const Roof r = roof_time(s.bytes, s.flops, bw, s.flop_roof);
+      t += r.t;
+      if (r.bound == Bound::compute) t_compute += r.t;
+    }
+    if (compute_share) *compute_share = t > 0 ? t_compute / t : 0;
+    return t;
+  };
+  RooflineResult out;
+  out.bandwidth.achieved = in.bytes_min / t_s;
+  out.bandwidth.logical = in.bytes_logical / t_s;
+  if (in.num_layers > 0) out.tokens_per_s = in.batch / (t_s * in.num_layers);
+  double share_measured = 0, share_datasheet = 0;
+  const double t_measured = sum_at(measured_bandwidth_roof(device.measured), &share_measured);
+  const double t_datasheet = sum_at(device.bandwidth_datasheet, &share_datasheet);
+  out.roofline.compute_ceiling = gemm_ceiling;
+  out.roofline.t_roof_s = t_measured;
+  const double share = available(t_measured) ? share_measured : share_datasheet;
+  out.roofline.bound = share > 0.5 ? Bound::compute : Bound::memory;
+  out.roofline.fraction_measured = t_measured / t_s;
+  out.roofline.fraction_datasheet = t_datasheet / t_s;
+  if (paired_read_Bps > 0) {
+    out.roofline.paired_read_Bps = paired_read_Bps;
+    out.roofline.fraction_paired = sum_at(paired_read_Bps, nullptr) / t_s;
+  }
+  return out;
+}
+
 }  // namespace decodebench

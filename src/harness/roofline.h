@@ -10,6 +10,8 @@
 // fraction NaN (null in the JSON), never 0 or infinity.
 #pragma once
 
+#include <span>
+
 #include "backends/backend.h"
 #include "report/point_result.h"
 
@@ -46,5 +48,22 @@ struct RooflineResult {
 // roofline.fraction_paired.
 RooflineResult compute_roofline(const RooflineInput& in, double t_s, const DeviceInfo& device,
                                 double paired_read_Bps = kNotAvailable);
+
+// Scope layer: the stages run one after another, so the step's roof is the sum of its stages'
+//   t_roof = sum_s max(bytes_s / BW, flops_s / roof_s)
+// (the GEMMs against the GEMM ceiling, the attention against its kernel's units; a stage whose
+// roof is unknown counts its bytes only). bound: whichever kind of term makes up most of t_roof;
+// roofline.compute_ceiling: the GEMMs'. Fractions, bandwidth and tokens/s as compute_roofline.
+struct StageRoofInput {
+  double bytes = 0;
+  double flops = 0;
+  double flop_roof = kNotAvailable;  // FLOP/s; NaN or 0: unknown
+};
+// One stage's roof time at bandwidth `bw` (NaN when bw is not known).
+double stage_roof_time(const StageRoofInput& s, double bw);
+RooflineResult compute_layer_roofline(std::span<const StageRoofInput> stages,
+                                      const RooflineInput& in, const ComputeCeiling& gemm_ceiling,
+                                      double t_s, const DeviceInfo& device,
+                                      double paired_read_Bps = kNotAvailable);
 
 }  // namespace decodebench

@@ -16,6 +16,7 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "harness/layer_step.h"
 #include "harness/measure.h"
 #include "harness/roofline.h"
 #include "harness/stats.h"
@@ -30,11 +31,17 @@ namespace decodebench {
 namespace {
 
 // The identity and the model's numbers of a point: everything known before it runs.
-PointResult describe(const SweepPoint& p, const std::string& backend, const PagedLayout& layout) {
+// A layer point the layer step cannot take keeps the attention's numbers; run_point skips it.
+PointResult describe(const SweepPoint& p, const std::string& backend, const PagedLayout& layout,
+                     DType weights) {
   const WorkloadSpec& s = p.spec;
   PointResult r = not_run_result(p, backend);
   r.status = PointStatus::ok;
   r.hit_rate_actual = layout.hit_rate_actual;
+  if (p.scope == Scope::layer && layer_support_error(s.model, weights, s.q_dtype).empty()) {
+    describe_layer(s, layout, weights, r);
+    return r;
+  }
   const ByteModel bm = byte_model(s, layout);
   r.bytes.kv_logical = static_cast<double>(bm.kv_logical);
   r.bytes.kv_unique = static_cast<double>(bm.kv_unique);
@@ -54,6 +61,7 @@ PointResult not_run_result(const SweepPoint& p, const std::string& backend) {
   r.kernel_requested = p.kernel;
   r.kernel = p.kernel;
   r.backend = backend;
+  r.scope = p.scope;
   r.model = s.model.name;
   r.num_q_heads = s.model.num_q_heads;
   r.num_kv_heads = s.model.num_kv_heads;
@@ -183,7 +191,13 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
     if (stop && stop->load()) throw Interrupted();
   };
   if (p.kernel == "auto") r.kernel = backend.choose_kernel(p.spec);
-  const std::string skip = backend.skip_reason(p.spec, r.kernel);
+  std::string skip = backend.skip_reason(p.spec, r.kernel);
+  const bool layer = p.scope == Scope::layer;
+  const LayerOptions layer_options{config.weights_dtype};
+  if (layer && skip.empty()) {
+    skip = layer_support_error(p.spec.model, config.weights_dtype, p.spec.q_dtype);
+    if (skip.empty()) skip = backend.layer_skip_reason(p.spec, r.kernel, layer_options);
+  }
   if (!skip.empty()) {
     r.status = PointStatus::skipped;
     r.reason = skip;
@@ -191,6 +205,12 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   }
   TimingOptions timing;
   timing.warm_l2 = config.measure.warm_l2;
+  // Scope layer: the whole layer step; everything below treats it as the point (its run() runs
+  // every stage, its output() is the attention's).
+  const auto prepare = [&](const Workload& w) -> std::unique_ptr<PreparedPoint> {
+    if (layer) return backend.prepare_layer(w, r.kernel, layer_options, timing);
+    return backend.prepare(w, r.kernel, timing);
+  };
   const std::vector<int> rows = validation_subset(layout, config.validate_max_rows);
   const bool all_rows = static_cast<int>(rows.size()) == p.spec.batch;
 
@@ -201,7 +221,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   std::unique_ptr<PreparedPoint> prepared;
   if (!all_rows && workload_host_bytes(p.spec, layout) > layout_only_above_bytes) {
     try {
-      prepared = backend.prepare(layout_only_workload(p.spec, layout), r.kernel, timing);
+      prepared = prepare(layout_only_workload(p.spec, layout));
     } catch (const InputError&) {
       // This backend needs host data: materialize below.
     }
@@ -215,11 +235,14 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
                              static_cast<double>(workload_host_bytes(p.spec, layout)) / 1e9);
       return;
     }
-    prepared = backend.prepare(full, r.kernel, timing);
+    prepared = prepare(full);
   }
   poll();
   const Workload subset = all_rows ? Workload{} : make_workload(p.spec, layout, rows);
   if (!validate_point(*prepared, all_rows ? full : subset, rows, cache, r)) return;
+  auto* prepared_layer = layer ? dynamic_cast<PreparedLayer*>(prepared.get()) : nullptr;
+  if (layer && !prepared_layer) throw std::logic_error("prepare_layer gave no PreparedLayer");
+  if (layer && !validate_gemms(*prepared_layer, p.spec, config.weights_dtype, rows, r)) return;
   r.status = PointStatus::ok;
   if (!time_it) return;
 
@@ -239,6 +262,12 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
         config.measure.timeout_s, r.time_s.samples, 100 * r.time_s.rel_noise,
         100 * config.measure.max_noise);
   }
+  const double paired =
+      r.paired_read_samples.empty() ? kNotAvailable : summarize(r.paired_read_samples).median;
+  if (layer) {
+    finish_layer(*prepared_layer, device, backend.compute_unit(r.kernel), paired, r);
+    return;
+  }
   RooflineInput in;
   in.bytes_min = r.bytes.min;
   in.bytes_logical = r.bytes.min - r.bytes.kv_unique + r.bytes.kv_logical;
@@ -246,9 +275,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   in.batch = p.spec.batch;
   in.num_layers = p.spec.model.num_layers;
   in.compute = backend.compute_unit(r.kernel);  // the FLOP roof of the units it runs on
-  const RooflineResult roof = compute_roofline(
-      in, r.time_s.median, device,
-      r.paired_read_samples.empty() ? kNotAvailable : summarize(r.paired_read_samples).median);
+  const RooflineResult roof = compute_roofline(in, r.time_s.median, device, paired);
   r.bandwidth = roof.bandwidth;
   r.roofline = roof.roofline;
   r.tokens_per_s = roof.tokens_per_s;
@@ -476,6 +503,15 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
     device.measured = ceilings;
     if (!(device.flops_peak > 0)) device.flops_peak = ceilings.fma_flops;
   }
+  // The layer GEMMs' roof, once per sweep (its weights dtype is one setting).
+  const bool any_layer = std::any_of(points.begin(), points.end(),
+                                     [](const SweepPoint& p) { return p.scope == Scope::layer; });
+  if (any_layer && device.measured.gemm_ceiling_name.empty() && !stop_requested()) {
+    watch.phase("the GEMM ceiling measurement");
+    const Backend::GemmCeiling g = backend.gemm_ceiling(config.weights_dtype);
+    device.measured.gemm_flops = g.flops;
+    device.measured.gemm_ceiling_name = g.name.empty() ? "GEMM (unknown)" : g.name;
+  }
   report.devices = {device};
   if (stop_requested()) {
     interrupted("interrupted during the ceilings measurement");
@@ -494,7 +530,7 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
     }
     watch.publish(report, fmt::format("point {}", p.index));
     const PagedLayout layout = build_layout(p.spec);
-    PointResult r = describe(p, backend.name(), layout);
+    PointResult r = describe(p, backend.name(), layout, config.weights_dtype);
     bool device_failed = false;
     try {
       run_point(backend, p, layout, config, device, /*time_it=*/true,
@@ -542,7 +578,7 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
 PointResult run_check_point(Backend& backend, const SweepPoint& point, int validate_max_rows) {
   validate(point.spec);
   const PagedLayout layout = build_layout(point.spec);
-  PointResult r = describe(point, backend.name(), layout);
+  PointResult r = describe(point, backend.name(), layout, DType::bf16);
   SweepConfig config;
   config.validate_max_rows = validate_max_rows;
   run_point(backend, point, layout, config, DeviceInfo{}, /*time_it=*/false,

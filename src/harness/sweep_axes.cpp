@@ -59,6 +59,12 @@ DType read_dtype(const JsonIn& v) {
   return rethrow_at(v, [&] { return parse_dtype(v.string(), "dtype"); });
 }
 
+Scope read_scope(const JsonIn& v) {
+  return rethrow_at(v, [&] { return parse_scope(v.string()); });
+}
+
+nlohmann::json scope(const Scope& s) { return std::string(scope_name(s)); }
+
 ContextSpec read_context(const JsonIn& v) {
   if (v.json().is_number()) return ContextSpec::fixed(v.int32());
   if (v.json().is_string()) return rethrow_at(v, [&] { return parse_context(v.string()); });
@@ -135,6 +141,18 @@ std::vector<ContextSpec> parse_context_list(std::string_view text, std::string_v
 std::vector<DType> parse_dtype_list(std::string_view text, std::string_view flag) {
   std::vector<DType> out;
   for (const std::string& item : split_list(text, flag)) out.push_back(parse_dtype(item, flag));
+  return out;
+}
+
+std::vector<Scope> parse_scope_list(std::string_view text, std::string_view flag) {
+  std::vector<Scope> out;
+  for (const std::string& item : split_list(text, flag)) {
+    try {
+      out.push_back(parse_scope(item));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", flag, e.what()));
+    }
+  }
   return out;
 }
 

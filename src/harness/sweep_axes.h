@@ -112,6 +112,7 @@ int read_int(const JsonIn& v);
 double read_number(const JsonIn& v);
 DType read_dtype(const JsonIn& v);
 ContextSpec read_context(const JsonIn& v);  // 1024, "8k", "512:4096"
+Scope read_scope(const JsonIn& v);          // "attention", "layer"
 Shard read_shard(const JsonIn& v);          // "i/n"
 template <class T>
 nlohmann::json plain(const T& v) {
@@ -119,6 +120,7 @@ nlohmann::json plain(const T& v) {
 }
 nlohmann::json dtype(const DType& t);          // "f16"
 nlohmann::json context(const ContextSpec& c);  // 1024 or "512:4096"
+nlohmann::json scope(const Scope& s);          // "layer"
 }  // namespace axis_values
 
 // "1,8,64" -> {1, 8, 64}. Each parser throws InputError naming the flag and the bad item.
@@ -129,6 +131,7 @@ std::vector<double> parse_double_list(std::string_view text, std::string_view fl
 // spelling of the ragged range "512:4096".
 std::vector<ContextSpec> parse_context_list(std::string_view text, std::string_view flag);
 std::vector<DType> parse_dtype_list(std::string_view text, std::string_view flag);
+std::vector<Scope> parse_scope_list(std::string_view text, std::string_view flag);
 
 // --- the axes ---------------------------------------------------------------------------------
 // In expansion order: the first is outermost, the last (batch) innermost, so a batch series is
@@ -149,6 +152,19 @@ inline constexpr auto kAxes = std::tuple{
         .resolve = [](const std::string& name, std::span<const std::string>,
                       std::vector<ModelShape>& out) { out.push_back(load_model(name)); },
         .example = "qwen2.5-7b",
+    },
+    AxisDef<Scope, SweepPoint>{
+        .json_key = "scope",
+        .flag = "--scope",
+        .help = "What a point times: attention (the rung's kernels alone) and/or layer (one "
+                "transformer layer's step: the QKV, output and MLP GEMMs around the attention, "
+                "and the LM head timed apart)",
+        .values = &SweepConfig::scopes,
+        .field = &SweepPoint::scope,
+        .read_json = axis_values::read_scope,
+        .parse_flag = parse_scope_list,
+        .write_json = axis_values::scope,
+        .example = "layer",
     },
     AxisDef<std::string, SweepPoint>{
         .json_key = "kernel",
@@ -300,6 +316,24 @@ inline constexpr auto kSettings = std::tuple{
         .read_json = axis_values::read_string,
         .write_json = axis_values::plain<std::string>,
         .example = "cpu",
+    },
+    SettingDef<DType, std::string>{
+        .json_key = "weights_dtype",
+        .group = "",
+        .flag = "--weights-dtype",
+        .help = "Layer scope: the weights' dtype, bf16, f16 or fp8_e4m3 (default bf16; 16-bit "
+                "weights take activations of their type: --q-dtype the same)",
+        .members = 1,
+        .get = [](const SweepConfig& c) { return c.weights_dtype; },
+        .set = [](SweepConfig& c, const DType& v) { c.weights_dtype = v; },
+        .read_json = axis_values::read_dtype,
+        .from_cli = [](const std::string& text) { return parse_dtype(text, "--weights-dtype"); },
+        .check = [](const DType& t) -> std::string {
+          if (t == DType::bf16 || t == DType::f16 || t == DType::fp8_e4m3) return "";
+          return fmt::format("weights dtype must be bf16, f16 or fp8_e4m3, got {}", dtype_name(t));
+        },
+        .write_json = axis_values::dtype,
+        .example = "f16",
     },
     SettingDef<Shard, std::string>{
         .json_key = "shard",

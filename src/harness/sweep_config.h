@@ -5,6 +5,7 @@
 // command-line flag names with '_' for '-'; unknown keys are rejected; all keys optional:
 //   {
 //     "model":         ["llama-3.1-8b"],          preset names or paths to model JSON
+//     "scope":         ["attention"],             "attention" and/or "layer"
 //     "batch":         [1, 8, 64],
 //     "context":       [1024, "8k", "512:4096"],  n, "nk" (n*1024), or "lo:hi" ragged uniform
 //     "hit_rate":      [0, 0.5, 0.9],
@@ -14,6 +15,7 @@
 //     "block_size":    [16],
 //     "kernel":        ["auto"],                  "auto", "all", or names from the backend
 //     "backend":       "auto",
+//     "weights_dtype": "bf16",                    layer scope: bf16, f16, fp8_e4m3
 //     "seed":          0,
 //     "validate_max_rows": 64,
 //     "shard":         "0/1",
@@ -36,6 +38,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "workload/scope.h"
 #include "workload/workload.h"
 
 namespace decodebench {
@@ -56,6 +59,7 @@ struct MeasureOptions {
 // member without one fails to compile.
 struct SweepConfig {
   std::vector<std::string> models{"llama-3.1-8b"};
+  std::vector<Scope> scopes{Scope::attention};  // what a point times (layer_model.h)
   std::vector<int> batches{1};
   std::vector<ContextSpec> contexts{ContextSpec::fixed(1024)};
   std::vector<double> hit_rates{0.0};
@@ -66,6 +70,7 @@ struct SweepConfig {
   std::vector<std::string> kernels{"auto"};  // "auto" (backend's choice per point), "all"
                                              // (every kernel of the backend), or names
   std::string backend = "auto";
+  DType weights_dtype = DType::bf16;  // the layer scope's weights
   std::uint64_t seed = 0;
   MeasureOptions measure;
   int shard_index = 0;  // --shard i/n: this process runs the points with index % n == i
@@ -103,16 +108,18 @@ std::string context_label(const ContextSpec& c);               // "8192" or "512
 void parse_shard(std::string_view s, int& index, int& count);  // "i/n", 0 <= i < n
 
 struct SweepPoint {
-  WorkloadSpec spec;   // model loaded, seed = config seed
+  WorkloadSpec spec;  // model loaded, seed = config seed
+  Scope scope = Scope::attention;
   std::string kernel;  // as requested: "auto" or a kernel name
   int index = 0;       // position in the full expansion (stable across shards)
 };
 
 // The cartesian product, in the order of kAxes (sweep_axes.h; outermost first, batch innermost
-// so a batch series is contiguous): model, kernel, kv_dtype, q_dtype, block_size, prefix_groups,
-// hit_rate, context, batch; each axis in the order the config lists it. Then only the shard's
-// points (index % shard_count == shard_index). "all" in kernels expands to `all_kernels` (the
-// backend's kernel_names(); empty = leave "all" as InputError). Loads each model once (load_model).
+// so a batch series is contiguous): model, scope, kernel, kv_dtype, q_dtype, block_size,
+// prefix_groups, hit_rate, context, batch; each axis in the order the config lists it. Then only
+// the shard's points (index % shard_count == shard_index). "all" in kernels expands to
+// `all_kernels` (the backend's kernel_names(); empty = leave "all" as InputError). Loads each model
+// once (load_model).
 std::vector<SweepPoint> expand(const SweepConfig& c,
                                const std::vector<std::string>& all_kernels = {});
 // Size of the full expansion without loading models (for progress / sanity).

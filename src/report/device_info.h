@@ -21,6 +21,11 @@ struct Ceilings {
   // copy 512x4, triad 256x8 of 256x2 256x4 256x8 512x4 1024x2 (threads per block x blocks per
   // SM)": a winner at the edge of the tried set says a wider set may do better. Empty elsewhere.
   std::string shapes;
+  // Scope layer: the FLOP roof of the layer's GEMMs at the sweep's weights dtype
+  // (Backend::gemm_ceiling: cpu measured with its GEMM library, cuda the datasheet's
+  // tensor-core peak); 0 and empty where the sweep has no layer point.
+  double gemm_flops = 0;
+  std::string gemm_ceiling_name;  // "OpenBLAS cblas_sbgemm 2048^3 (measured)", ...
 };
 
 struct DeviceInfo {

@@ -74,8 +74,10 @@ std::string aligned(const TextTable& t, std::string_view indent) {
 }
 
 std::string knees_heading() {
-  return fmt::format("knees (the smallest batch of a series reaching {:.0f}% of its maximum GB/s)",
-                     100 * kKneeFraction);
+  return fmt::format(
+      "knees (the smallest batch of a series reaching {:.0f}% of its maximum GB/s; scope layer: "
+      "of its tok/s)",
+      100 * kKneeFraction);
 }
 
 std::string device_lines(std::span<const LabelledReport> reports, std::string_view end) {
@@ -164,13 +166,15 @@ std::string format_csv(const Report& r, const FormatOptions& o) {
       "logical_bandwidth_Bps,bound,compute_unit,compute_ceiling,compute_ceiling_flops,t_roof_s,"
       "fraction_measured,fraction_datasheet,"
       "paired_read_Bps,fraction_paired,tokens_per_s_attention_only,max_abs_err,max_rel_err,quant_"
-      "rel_err,noise_exceeded,stopped_at_timeout,reason\n";
+      "rel_err,scope,tokens_per_s,weights_dtype,weight_bytes,activation_bytes,time_weights_s,"
+      "time_kv_s,tokens_per_s_with_lm_head,noise_exceeded,stopped_at_timeout,reason\n";
   for (const auto& p : r.results) {
     const bool ok = p.status == PointStatus::ok;
+    const bool layer = p.layer.has_value();
     const std::optional<ComputeCeiling>& ceiling = p.roofline.compute_ceiling;
     out += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
         p.index, csv_text(p.kernel), csv_text(p.kernel_requested), csv_text(p.backend),
         csv_text(p.model), dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
         p.context.kind == ContextSpec::Kind::fixed ? "fixed" : "ragged", p.context.lo, p.context.hi,
@@ -184,9 +188,16 @@ std::string format_csv(const Report& r, const FormatOptions& o) {
         csv_number(ceiling ? ceiling->flops : kNotAvailable), csv_number(p.roofline.t_roof_s),
         csv_number(p.roofline.fraction_measured), csv_number(p.roofline.fraction_datasheet),
         csv_number(p.roofline.paired_read_Bps), csv_number(p.roofline.fraction_paired),
-        csv_number(p.tokens_per_s), csv_number(p.error.max_abs), csv_number(p.error.max_rel),
-        csv_number(p.error.quant_rel), noise_exceeded(p, max_noise) ? 1 : 0,
-        stopped_at_timeout(p, r.config) ? 1 : 0, csv_text(p.reason));
+        csv_number(layer ? kNotAvailable : p.tokens_per_s), csv_number(p.error.max_abs),
+        csv_number(p.error.max_rel), csv_number(p.error.quant_rel), scope_name(p.scope),
+        csv_number(p.tokens_per_s), layer ? dtype_name(p.layer->weights_dtype) : "",
+        csv_number(layer ? p.layer->weight_bytes : kNotAvailable),
+        csv_number(layer ? p.layer->activation_bytes : kNotAvailable),
+        csv_number(layer ? p.layer->time_weights_s : kNotAvailable),
+        csv_number(layer ? p.layer->time_kv_s : kNotAvailable),
+        csv_number(layer ? p.layer->tokens_per_s_with_lm_head : kNotAvailable),
+        noise_exceeded(p, max_noise) ? 1 : 0, stopped_at_timeout(p, r.config) ? 1 : 0,
+        csv_text(p.reason));
   }
   return out;
 }

@@ -13,22 +13,38 @@ namespace decodebench {
 using nlohmann::json;
 
 const char* const kKneesDefinition =
-    "knee_batch = the smallest batch of the series whose achieved bandwidth is >= 90% of the "
-    "series' maximum achieved bandwidth; a series = ok points with equal model, kernel (as "
-    "requested, so 'auto' is one series even where its choice changes with batch), "
-    "kv_dtype, q_dtype, block_size, context, hit_rate and prefix_groups, ordered by batch";
+    "knee_batch = the smallest batch of the series whose value is >= 90% of the series' "
+    "maximum (its plateau); the value is the achieved bandwidth at scope attention and the "
+    "model's tokens/s at scope layer (\"metric\"); a series = ok points with equal scope, "
+    "model, kernel (as requested, so 'auto' is one series even where its choice changes with "
+    "batch), weights dtype (scope layer), kv_dtype, q_dtype, block_size, context, hit_rate and "
+    "prefix_groups, ordered by batch";
 
 namespace {
 
-// Series identity; context as (kind, lo, hi).
-using SeriesKey =
-    std::tuple<std::string, std::string, DType, DType, int, int, int, int, double, int>;
+// Series identity; context as (kind, lo, hi); weights dtype "" at scope attention.
+using SeriesKey = std::tuple<int, std::string, std::string, std::string, DType, DType, int, int,
+                             int, int, double, int>;
 
 SeriesKey series_key(const PointResult& p) {
-  return {p.model,        p.kernel_requested, p.kv_dtype,
-          p.q_dtype,      p.block_size,       static_cast<int>(p.context.kind),
-          p.context.lo,   p.context.hi,       p.hit_rate,
+  const std::string weights = p.layer ? std::string(dtype_name(p.layer->weights_dtype)) : "";
+  return {static_cast<int>(p.scope),
+          p.model,
+          p.kernel_requested,
+          weights,
+          p.kv_dtype,
+          p.q_dtype,
+          p.block_size,
+          static_cast<int>(p.context.kind),
+          p.context.lo,
+          p.context.hi,
+          p.hit_rate,
           p.prefix_groups};
+}
+
+// What a series' knee is read from.
+double knee_metric(const PointResult& p) {
+  return p.scope == Scope::layer ? p.tokens_per_s : p.bandwidth.achieved;
 }
 
 }  // namespace
@@ -55,12 +71,12 @@ std::optional<Knee> find_knee(std::span<const int> batches, std::span<const doub
 json compute_knees(std::span<const PointResult> results) {
   std::map<SeriesKey, std::vector<const PointResult*>> series;
   for (const auto& p : results) {
-    if (p.status != PointStatus::ok || !available(p.bandwidth.achieved)) continue;
+    if (p.status != PointStatus::ok || !available(knee_metric(p))) continue;
+    if (p.scope == Scope::layer && !p.layer) continue;
     series[series_key(p)].push_back(&p);
   }
   json knees = json::array();
   for (auto& [key, points] : series) {
-    if (points.size() < 2) continue;
     std::sort(points.begin(), points.end(),
               [](const PointResult* a, const PointResult* b) { return a->batch < b->batch; });
     // Repeated batches in one series (e.g. merged reruns) keep the first.
@@ -69,18 +85,20 @@ json compute_knees(std::span<const PointResult> results) {
                                return a->batch == b->batch;
                              }),
                  points.end());
-    if (points.size() < 2) continue;
-    const PointResult* best = *std::max_element(
-        points.begin(), points.end(), [](const PointResult* a, const PointResult* b) {
-          return a->bandwidth.achieved < b->bandwidth.achieved;
-        });
-    const PointResult* knee = nullptr;
+    std::vector<int> batch_list;
+    std::vector<double> values;
     for (const PointResult* p : points) {
-      if (p->bandwidth.achieved >= kKneeFraction * best->bandwidth.achieved) {
-        knee = p;
-        break;
-      }
+      batch_list.push_back(p->batch);
+      values.push_back(knee_metric(*p));
     }
+    const std::optional<Knee> k = find_knee(batch_list, values);
+    if (!k) continue;
+    const auto at_batch = [&](int b) {
+      return *std::find_if(points.begin(), points.end(),
+                           [b](const PointResult* p) { return p->batch == b; });
+    };
+    const PointResult* knee = at_batch(k->knee_batch);
+    const PointResult* best = at_batch(k->plateau_batch);
     json batches = json::array();
     json bandwidth = json::array();
     for (const PointResult* p : points) {
@@ -91,7 +109,9 @@ json compute_knees(std::span<const PointResult> results) {
     json context = first.context.kind == ContextSpec::Kind::fixed
                        ? json{{"kind", "fixed"}, {"values", {first.context.lo}}}
                        : json{{"kind", "ragged"}, {"values", {first.context.lo, first.context.hi}}};
-    knees.push_back({
+    json entry = {
+        {"scope", scope_name(first.scope)},
+        {"metric", first.scope == Scope::layer ? "tokens_per_s" : "bandwidth"},
         {"model", first.model},
         {"kernel", first.kernel_requested},
         {"kv_dtype", dtype_name(first.kv_dtype)},
@@ -106,7 +126,20 @@ json compute_knees(std::span<const PointResult> results) {
         {"max_batch", best->batch},
         {"batches", batches},
         {"bandwidth", bandwidth},
-    });
+    };
+    if (first.scope == Scope::layer) {
+      // The plateau in tokens/s, and how the knee's bytes split: what a larger batch still
+      // amortizes (weights) against what it adds (KV).
+      const LayerRecord& l = *knee->layer;
+      const double step_bytes = l.weight_bytes + l.kv_bytes;
+      entry["weights_dtype"] = dtype_name(l.weights_dtype);
+      entry["plateau_tokens_per_s"] = k->plateau;
+      entry["knee_tokens_per_s"] = k->knee_value;
+      entry["tokens_per_s"] = values;
+      entry["weight_bytes_share_at_knee"] = step_bytes > 0 ? l.weight_bytes / step_bytes : 0.0;
+      entry["kv_bytes_share_at_knee"] = step_bytes > 0 ? l.kv_bytes / step_bytes : 0.0;
+    }
+    knees.push_back(std::move(entry));
   }
   return knees;
 }
@@ -118,7 +151,10 @@ std::string knee_series_label(const json& knee) {
       knee.contains("context") ? knee["context"].value("values", json::array()) : json::array();
   if (values.size() == 1) context = fmt::format("{}", values[0].dump());
   if (values.size() == 2) context = fmt::format("{}:{}", values[0].dump(), values[1].dump());
-  return fmt::format("{} {} kv={} q={} P={} L={} h={:g} G={}", knee.value("kernel", "?"),
+  const std::string scope = knee.value("scope", "attention") == "layer"
+                                ? fmt::format("layer w={} ", knee.value("weights_dtype", "?"))
+                                : "";
+  return fmt::format("{}{} {} kv={} q={} P={} L={} h={:g} G={}", scope, knee.value("kernel", "?"),
                      knee.value("model", "?"), knee.value("kv_dtype", "?"),
                      knee.value("q_dtype", "?"), knee.value("block_size", 0), context,
                      knee.value("hit_rate", 0.0), knee.value("prefix_groups", 1));

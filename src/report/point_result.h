@@ -16,7 +16,8 @@
 
 #include "report/device_info.h"    // DeviceInfo (one devices[] entry)
 #include "report/timing_record.h"  // TimingRecord (how the samples were timed)
-#include "workload/workload.h"     // ContextSpec, DType
+#include "workload/scope.h"
+#include "workload/workload.h"  // ContextSpec, DType
 
 namespace decodebench {
 
@@ -95,6 +96,36 @@ struct ErrorRecord {
   std::string first_mismatch;        // for status wrong: where and by how much
 };
 
+// Scope "layer" (src/workload/layer_model.h): one stage of the layer step.
+struct StageRecord {
+  std::string name;                      // stage_name(): qkv_proj, attention, ..., lm_head
+  std::int64_t m = 0, n = 0, k = 0;      // the GEMM's shape; 0 for attention
+  double bytes = 0;                      // the model's bytes (GEMM: weight + input + output)
+  double flops = 0;                      // useful FLOPs
+  SampleStats time_s;                    // the stage's time over the samples
+  double t_roof_s = kNotAvailable;       // max(bytes / BW, flops / the stage's FLOP roof)
+  double max_rel_error = kNotAvailable;  // GEMMs: against the reference product (validation)
+};
+
+// The layer step's split into weights and KV, its GEMM library and what it leaves out.
+struct LayerRecord {
+  DType weights_dtype = DType::bf16;
+  std::string gemm_library;           // PreparedLayer::gemm_library()
+  std::vector<std::string> left_out;  // kLayerLeftOut
+  std::vector<StageRecord> stages;    // kNumLayerStages, LayerStage order (lm_head last)
+  double weight_bytes = 0;            // the four GEMMs' weights, read once per step
+  double kv_bytes = 0;                // the attention's compulsory KV (bytes.kv_unique)
+  double activation_bytes = 0;        // the GEMMs' inputs and outputs
+  double gemm_flops = 0;              // the four GEMMs
+  double attention_flops = 0;
+  double time_weights_s = kNotAvailable;       // the four GEMM stages' medians summed
+  double time_kv_s = kNotAvailable;            // the attention stage's median
+  std::optional<ComputeCeiling> gemm_ceiling;  // the GEMM stages' FLOP roof
+  // tokens/s of the model with the LM head once per step: batch / (t_layer * num_layers +
+  // lm_head's median). PointResult::tokens_per_s leaves it out.
+  double tokens_per_s_with_lm_head = kNotAvailable;
+};
+
 // not_run: planned but not (yet) run, because the sweep is still running, was interrupted, or
 // stopped at a device failure; only the identity is filled (docs/report-schema.md).
 enum class PointStatus { ok, wrong, skipped, error, not_run };
@@ -106,6 +137,7 @@ struct PointResult {
   std::string kernel;            // the kernel that ran ("auto" already resolved)
   std::string kernel_requested;  // "auto" or the name the sweep asked for
   std::string backend;
+  Scope scope = Scope::attention;
   std::string model;
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, num_layers = 0;
   DType kv_dtype = DType::f16;
@@ -127,11 +159,16 @@ struct PointResult {
   std::optional<TimingRecord> timing;  // how they were timed; empty unless timed (JSON null)
   BytesRecord bytes;
   double flops = 0;
-  double arithmetic_intensity = 0;      // flops / bytes.min
-  BandwidthRecord bandwidth;            // NaN unless status ok
-  RooflineRecord roofline;              // times NaN unless status ok
-  double tokens_per_s = kNotAvailable;  // attention-only: batch / (t_median * num_layers)
-  ErrorRecord error;
+  double arithmetic_intensity = 0;  // flops / bytes.min
+  BandwidthRecord bandwidth;        // NaN unless status ok
+  RooflineRecord roofline;          // times NaN unless status ok
+  // batch / (t_median * num_layers): attention only at scope attention, the model's layers (LM
+  // head not included: layer->tokens_per_s_with_lm_head) at scope layer.
+  double tokens_per_s = kNotAvailable;
+  ErrorRecord error;  // the attention's (scope layer: each GEMM's in layer->stages)
+  // Scope layer: bytes, flops, bandwidth and roofline above are the whole layer step's
+  // (weights + activations + the attention's); this splits them. Empty at scope attention.
+  std::optional<LayerRecord> layer;
 };
 
 // One devices[] entry: what the backend reports about its device, ceilings included.

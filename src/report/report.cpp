@@ -194,6 +194,94 @@ TimingRecord timing_from(const JsonIn& in) {
   return t;
 }
 
+json stats_to_json(const SampleStats& t) {
+  return {{"median", number_or_null(t.median)},
+          {"min", number_or_null(t.min)},
+          {"max", number_or_null(t.max)},
+          {"p10", number_or_null(t.p10)},
+          {"p90", number_or_null(t.p90)},
+          {"mean", number_or_null(t.mean)},
+          {"rel_noise", number_or_null(t.rel_noise)},
+          {"samples", t.samples}};
+}
+
+SampleStats stats_from(const JsonIn& t) {
+  SampleStats s;
+  s.median = t.at("median").number_or_nan();
+  s.min = t.at("min").number_or_nan();
+  s.max = t.at("max").number_or_nan();
+  s.p10 = t.at("p10").number_or_nan();
+  s.p90 = t.at("p90").number_or_nan();
+  s.mean = t.at("mean").number_or_nan();
+  s.rel_noise = t.at("rel_noise").number_or_nan();
+  s.samples = t.at("samples").int32();
+  return s;
+}
+
+json layer_to_json(const std::optional<LayerRecord>& layer) {
+  if (!layer) return nullptr;
+  const LayerRecord& l = *layer;
+  json stages = json::array();
+  for (const StageRecord& st : l.stages) {
+    stages.push_back({{"name", st.name},
+                      {"m", st.m},
+                      {"n", st.n},
+                      {"k", st.k},
+                      {"bytes", st.bytes},
+                      {"flops", st.flops},
+                      {"time_s", stats_to_json(st.time_s)},
+                      {"t_roof_s", number_or_null(st.t_roof_s)},
+                      {"max_rel_error", number_or_null(st.max_rel_error)}});
+  }
+  return {{"weights_dtype", dtype_name(l.weights_dtype)},
+          {"gemm_library", l.gemm_library},
+          {"left_out", l.left_out},
+          {"stages", stages},
+          {"bytes",
+           {{"weights", l.weight_bytes}, {"kv", l.kv_bytes}, {"activations", l.activation_bytes}}},
+          {"flops", {{"weights", l.gemm_flops}, {"attention", l.attention_flops}}},
+          {"time_s",
+           {{"weights", number_or_null(l.time_weights_s)}, {"kv", number_or_null(l.time_kv_s)}}},
+          {"gemm_ceiling", ceiling_to_json(l.gemm_ceiling)},
+          {"tokens_per_s_with_lm_head", number_or_null(l.tokens_per_s_with_lm_head)}};
+}
+
+LayerRecord layer_from(const JsonIn& in) {
+  LayerRecord l;
+  l.weights_dtype = dtype_from(in.at("weights_dtype"));
+  l.gemm_library = in.at("gemm_library").string();
+  const JsonIn left = in.at("left_out");
+  for (std::size_t i = 0; i < left.size(); ++i) l.left_out.push_back(left.at(i).string());
+  const JsonIn stages = in.at("stages");
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const JsonIn st = stages.at(i);
+    StageRecord r;
+    r.name = st.at("name").string();
+    r.m = st.at("m").integer();
+    r.n = st.at("n").integer();
+    r.k = st.at("k").integer();
+    r.bytes = st.at("bytes").number();
+    r.flops = st.at("flops").number();
+    r.time_s = stats_from(st.at("time_s"));
+    r.t_roof_s = st.at("t_roof_s").number_or_nan();
+    r.max_rel_error = st.at("max_rel_error").number_or_nan();
+    l.stages.push_back(std::move(r));
+  }
+  const JsonIn b = in.at("bytes");
+  l.weight_bytes = b.at("weights").number();
+  l.kv_bytes = b.at("kv").number();
+  l.activation_bytes = b.at("activations").number();
+  const JsonIn f = in.at("flops");
+  l.gemm_flops = f.at("weights").number();
+  l.attention_flops = f.at("attention").number();
+  const JsonIn t = in.at("time_s");
+  l.time_weights_s = t.at("weights").number_or_nan();
+  l.time_kv_s = t.at("kv").number_or_nan();
+  if (!in.at("gemm_ceiling").json().is_null()) l.gemm_ceiling = ceiling_from(in.at("gemm_ceiling"));
+  l.tokens_per_s_with_lm_head = in.at("tokens_per_s_with_lm_head").number_or_nan();
+  return l;
+}
+
 }  // namespace
 
 json to_json(const PointResult& r) {
@@ -206,6 +294,7 @@ json to_json(const PointResult& r) {
       {"kernel", r.kernel},
       {"kernel_requested", r.kernel_requested},
       {"backend", r.backend},
+      {"scope", scope_name(r.scope)},
       {"model", r.model},
       {"model_shape",
        {{"num_q_heads", r.num_q_heads},
@@ -223,15 +312,7 @@ json to_json(const PointResult& r) {
       {"seed", r.seed},
       {"status", status_name(r.status)},
       {"reason", r.reason},
-      {"time_s",
-       {{"median", number_or_null(r.time_s.median)},
-        {"min", number_or_null(r.time_s.min)},
-        {"max", number_or_null(r.time_s.max)},
-        {"p10", number_or_null(r.time_s.p10)},
-        {"p90", number_or_null(r.time_s.p90)},
-        {"mean", number_or_null(r.time_s.mean)},
-        {"rel_noise", number_or_null(r.time_s.rel_noise)},
-        {"samples", r.time_s.samples}}},
+      {"time_s", stats_to_json(r.time_s)},
       {"samples", samples},
       {"paired_read_samples", paired},
       {"timing", timing_to_json(r.timing)},
@@ -253,13 +334,18 @@ json to_json(const PointResult& r) {
         {"paired_read_Bps", number_or_null(r.roofline.paired_read_Bps)},
         {"fraction_paired", number_or_null(r.roofline.fraction_paired)}}},
       {"tokens_per_s", number_or_null(r.tokens_per_s)},
-      {"tokens_per_s_scope", "attention-only: batch / (median step time * num_layers)"},
+      {"tokens_per_s_scope",
+       r.scope == Scope::layer
+           ? "the model's layers: batch / (median layer step time * num_layers), LM head not "
+             "included (layer.tokens_per_s_with_lm_head adds it)"
+           : "attention-only: batch / (median step time * num_layers)"},
       {"error",
        {{"max_abs", number_or_null(r.error.max_abs)},
         {"max_rel", number_or_null(r.error.max_rel)},
         {"quant_rel", number_or_null(r.error.quant_rel)},
         {"rows_checked", r.error.rows_checked},
         {"first_mismatch", r.error.first_mismatch}}},
+      {"layer", layer_to_json(r.layer)},
   };
 }
 
@@ -271,6 +357,15 @@ PointResult point_from(const JsonIn& in) {
   r.kernel = in.at("kernel").string();
   r.kernel_requested = in.at("kernel_requested").string();
   r.backend = in.at("backend").string();
+  // Added with layer scope: absent means attention.
+  if (in.has("scope")) {
+    const JsonIn sc = in.at("scope");
+    try {
+      r.scope = parse_scope(sc.string());
+    } catch (const InputError& e) {
+      sc.fail(e.what());
+    }
+  }
   r.model = in.at("model").string();
   const JsonIn shape = in.at("model_shape");
   r.num_q_heads = shape.at("num_q_heads").int32();
@@ -295,15 +390,7 @@ PointResult point_from(const JsonIn& in) {
     }
   }
   r.reason = in.at("reason").string();
-  const JsonIn t = in.at("time_s");
-  r.time_s.median = t.at("median").number_or_nan();
-  r.time_s.min = t.at("min").number_or_nan();
-  r.time_s.max = t.at("max").number_or_nan();
-  r.time_s.p10 = t.at("p10").number_or_nan();
-  r.time_s.p90 = t.at("p90").number_or_nan();
-  r.time_s.mean = t.at("mean").number_or_nan();
-  r.time_s.rel_noise = t.at("rel_noise").number_or_nan();
-  r.time_s.samples = t.at("samples").int32();
+  r.time_s = stats_from(in.at("time_s"));
   const JsonIn samples = in.at("samples");
   for (std::size_t i = 0; i < samples.size(); ++i) r.samples.push_back(samples.at(i).number());
   // Added after the first reports were written: absent means none measured.
@@ -357,6 +444,10 @@ PointResult point_from(const JsonIn& in) {
   r.error.quant_rel = err.at("quant_rel").number_or_nan();
   r.error.rows_checked = err.at("rows_checked").int32();
   r.error.first_mismatch = err.at("first_mismatch").string();
+  if (in.has("layer") && !in.at("layer").json().is_null()) r.layer = layer_from(in.at("layer"));
+  if (r.scope == Scope::layer && !r.layer && r.status == PointStatus::ok) {
+    in.at("layer").fail("a layer-scope point that is ok needs its layer record");
+  }
   return r;
 }
 
@@ -384,6 +475,12 @@ DeviceRecord device_from(const JsonIn& in) {
   if (in.has("flops_peak_tensor_fp8"))
     d.flops_peak_tensor_fp8 = in.at("flops_peak_tensor_fp8").number_or_zero();
   d.measured.fma_flops = in.at("flops_measured").number_or_zero();
+  // Added with layer scope: absent or null means no layer point.
+  if (in.has("gemm_ceiling") && !in.at("gemm_ceiling").json().is_null()) {
+    const JsonIn g = in.at("gemm_ceiling");
+    d.measured.gemm_flops = g.at("flops").number_or_zero();
+    d.measured.gemm_ceiling_name = g.at("name").string();
+  }
   return d;
 }
 
@@ -412,6 +509,10 @@ json to_json(const DeviceRecord& d) {
       {"flops_peak_tensor_f16", positive_or_null(d.flops_peak_tensor_f16)},
       {"flops_peak_tensor_fp8", positive_or_null(d.flops_peak_tensor_fp8)},
       {"flops_measured", positive_or_null(d.measured.fma_flops)},
+      {"gemm_ceiling", d.measured.gemm_ceiling_name.empty()
+                           ? json(nullptr)
+                           : json{{"flops", positive_or_null(d.measured.gemm_flops)},
+                                  {"name", d.measured.gemm_ceiling_name}}},
   };
 }
 

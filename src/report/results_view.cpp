@@ -84,9 +84,20 @@ Marks marks_of(const PointResult& p, const Report& r, double max_noise) {
 
 std::string percent_if_ok(bool ok, double fraction) { return ok ? format_percent(fraction) : kNa; }
 
+// Scope layer: the step's time split and its weight bytes' share ("-" at scope attention).
+std::string layer_seconds(const PointResult& p, double LayerRecord::*t) {
+  return p.status == PointStatus::ok && p.layer ? format_seconds((*p.layer).*t) : kNa;
+}
+std::string weight_share(const PointResult& p) {
+  if (!p.layer) return kNa;
+  const double total = p.layer->weight_bytes + p.layer->kv_bytes;
+  return total > 0 ? format_percent(p.layer->weight_bytes / total) : kNa;
+}
+
 std::vector<std::string> single_row(const PointResult& p, const Marks& m) {
   const bool ok = p.status == PointStatus::ok;
-  return {kernel_label(p),
+  return {std::string(scope_name(p.scope)),
+          kernel_label(p),
           p.model,
           std::string(dtype_name(p.kv_dtype)),
           fmt::format("{}", p.batch),
@@ -100,30 +111,39 @@ std::vector<std::string> single_row(const PointResult& p, const Marks& m) {
           percent_if_ok(ok, p.roofline.fraction_datasheet),
           percent_if_ok(ok, p.roofline.fraction_paired),
           ok ? std::string(bound_label(p.roofline)) : kNa,
+          layer_seconds(p, &LayerRecord::time_weights_s),
+          layer_seconds(p, &LayerRecord::time_kv_s),
+          weight_share(p),
           ok ? format_si(p.tokens_per_s, "") : kNa,
+          ok && p.layer ? format_si(p.layer->tokens_per_s_with_lm_head, "") : kNa,
           percent_if_ok(ok, p.time_s.rel_noise),
           ok ? fmt::format("{}", p.time_s.samples) : kNa};
 }
 
-const std::vector<ColumnDef>& single_columns() {
-  static const std::vector<ColumnDef> kColumns{{"kernel"},
-                                               {"model"},
-                                               {"kv"},
-                                               {"batch", true},
-                                               {"context", true},
-                                               {"h req/act", true},
-                                               {"status"},
-                                               {"median", true},
-                                               {"GB/s unique", true},
-                                               {"GB/s logical", true},
-                                               {"% roof", true, /*drop_if_empty=*/true},
-                                               {"% datasheet", true, /*drop_if_empty=*/true},
-                                               {"% paired", true, /*drop_if_empty=*/true},
-                                               {"bound", false, /*drop_if_empty=*/true},
-                                               {"tok/s (attn only)", true},
-                                               {"noise", true},
-                                               {"samples", true}};
-  return kColumns;
+// The tokens/s title says what it counts: attention only unless a layer point is listed.
+std::vector<ColumnDef> single_columns(bool any_layer) {
+  return {{"scope", false, false, /*drop_if_constant=*/true},
+          {"kernel"},
+          {"model"},
+          {"kv"},
+          {"batch", true},
+          {"context", true},
+          {"h req/act", true},
+          {"status"},
+          {"median", true},
+          {"GB/s unique", true},
+          {"GB/s logical", true},
+          {"% roof", true, /*drop_if_empty=*/true},
+          {"% datasheet", true, /*drop_if_empty=*/true},
+          {"% paired", true, /*drop_if_empty=*/true},
+          {"bound", false, /*drop_if_empty=*/true},
+          {"t weights", true, /*drop_if_empty=*/true},
+          {"t kv", true, /*drop_if_empty=*/true},
+          {"weights % bytes", true, /*drop_if_empty=*/true},
+          {any_layer ? "tok/s" : "tok/s (attn only)", true},
+          {"tok/s +lm_head", true, /*drop_if_empty=*/true},
+          {"noise", true},
+          {"samples", true}};
 }
 
 std::string not_ok_line(const PointResult& p) {
@@ -157,7 +177,18 @@ void add_column_legend(const TextTable& t, std::vector<std::string>& legend, boo
         "peak) or tc (the tensor-core f16/bf16 peak); a kernel's compute roof is the one of the "
         "units it runs on.");
   }
-  legend.push_back("tok/s counts attention only: batch / (step time x layers).");
+  if (shown(t, "t weights")) {
+    legend.push_back(
+        "scope layer: one transformer layer's step (QKV, output and MLP GEMMs around the "
+        "attention); GB/s and % roof count its weights, activations and KV; t weights / t kv: "
+        "the medians of its GEMM stages summed / of its attention stage; weights % bytes: the "
+        "weights' share of weight + KV bytes.");
+    legend.push_back(
+        "tok/s: batch / (step time x layers): the model's layers at scope layer, attention "
+        "only at scope attention; +lm_head adds the LM head's time once per step.");
+  } else {
+    legend.push_back("tok/s counts attention only: batch / (step time x layers).");
+  }
 }
 
 // `max_noises`: "0.50%", or side by side "a 0.50%, b 1.00%" where the reports differ.
@@ -187,19 +218,25 @@ std::vector<std::string> completion_lines(const LabelledReport& lr, bool prefix)
 
 TextTable knees_table(std::span<const LabelledReport> reports) {
   const bool several = reports.size() > 1;
-  TextTable t;
-  if (several) t.columns.push_back({"report"});
-  for (const TextTable::Column& c : std::initializer_list<TextTable::Column>{{"series", false},
-                                                                             {"knee batch", true},
-                                                                             {"knee GB/s", true},
-                                                                             {"max GB/s", true},
-                                                                             {"at batch", true}}) {
-    t.columns.push_back(c);
+  std::vector<ColumnDef> defs;
+  if (several) defs.push_back({"report"});
+  for (const ColumnDef& c : std::initializer_list<ColumnDef>{
+           {"series"},
+           {"knee batch", true},
+           {"knee GB/s", true},
+           {"max GB/s", true},
+           {"at batch", true},
+           {"knee tok/s", true, /*drop_if_empty=*/true},
+           {"plateau tok/s", true, /*drop_if_empty=*/true},
+           {"weights % bytes at knee", true, /*drop_if_empty=*/true}}) {
+    defs.push_back(c);
   }
+  std::vector<std::vector<std::string>> rows;
   for (const LabelledReport& lr : reports) {
     if (!lr.report->knees.is_array()) continue;
     for (const nlohmann::json& k : lr.report->knees) {
       if (!k.is_object()) continue;
+      const bool layer = k.value("scope", "attention") == "layer";
       std::vector<std::string> row;
       if (several) row.push_back(lr.label);
       row.push_back(knee_series_label(k));
@@ -207,10 +244,14 @@ TextTable knees_table(std::span<const LabelledReport> reports) {
       row.push_back(gbps(k.value("knee_bandwidth", kNotAvailable)));
       row.push_back(gbps(k.value("max_bandwidth", kNotAvailable)));
       row.push_back(fmt::format("{}", k.value("max_batch", 0)));
-      t.rows.push_back(std::move(row));
+      row.push_back(layer ? format_si(k.value("knee_tokens_per_s", kNotAvailable), "") : kNa);
+      row.push_back(layer ? format_si(k.value("plateau_tokens_per_s", kNotAvailable), "") : kNa);
+      row.push_back(layer ? format_percent(k.value("weight_bytes_share_at_knee", kNotAvailable))
+                          : kNa);
+      rows.push_back(std::move(row));
     }
   }
-  return t;
+  return drop_columns(defs, rows);
 }
 
 ResultsView single_view(const LabelledReport& lr, const FormatOptions& o) {
@@ -226,7 +267,9 @@ ResultsView single_view(const LabelledReport& lr, const FormatOptions& o) {
     rows.push_back(single_row(p, m));
     if (p.status != PointStatus::ok) v.not_ok.push_back(not_ok_line(p));
   }
-  v.results = drop_columns(single_columns(), rows);
+  const bool any_layer = std::any_of(r.results.begin(), r.results.end(),
+                                     [](const PointResult& p) { return p.scope == Scope::layer; });
+  v.results = drop_columns(single_columns(any_layer), rows);
   add_column_legend(v.results, v.legend, /*single=*/true);
   add_mark_legend(any_timeout, any_noisy, fmt::format("{:.2f}%", 100 * max_noise),
                   /*single=*/true, v.legend);
@@ -399,6 +442,12 @@ std::string device_line(const DeviceRecord& d) {
   }
   if (d.flops_peak_tensor_f16 > 0) {
     line += fmt::format(", tensor f16 {}", format_si(d.flops_peak_tensor_f16, "FLOP/s"));
+  }
+  if (!d.measured.gemm_ceiling_name.empty()) {
+    line += fmt::format(
+        " | layer GEMMs {} {}",
+        d.measured.gemm_flops > 0 ? format_si(d.measured.gemm_flops, "FLOP/s") : std::string("n/a"),
+        d.measured.gemm_ceiling_name);
   }
   return line;
 }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "workload/byte_model.h"
+#include "workload/scope.h"
 #include "workload/workload.h"
 
 namespace decodebench {

@@ -92,7 +92,7 @@ TEST(SweepAxes, EveryAxisGoesThroughFlagsJsonValidationExpansionAndTheKey) {
       EXPECT_EQ(key0, key1) << "this axis does not shape the workload";
     }
   });
-  EXPECT_EQ(n, 9);
+  EXPECT_EQ(n, 10);
 }
 
 TEST(SweepAxes, EverySettingGoesThroughFlagsAndJson) {
@@ -135,8 +135,8 @@ TEST(SweepAxes, UnknownKeysListTheValidOnes) {
       [] {
         sweep_config_from_json({{"batchs", 1}}, "f.json");
       },
-      "f.json: key 'batchs': unknown key; valid keys: model, kernel, kv_dtype, "
-      "q_dtype, block_size, prefix_groups, hit_rate, context, batch, backend, "
+      "f.json: key 'batchs': unknown key; valid keys: model, scope, kernel, kv_dtype, "
+      "q_dtype, block_size, prefix_groups, hit_rate, context, batch, backend, weights_dtype, "
       "shard, seed, validate_max_rows, measure, name, description");
   expect_input_error(
       [] {
@@ -166,7 +166,7 @@ struct WorkloadSpecPlusOne {
 };
 static_assert(detail::field_count<WorkloadSpec>() == 9);
 static_assert(detail::field_count<WorkloadSpecPlusOne>() == 10);
-static_assert(detail::field_count<SweepConfig>() == 15);
+static_assert(detail::field_count<SweepConfig>() == 17);
 static_assert(detail::field_count<MeasureOptions>() == 5);
 
 // --- the same as before the tables ------------------------------------------------------------
@@ -186,11 +186,12 @@ std::map<std::string, std::string> options_of(bool measure) {
 
 TEST(SweepAxes, FlagsAndTheirTypesAreThoseOfBefore) {
   std::map<std::string, std::string> check = {
-      {"--config", "TEXT"},   {"--model", "TEXT"},    {"--batch", "TEXT"},
-      {"--context", "TEXT"},  {"--hit-rate", "TEXT"}, {"--prefix-groups", "TEXT"},
-      {"--kv-dtype", "TEXT"}, {"--q-dtype", "TEXT"},  {"--block-size", "TEXT"},
-      {"--kernel", "TEXT"},   {"--backend", "TEXT"},  {"--shard", "TEXT"},
-      {"--device", "INT"},    {"--seed", "UINT"},     {"--validate-rows", "INT"},
+      {"--config", "TEXT"},   {"--model", "TEXT"},         {"--batch", "TEXT"},
+      {"--context", "TEXT"},  {"--hit-rate", "TEXT"},      {"--prefix-groups", "TEXT"},
+      {"--kv-dtype", "TEXT"}, {"--q-dtype", "TEXT"},       {"--block-size", "TEXT"},
+      {"--kernel", "TEXT"},   {"--backend", "TEXT"},       {"--shard", "TEXT"},
+      {"--device", "INT"},    {"--seed", "UINT"},          {"--validate-rows", "INT"},
+      {"--scope", "TEXT"},    {"--weights-dtype", "TEXT"},  // added with scope layer
   };
   EXPECT_EQ(options_of(/*measure=*/false), check);
   std::map<std::string, std::string> sweep = check;
@@ -210,6 +211,7 @@ TEST(SweepAxes, ResolvedConfigJsonIsThatOfBefore) {
     "model": ["llama-3.1-8b"], "batch": [1], "context": [1024], "hit_rate": [0.0],
     "prefix_groups": [1], "kv_dtype": ["f16"], "q_dtype": ["f16"], "block_size": [16],
     "kernel": ["auto"], "backend": "auto", "seed": 0, "validate_max_rows": 64, "shard": "0/1",
+    "scope": ["attention"], "weights_dtype": "bf16",
     "measure": {"min_samples": 10, "min_time_s": 0.5, "max_noise": 0.005, "timeout_s": 10.0,
                 "warm_l2": false}})")
                                                .dump());
@@ -219,7 +221,7 @@ TEST(SweepAxes, ResolvedConfigJsonIsThatOfBefore) {
     "model": ["llama-3.1-8b"], "batch": [1, 8], "context": [1024, 8192], "hit_rate": [0.0, 0.5],
     "prefix_groups": [1], "kv_dtype": ["f16", "fp8_e4m3"], "q_dtype": ["f16"],
     "block_size": [16], "kernel": ["auto"], "backend": "auto", "seed": 0,
-    "validate_max_rows": 64, "shard": "0/1",
+    "validate_max_rows": 64, "shard": "0/1", "scope": ["attention"], "weights_dtype": "bf16",
     "measure": {"min_samples": 10, "min_time_s": 0.3, "max_noise": 0.005, "timeout_s": 4.0,
                 "warm_l2": false}})")
                                                                                  .dump());
@@ -234,7 +236,8 @@ TEST(SweepAxes, ResolvedConfigJsonIsThatOfBefore) {
     "model": ["qwen2.5-7b", "llama-3.1-8b"], "batch": [2, 4], "context": [17, "9:40", 1024],
     "hit_rate": [1.0, 0.25], "prefix_groups": [3], "kv_dtype": ["bf16", "fp8_e4m3"],
     "q_dtype": ["bf16"], "block_size": [8], "kernel": ["gqa", "all"], "backend": "cpu",
-    "seed": 9, "validate_max_rows": 7, "shard": "1/3",
+    "seed": 9, "validate_max_rows": 7, "shard": "1/3", "scope": ["attention"],
+    "weights_dtype": "bf16",
     "measure": {"min_samples": 4, "min_time_s": 0.1, "max_noise": 0.01, "timeout_s": 2.5,
                 "warm_l2": true}})")
                                          .dump());

@@ -5,9 +5,10 @@ with its headline figures, read from the reports in OUTDIR (it never runs anythi
   scripts/gpu-check-summary.py OUTDIR [TITLE]
 
 Reads OUTDIR/steps.tsv (name, status, seconds, note; written by gpu-check.sh) and, where present,
-bundle-manifest.json, check.json, ceilings.json, targets.json, prefix.json, ncu-bytes.json, the GoogleTest
-XML files and gpu-check.json. The target thresholds are docs/design.md "GPU targets". Standard
-library only.
+bundle-manifest.json, check.json, ceilings.json, targets.json, prefix.json, layer.json,
+ncu-bytes.json, the GoogleTest XML files and gpu-check.json. The attention target thresholds are
+docs/design.md "GPU targets"; the layer step's is the layer scope's GPU target. Standard library
+only.
 """
 import json
 import os
@@ -19,6 +20,10 @@ import xml.etree.ElementTree as ET
 TARGET_POINTS = [((64, 8192), 0.90), ((1, 32768), 0.75)]
 FP8_SPEEDUP = 1.8
 GQA_OVER_NAIVE = 3.0
+# The layer scope's GPU target: the batch-1 layer step at >= 80 % of the roofline time of its
+# bytes at the measured copy ceiling.
+LAYER_COPY_ROOF = 0.80
+LAYER_MODEL, LAYER_CONTEXT = "llama-3.1-8b", 8192
 
 
 def load(outdir, name):
@@ -182,6 +187,73 @@ def prefix_lines(prefix):
     return lines
 
 
+def seconds(t):
+    return f"{t * 1e6:.1f} us" if t < 1e-3 else f"{t * 1e3:.3f} ms"
+
+
+def layer_lines(layer, copy):
+    """The layer step (scope "layer" points of layer.json) at LAYER_MODEL, LAYER_CONTEXT: per
+    kernel and hit rate the batch-1 step against its copy-ceiling roof, and the series' knee from
+    the report's knees[]; the GEMM library, and each reason a point was not measured, once."""
+    points = [r for r in layer.get("results") or [] if r.get("scope") == "layer"]
+    lines = []
+    libs = sorted({(r.get("layer") or {}).get("gemm_library") for r in points} - {None, ""})
+    for lib in libs:
+        lines.append(f"  gemm library: {lib}")
+    reasons = {}
+    for r in points:
+        if r.get("status") != "ok":
+            key = (r.get("status", "?"), r.get("reason") or "no reason given")
+            reasons[key] = reasons.get(key, 0) + 1
+    for (status, reason), n in sorted(reasons.items()):
+        lines.append(f"  {n} of {len(points)} layer points {status}: {reason}")
+
+    def here(x):
+        return x.get("model") == LAYER_MODEL and \
+            (x.get("context") or {}).get("values") == [LAYER_CONTEXT]
+
+    knees = {(str(k.get("kernel")), round(k.get("hit_rate") or 0, 6)): k
+             for k in layer.get("knees") or [] if k.get("scope") == "layer" and here(k)}
+    ok = [r for r in points if r.get("status") == "ok" and here(r)]
+
+    def series_of(r):
+        return str(r.get("kernel_requested") or r.get("kernel")), round(r.get("hit_rate") or 0, 6)
+
+    series = sorted({series_of(r) for r in ok} | set(knees))
+    width = max((len(str(k)) for k, _ in series), default=0)
+    for kernel, h in series:
+        b1 = next((r for r in ok if r.get("batch") == 1 and series_of(r) == (kernel, h)), None)
+        t = ((b1 or {}).get("time_s") or {}).get("median")
+        if t:
+            text = f"b=1 step {seconds(t)}"
+            bytes_min = (b1.get("bytes") or {}).get("min")
+            if not copy or not bytes_min:
+                text += ", % of copy roof n/a (no copy ceiling or bytes.min)"
+            else:
+                frac = bytes_min / copy / t
+                text += f", {100 * frac:.1f} % of copy roof"
+                if not h:
+                    verdict = "met" if frac >= LAYER_COPY_ROOF else "NOT met"
+                    text += f" (target >= {100 * LAYER_COPY_ROOF:.0f} %: {verdict})"
+            fm = (b1.get("roofline") or {}).get("fraction_measured")
+            if fm is not None:
+                text += f", roofline.fraction_measured {fm:.3f}"
+        else:
+            text = "b=1: no ok point"
+        k = knees.get((kernel, h))
+        if k:
+            text += (f"; knee b={k.get('knee_batch')}: {k.get('knee_tokens_per_s', 0):.0f} tok/s, "
+                     f"plateau {k.get('plateau_tokens_per_s', 0):.0f} tok/s; at the knee weights "
+                     f"{100 * k.get('weight_bytes_share_at_knee', 0):.0f} % / KV "
+                     f"{100 * k.get('kv_bytes_share_at_knee', 0):.0f} % of the bytes")
+        else:
+            text += "; no knee in knees[] (it needs 2 ok batches)"
+        lines.append(f"  {kernel:<{width}} h={h:<4g} {text}")
+    if not series:
+        lines.append(f"  no ok layer point at {LAYER_MODEL} ctx={LAYER_CONTEXT}")
+    return lines
+
+
 def gtest_figures(outdir, name):
     try:
         root = ET.parse(os.path.join(outdir, name + ".xml")).getroot()
@@ -228,6 +300,7 @@ def main():
         "ceilings": ceilings_figures(ceilings) if ceilings else "",
         "targets": statuses(targets) if targets else "",
         "prefix": statuses(load(outdir, "prefix.json") or {}) if load(outdir, "prefix.json") else "",
+        "layer": statuses(load(outdir, "layer.json") or {}) if load(outdir, "layer.json") else "",
         "ncu-bytes": ncu_figures(load(outdir, "ncu-bytes.json")),
         "sweep": statuses(sweep) if sweep else "",
     }
@@ -258,6 +331,13 @@ def main():
     line = gqa_line(sweep) if sweep else None
     if line:
         print(line)
+    layer = load(outdir, "layer.json")
+    if layer:
+        print(f"layer step (layer.json, knee.json cut: {LAYER_MODEL} ctx={LAYER_CONTEXT}; step "
+              "time of one layer, tok/s of the model without the LM head; % of copy roof = "
+              "bytes.min / copy ceiling / median):")
+        for line in layer_lines(layer, copy_ceiling(layer, ceilings)):
+            print(line)
     failed = [s[0] for s in steps if s[1] == "FAIL"]
     if failed:
         print(f"RESULT: FAILED {len(failed)} of {len(steps)} steps: {', '.join(failed)}")

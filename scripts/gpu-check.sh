@@ -24,6 +24,11 @@
 #                   every rung                                          targets.log, targets.json
 #   prefix          configs/sweeps/prefix.json cut to batch 16/64 x 8k x h 0/0.9, one group:
 #                   split_kv and tc against cascade                       prefix.log, prefix.json
+#   layer           configs/sweeps/knee.json cut to batch 1/4/16/64/256 x 8k x h 0/0.9: the
+#                   decode step of one llama-3.1-8b layer (QKV, attention, output projection,
+#                   MLP; bf16 weights), tc against cascade. Its GEMMs need the GPU machine's own
+#                   cuBLASLt (not in the bundle): without it the points come back "skipped" with
+#                   the reason, and the step still passes                 layer.log, layer.json
 #   ncu-b64-8k      Nsight Compute on one point each (llama-3.1-8b, f16, --kernel auto, batch 64
 #   ncu-b1-32k      x 8192 / batch 1 x 32768): DRAM bytes read, L2 hit rate, issue-slot use of a
 #                   few decode launches, clocks left alone
@@ -40,7 +45,8 @@
 #   nvidia-smi-end  the snapshot again, after the load                       nvidia-smi-end.log
 # plus summary.txt (every progress line, then the summary) and steps.tsv (name, status, seconds,
 # note per step). The summary (scripts/gpu-check-summary.py) is printed last: each step, its
-# seconds and headline figures, the target points against docs/design.md "GPU targets".
+# seconds and headline figures, the target points against docs/design.md "GPU targets", and the
+# layer step: its batch-1 time against the copy-ceiling roof of its bytes, and its knee.
 #
 # ncu: $NCU if set, else the first of PATH, /opt/nvidia/nsight-compute/*/ncu,
 # /usr/local/cuda/bin/ncu. Without it (or without permission to read the counters) the ncu steps
@@ -263,6 +269,12 @@ sweep_step targets gpu-targets.json targets.json 150
 # the prefix-unaware rungs against cascade; what the budget leaves of it is kept.
 sweep_step --partial-ok prefix prefix.json prefix.json 90 --batch 16,64 --context 8192 \
   --hit-rate 0,0.9 --prefix-groups 1
+# The whole decode step, a cut of configs/sweeps/knee.json: one llama-3.1-8b layer at 8k from
+# batch 1 to 256 (the knee of tokens/s), no and 90 % sharing; what the budget leaves of it is kept.
+# A sweep whose points are skipped (no cuBLASLt on this machine) exits 0, so the step passes and
+# the summary gives the reason.
+sweep_step --partial-ok layer knee.json layer.json 90 --batch 1,4,16,64,256 --context 8192 \
+  --hit-rate 0,0.9
 
 # --- Nsight Compute: the byte model against the hardware's DRAM counters ---------------------
 find_ncu() {

@@ -10,7 +10,11 @@
 #   a bundle file changed after the manifest (exit 2 before any GPU step, naming the file);
 #   a bundle built for another architecture (exit 2, naming both);
 #   a failing `check` (exit 1, the later steps still run);
-#   ncu missing, or not allowed to read the counters (those steps FAIL with the reason, the rest ok).
+#   ncu missing, or not allowed to read the counters (those steps FAIL with the reason, rest ok);
+#   no cuBLASLt on the GPU machine (the layer points skipped: the check passes, the summary gives
+#   the reason once), or too slow for the budget ("partial", its finished points kept).
+# The layer step (a cut of configs/sweeps/knee.json) is checked for its flags, its outputs and its
+# summary section: per kernel and hit rate the batch-1 step's % of copy roof and the knee.
 # Then scripts/ncu-bytes.py on canned ncu CSVs and reports: the join and its ratio, and a clear
 # error for a report without its point, kernels of another rung, a missing or empty CSV.
 #   gpu_check_test.sh GPU_CHECK NCU_BYTES WORKDIR
@@ -125,10 +129,102 @@ def point(model, kernel, requested, kv, batch, ctx, hq=32, hkv=8):
                       "min": bytes_min},
             "bandwidth": {"achieved": bytes_min / t}, "tokens_per_s": batch / (t * 32)}
 
-def report(results, planned=None, state="complete"):
-    return {"schema_version": 1, "devices": [device], "results": results,
+def report(results, planned=None, state="complete", knees=(), dev=device):
+    return {"schema_version": 1, "devices": [dev], "results": results, "knees": list(knees),
             "completion": {"state": state, "reason": "",
                            "points_planned": planned or len(results)}}
+
+# A layer point of llama-3.1-8b (bf16 weights and KV): every stage memory-bound at 85 % of the
+# copy ceiling unless its FLOPs at 70 % of the tensor peak take longer, attention reading the
+# logical KV bytes (tc) or only the unique ones (cascade). So an ok batch-1 point is at 85.0 %
+# of its copy roof.
+gemm_peak = 989e12
+no_cublaslt = ("cuBLASLt not found (libcublasLt.so.12: not in CUDA_HOME, /usr/local/cuda/lib64 "
+               "or python3's nvidia-cublas package); the layer scope needs it, the attention scope "
+               "runs without")
+def layer_point(kernel, batch, ctx, h):
+    per_seq = ctx * 8 * 128 * 2 * 2
+    shared = per_seq * h if batch > 1 else 0
+    kv_logical, kv_unique = batch * per_seq, batch * per_seq - (batch - 1) * shared
+    r = point("llama-3.1-8b", kernel, kernel, "bf16", batch, ctx)
+    r.update(scope="layer", q_dtype="bf16", hit_rate=h, prefix_groups=1)
+    if os.environ.get("FAKE_NO_CUBLASLT"):
+        r.update(status="skipped", reason=no_cublaslt, time_s={"median": None},
+                 bandwidth={"achieved": None}, tokens_per_s=None, layer=None,
+                 roofline={"fraction_measured": None})
+        return r
+    shapes = [("qkv_proj", 6144, 4096), ("attention", 0, 0), ("o_proj", 4096, 4096),
+              ("gate_up_proj", 28672, 4096), ("down_proj", 4096, 14336),
+              ("lm_head", 128256, 4096)]
+    stages, wbytes, abytes, wflops, roof = [], 0, 0, 0, 0
+    for name, n, k in shapes:
+        if name == "attention":
+            b, fl = kv_unique, 4 * batch * 32 * ctx * 128
+            t = (kv_unique if kernel == "cascade" else kv_logical) / (0.85 * copy)
+        else:
+            b, fl = 2 * (n * k + batch * (n + k)), 2 * batch * n * k
+            t = max(b / (0.85 * copy), fl / (0.7 * gemm_peak))
+        t_roof = max(b / device["bandwidth"]["measured"]["read"], fl / gemm_peak)
+        stages.append({"name": name, "m": batch, "n": n, "k": k, "bytes": b, "flops": fl,
+                       "time_s": {"median": t, "min": t, "max": t, "p10": t, "p90": t,
+                                  "mean": t, "rel_noise": 0.002, "samples": 10},
+                       "t_roof_s": t_roof, "max_rel_error": 1e-3})
+        if name not in ("attention", "lm_head"):
+            wbytes, abytes, wflops = wbytes + 2 * n * k, abytes + b - 2 * n * k, wflops + fl
+        if name != "lm_head":
+            roof += t_roof
+    t_w = sum(st["time_s"]["median"] for st in stages if st["name"] not in ("attention", "lm_head"))
+    t_kv, t_lm = stages[1]["time_s"]["median"], stages[-1]["time_s"]["median"]
+    t = t_w + t_kv
+    b_min = wbytes + abytes + kv_unique
+    r.update(time_s={"median": t, "min": t, "max": t, "p10": t, "p90": t, "mean": t,
+                     "rel_noise": 0.002, "samples": 10},
+             bytes={"kv_logical": kv_logical, "kv_unique": kv_unique, "min": b_min},
+             flops=wflops + stages[1]["flops"], bandwidth={"achieved": b_min / t},
+             roofline={"bound": "memory", "t_roof_s": roof, "fraction_measured": roof / t},
+             tokens_per_s=batch / (t * 32),
+             tokens_per_s_scope="the model's layers: batch / (median layer step time * "
+                                "num_layers), LM head not included")
+    r["layer"] = {
+        "weights_dtype": "bf16",
+        "gemm_library": "cuBLASLt 12.4.5 (/usr/local/cuda/lib64/libcublasLt.so.12)",
+        "left_out": ["rms_norm", "rotary", "residual_add"], "stages": stages,
+        "bytes": {"weights": wbytes, "kv": kv_unique, "activations": abytes},
+        "flops": {"weights": wflops, "attention": stages[1]["flops"]},
+        "time_s": {"weights": t_w, "kv": t_kv},
+        "gemm_ceiling": {"unit": "tensor_core", "name": "tensor-core bf16 (datasheet)",
+                         "flops": gemm_peak},
+        "tokens_per_s_with_lm_head": batch / (t * 32 + t_lm)}
+    return r
+
+def layer_knees(res):
+    """The report's knees of the ok layer points: the smallest batch at >= 90 % of the series'
+    largest tokens/s."""
+    series = {}
+    for r in res:
+        if r["status"] == "ok":
+            series.setdefault((r["kernel"], r["hit_rate"]), []).append(r)
+    knees = []
+    for (kernel, h), rs in sorted(series.items()):
+        rs.sort(key=lambda r: r["batch"])
+        tps = [r["tokens_per_s"] for r in rs]
+        if len(rs) < 2:
+            continue
+        i = next(i for i, v in enumerate(tps) if v >= 0.9 * max(tps))
+        top = max(range(len(rs)), key=lambda j: rs[j]["bandwidth"]["achieved"])
+        lb = rs[i]["layer"]["bytes"]
+        knees.append({
+            "scope": "layer", "metric": "tokens_per_s", "model": "llama-3.1-8b", "kernel": kernel,
+            "weights_dtype": "bf16", "kv_dtype": "bf16", "q_dtype": "bf16", "block_size": 16,
+            "context": rs[i]["context"], "hit_rate": h, "prefix_groups": 1,
+            "knee_batch": rs[i]["batch"], "knee_bandwidth": rs[i]["bandwidth"]["achieved"],
+            "max_bandwidth": rs[top]["bandwidth"]["achieved"], "max_batch": rs[top]["batch"],
+            "batches": [r["batch"] for r in rs],
+            "bandwidth": [r["bandwidth"]["achieved"] for r in rs],
+            "plateau_tokens_per_s": max(tps), "knee_tokens_per_s": tps[i], "tokens_per_s": tps,
+            "weight_bytes_share_at_knee": lb["weights"] / (lb["weights"] + lb["kv"]),
+            "kv_bytes_share_at_knee": lb["kv"] / (lb["weights"] + lb["kv"])})
+    return knees
 
 def write(path, obj):
     if path:
@@ -169,6 +265,19 @@ elif cmd == "sweep":
                         r["tokens_per_s"] *= 4
                     res.append(r)
         write(opt("--out"), report(res))
+    elif config == "knee.json":  # the cut: the axes as given, tc and cascade
+        res = [layer_point(k, int(b), int(opt("--context")), float(h))
+               for b in opt("--batch").split(",") for h in opt("--hit-rate").split(",")
+               for k in ("tc", "cascade")]
+        dev = dict(device, gemm_ceiling=None if os.environ.get("FAKE_NO_CUBLASLT") else
+                   {"flops": gemm_peak, "name": "tensor-core bf16 (datasheet)"})
+        write(opt("--out"), report(res, knees=layer_knees(res), dev=dev))
+        try:  # a slow machine: the budget stops it, the finished points stay
+            time.sleep(float(os.environ.get("FAKE_LAYER_SLEEP", "0")))
+        except KeyboardInterrupt:
+            write(opt("--out"), report(res, planned=40, state="interrupted",
+                                       knees=layer_knees(res), dev=dev))
+            sys.exit(130)
     elif opt("--batch"):  # one point, as the ncu steps ask
         b, ctx = int(opt("--batch")), int(opt("--context"))
         k = "split_kv" if b == 1 else "pipelined"
@@ -220,6 +329,13 @@ make_bundle() {
   chmod +x "$dir/bin/decodebench_bench"
   printf 'not really a shared object\n' >"$dir/lib/libfmt.so.9"
   cp -r "$configs" "$dir/configs"
+  # knee.json as the repository has it; a stand-in of its axes where this checkout has none yet.
+  [ -f "$dir/configs/sweeps/knee.json" ] || cat >"$dir/configs/sweeps/knee.json" <<'JSON'
+{"name": "knee", "model": ["llama-3.1-8b"], "scope": ["layer"],
+ "batch": [1, 2, 4, 8, 16, 32, 64, 128, 256], "context": [1024, 4096, 16384, 32768],
+ "hit_rate": [0, 0.9], "prefix_groups": [1], "kv_dtype": ["bf16"], "q_dtype": ["bf16"],
+ "block_size": [16], "kernel": ["tc", "cascade"], "backend": "cuda", "weights_dtype": "bf16"}
+JSON
   python3 - "$dir" "$arch" <<'PY'
 import hashlib, json, os, sys
 root, arch = sys.argv[1], sys.argv[2]
@@ -292,13 +408,14 @@ order="$(sed -E -n \
   -e 's/^decodebench (devices|check|ceilings).*/\1/p' \
   -e 's/^decodebench kernels --static.*/static-model/p' \
   -e 's/^decodebench sweep .*prefix.json.*/prefix/p' \
+  -e 's/^decodebench sweep .*knee.json.*/layer/p' \
   -e 's/^decodebench sweep .*--batch ([0-9]+).*/ncu-run-\1/p' \
   -e 's/^decodebench sweep .*gpu-targets.json.*/targets/p' \
   -e 's/^decodebench sweep .*gpu-check.json.*/sweep/p' \
   -e 's/^ncu --version.*/ncu-version/p' \
   -e 's/^ncu .*--batch ([0-9]+).*/ncu-\1/p' \
   -e 's/^(cuda_[a-z_]+tests) .*CUDA_VISIBLE_DEVICES=0$/\1/p' clean/calls.log | tr '\n' ' ')"
-want="smi devices check ceilings targets prefix ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
+want="smi devices check ceilings targets prefix layer ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
 want+=" cuda_backend_tests cuda_plan_tests static-model sweep smi "
 if [ "$order" = "$want" ]; then ok "clean: steps in order"; else
   bad "clean: steps ran as '$order', want '$want'"
@@ -308,11 +425,20 @@ if [ -s clean/forbidden.log ]; then
 else ok "clean: no package manager, cmake, nvcc, curl or wget called"; fi
 has clean calls.log '^decodebench sweep .*gpu-targets.json --ceilings .*/ceilings.json' \
   "the target sweep reuses the measured ceilings"
+# The layer step: the cut of knee.json (its own axes otherwise), the same ceilings, layer.json.
+want='^decodebench sweep --backend cuda --device 0 --config [^ ]*/bundle/configs/sweeps/knee\.json'
+want+=' --batch 1,4,16,64,256 --context 8192 --hit-rate 0,0\.9'
+want+=' --ceilings [^ ]*/clean/out/ceilings\.json --out [^ ]*/clean/out/layer\.json$'
+has clean calls.log "$want" \
+  "the layer step runs knee.json cut to batch 1-256 x 8k x h 0/0.9, with the ceilings"
+has clean out.txt 'run  layer \(up to [0-9]+s\)' "the layer step is announced"
+has clean out/steps.tsv '^layer'$'\t''ok'$'\t' "steps.tsv: the layer step"
 has clean calls.log '^ncu --clock-control none .*--kernel-name regex:paged_decode:: .*--launch-count' \
   "ncu leaves the clocks alone and profiles a few decode launches"
 missing=""
 for f in summary.txt steps.tsv bundle.log bundle-manifest.json nvidia-smi.log devices.log \
   check.log check.json ceilings.log ceilings.json targets.log targets.json prefix.log prefix.json \
+  layer.log layer.json \
   ncu-b64-8k.log ncu-b64-8k.csv ncu-b64-8k.json ncu-b1-32k.log ncu-b1-32k.csv ncu-b1-32k.json \
   ncu-bytes.log ncu-bytes.md ncu-bytes.json cuda_backend_tests.log cuda_backend_tests.xml \
   cuda_plan_tests.log cuda_plan_tests.xml static-model.log static-model.json sweep.log \
@@ -328,13 +454,13 @@ fi
 # The summary is last: from its header to the end no progress line, and it names every step.
 summary_at="$(grep -n '^== gpu-check summary' clean/out.txt | cut -d: -f1 | tail -n 1)"
 if [ -n "$summary_at" ] && ! tail -n "+$summary_at" clean/out.txt | grep -q '^\[gpu-check' &&
-  tail -n 1 clean/out.txt | grep -q '^RESULT: all 15 steps passed'; then
+  tail -n 1 clean/out.txt | grep -q '^RESULT: all 16 steps passed'; then
   ok "clean: the summary is printed last"
 else
   bad "clean: the summary is not last (header at line '${summary_at:-none}'):"
   tail -n 30 clean/out.txt | sed 's/^/    /' >&2
 fi
-for s in bundle nvidia-smi devices check ceilings targets prefix ncu-b64-8k ncu-b1-32k \
+for s in bundle nvidia-smi devices check ceilings targets prefix layer ncu-b64-8k ncu-b1-32k \
   ncu-bytes cuda_backend_tests cuda_plan_tests nvidia-smi-end; do
   step_is clean "$s" ok
 done
@@ -348,11 +474,58 @@ has clean out.txt 'b=64 ctx=8192 f16 h=0.9 G=1: cascade [0-9]+ tok/s = 4\.00x (s
   "summary: cascade over the best prefix-unaware rung"
 lacks clean out.txt 'h=0 G=1: cascade' "summary: no cascade ratio at h = 0"
 has clean out.txt '^ncu-bytes +ok .*split_kv: DRAM/bytes_min 1\.020' "summary: ncu bytes"
+# The layer section: the fake's stages run at 85 % of the copy ceiling (ceilings.json: 4000 GB/s),
+# so every batch-1 step is at 85.0 % of its copy roof; the knees are the report's.
+has clean out.txt '^layer +ok .*20 points: 20 ok' "summary: the layer step's points"
+has clean out.txt '^layer step \(layer\.json.*llama-3\.1-8b ctx=8192' "summary: the layer section"
+n="$(grep -c '^  gemm library: cuBLASLt 12\.4\.5 (/usr/local/cuda/lib64/libcublasLt\.so\.12)$' \
+  clean/out.txt || true)"
+if [ "$n" = 1 ]; then ok "clean: summary: the GEMM library, once"; else
+  bad "clean: the GEMM library line printed $n times, want 1"
+fi
+want='^  tc +h=0 +b=1 step [0-9.]+ us, 85\.0 % of copy roof \(target >= 80 %: met\), '
+want+='roofline\.fraction_measured 0\.791; knee b=256: [0-9]+ tok/s, plateau [0-9]+ tok/s; '
+want+='at the knee weights 5 % / KV 95 % of the bytes$'
+has clean out.txt "$want" "summary: tc at h=0: batch-1 % of copy roof, fraction_measured, knee"
+want='^  cascade +h=0\.9 +b=1 step [0-9.]+ us, 85\.0 % of copy roof, roofline\.fraction_measured '
+want+='0\.791; knee b=256: 18920 tok/s, plateau 18920 tok/s; at the knee weights 33 % / KV 67 %'
+has clean out.txt "$want" "summary: cascade at h=0.9: its own knee (no target verdict off h=0)"
+n="$(grep -c '^  \(tc\|cascade\) \+h=' clean/out.txt || true)"
+if [ "$n" = 4 ]; then ok "clean: a layer line per kernel and hit rate"; else
+  bad "clean: $n layer lines, want 4 (tc, cascade x h 0, 0.9)"
+fi
+lacks clean out.txt 'layer points skipped' "summary: no skip reason when every layer point is ok"
 has clean out.txt '^sweep +partial .*2 of 192 points' "summary: the partial sweep's points"
 has clean out/ncu-bytes.md '\| \*\*step\*\* \(pipelined, 4 profiled\) \| .* \| 1\.020 \|' \
   "ncu-bytes.md: one kernel a step"
 has clean out/ncu-bytes.md '\| \*\*step\*\* \(split_kv, 2 profiled\) \| .* \| 1\.020 \|' \
   "ncu-bytes.md: split + merge a step"
+
+# --- planted: no cuBLASLt on the GPU machine --------------------------------------------------
+# The layer points come back skipped with the reason: the step and the check still pass, and the
+# summary gives the reason once.
+run no-blas FAKE_NO_CUBLASLT=1 -- --bundle bundle no-blas/out --budget 60
+rc_is no-blas 0
+step_is no-blas layer ok
+has no-blas out.txt '^layer +ok .*20 points: 20 skipped' "summary: the layer points skipped"
+has no-blas out.txt '^RESULT: all 16 steps passed' "summary: the check passes"
+n="$(grep -c 'cuBLASLt not found' no-blas/out.txt || true)"
+if [ "$n" = 1 ]; then ok "no-blas: the reason printed once"; else
+  bad "no-blas: the reason printed $n times, want 1:"; sed 's/^/    /' no-blas/out.txt >&2
+fi
+has no-blas out.txt '^  20 of 20 layer points skipped: cuBLASLt not found \(' \
+  "summary: the count and the reason naming cuBLASLt"
+has no-blas out.txt '^  no ok layer point at llama-3\.1-8b ctx=8192$' "summary: no layer figures"
+lacks no-blas out.txt 'figures unavailable|gemm library' "summary: no traceback, no GEMM library"
+step_is no-blas prefix ok
+
+# --- the layer step stopped by the budget: "partial", its finished points summarized ------------
+run layer-slow FAKE_LAYER_SLEEP=300 -- --bundle bundle layer-slow/out --budget 30
+step_is layer-slow layer partial
+has layer-slow out.txt '^layer +partial .*stopped by the budget.*20 of 40 points: 20 ok' \
+  "summary: the partial layer step's points"
+has layer-slow out.txt '^  tc +h=0 +b=1 step .*85\.0 % of copy roof' \
+  "summary: the layer section from the points kept"
 
 # --- planted: a bundle file changed after the manifest was written -----------------------------
 make_bundle tampered
@@ -377,7 +550,7 @@ step_is check check FAIL
 for s in ceilings targets ncu-b64-8k ncu-b1-32k ncu-bytes cuda_backend_tests sweep; do
   step_is check "$s" ok
 done
-has check out.txt '^RESULT: FAILED 1 of 15 steps: check' "summary: only check failed"
+has check out.txt '^RESULT: FAILED 1 of 16 steps: check' "summary: only check failed"
 has clean out.txt 'b=64 ctx=8192 f16 .*auto=pipelined .*(static issue bound 4700 GB/s)' \
   "summary: the static model's bound of the instance that ran (group 4: cap 4, not 8)"
 

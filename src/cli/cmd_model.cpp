@@ -186,15 +186,13 @@ Roofs roofs_from_report(const std::string& path, DType weights) {
   // A CPU has no tensor cores: its tensor-core and cascade kernels run on the FMA units.
   r.tensor_name = tensor_f16 > 0 ? "tensor-core f16 dense (report's datasheet)"
                                  : "no tensor cores: " + r.fma_name;
-  // The GEMM ceiling is newer than most reports: where it is, under devices[0].measured or next
-  // to the bandwidth ceilings, it wins.
-  for (const nlohmann::json* o : {child(d, "measured"), measured, &d}) {
-    if (!o || r.gemm_flops > 0) continue;
-    r.gemm_flops = positive_number(o, "gemm_flops");
-    const nlohmann::json* n = child(*o, "gemm_ceiling_name");
-    r.gemm_name = fmt::format(
-        "GEMM (measured{})",
-        n && n->is_string() && !n->get<std::string>().empty() ? ": " + n->get<std::string>() : "");
+  // The GEMM ceiling (devices[0].gemm_ceiling {flops, name}, measured by a sweep with layer
+  // points) is newer than most reports: where it is, it wins.
+  if (const nlohmann::json* g = child(d, "gemm_ceiling"); g && g->is_object()) {
+    r.gemm_flops = positive_number(g, "flops");
+    const nlohmann::json* n = child(*g, "name");
+    r.gemm_name = n && n->is_string() && !n->get<std::string>().empty() ? n->get<std::string>()
+                                                                         : "GEMM (measured)";
   }
   const double tensor_w = is_fp8(weights) && tensor_fp8 > 0 ? tensor_fp8 : tensor_f16;
   if (r.gemm_flops <= 0 && tensor_w > 0) {

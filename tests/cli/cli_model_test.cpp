@@ -287,7 +287,7 @@ TEST(CliModelLayer, CeilingsFromAReport) {
   EXPECT_EQ(o.at("device").at("tensor_flop_roof").get<double>(), 1.0e12);
 
   // A measured GEMM ceiling, a quarter of the FMA peak: batch 16 turns GEMM-bound.
-  device["measured"] = {{"gemm_flops", 2.5e11}, {"gemm_ceiling_name", "OpenBLAS sbgemm"}};
+  device["gemm_ceiling"] = {{"flops", 2.5e11}, {"name", "OpenBLAS sbgemm"}};
   report["devices"] = json::array({device});
   write_file(dir / "new.json", report.dump());
   const json n = model_json(fmt::format("--ceilings '{}' --batch 1,16 --kernel-kind cascade",

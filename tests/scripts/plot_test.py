@@ -225,6 +225,80 @@ class PlantedFaults(unittest.TestCase):
         self.assertTrue(any(n.startswith("dtype-speedup: skipped") for n in notes), notes)
 
 
+def with_layer_points(report):
+    """`report` plus a scope-layer twin of each ok point: a step 4 ms longer (the weights' time,
+    the same at every batch) with its stage times, and the layer knees computed here."""
+    report = copy.deepcopy(report)
+    twins = []
+    for r in ok(report):
+        t = copy.deepcopy(r)
+        t["scope"] = "layer"
+        att = r["time_s"]["median"]
+        t["time_s"]["median"] = att + 4e-3
+        t["tokens_per_s"] = r["batch"] / ((att + 4e-3) * r["model_shape"]["num_layers"])
+        t["layer"] = {"weights_dtype": "bf16", "time_s": {"weights": 4e-3, "kv": att},
+                      "bytes": {"weights": 4.4e8, "kv": r["bytes"]["kv_unique"],
+                                "activations": 1e5}}
+        twins.append(t)
+    report["results"] += twins
+    series = {}
+    for t in twins:
+        series.setdefault(plot.identity(t, ("batch",)), []).append(t)
+    for rows in series.values():
+        rows.sort(key=lambda r: r["batch"])
+        tok = [r["tokens_per_s"] for r in rows]
+        knee = rows[next(i for i, v in enumerate(tok) if v >= 0.9 * max(tok))]
+        report["knees"].append({"scope": "layer", "model": knee["model"],
+                                "kernel": knee["kernel_requested"], "kv_dtype": knee["kv_dtype"],
+                                "q_dtype": knee["q_dtype"], "block_size": knee["block_size"],
+                                "prefix_groups": knee["prefix_groups"],
+                                "context": knee["context"], "hit_rate": knee["hit_rate"],
+                                "knee_batch": knee["batch"]})
+    return report
+
+
+class LayerFigure(unittest.TestCase):
+    """Scope layer: the model's tokens/s with the attention-only twins, the knees, the share."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.report = with_layer_points(CPU)
+        cls.figs = plot.make_figures(cls.report, names=("tokens-vs-batch", "layer-knee"))
+
+    def test_layer_series_twins_knees_and_shares(self):
+        fig = self.figs["layer-knee"]
+        layer_knees = [k for k in self.report["knees"] if k.get("scope") == "layer"]
+        self.assertEqual(len(lines(fig, "series")), 8)  # 2 dtypes x 2 contexts x 2 hit rates
+        self.assertEqual(len(lines(fig, "attention")), 8)
+        self.assertEqual(len(lines(fig, "knee")), len(layer_knees))
+        # Below each tokens/s line, its share of the step in the weight GEMMs: 4 ms of 4 + t_kv.
+        shares = [line for ax in fig.axes for line in ax.lines if line.get_gid() is None]
+        self.assertEqual(len(shares), 8)
+        want = sorted(round(4e-3 / (4e-3 + r["layer"]["time_s"]["kv"]), 9)
+                      for r in ok(self.report) if r.get("scope") == "layer")
+        self.assertEqual(sorted(round(y, 9) for line in shares for _, y in drawn(line)), want)
+        # The layer's tokens/s stay under the attention-only ones of the same points.
+        for layer, att in zip(lines(fig, "series"), lines(fig, "attention")):
+            self.assertTrue(all(a > b for (_, b), (_, a) in zip(drawn(layer), drawn(att))))
+
+    def test_tokens_vs_batch_keeps_attention_points_only(self):
+        self.assertEqual(len(lines(self.figs["tokens-vs-batch"], "series")), 8)
+
+    def test_a_layer_knee_not_matching_is_not_drawn(self):
+        report = copy.deepcopy(self.report)
+        for k in report["knees"]:
+            if k.get("scope") == "layer":
+                k["scope"] = "attention"  # planted: the knees no longer name the layer scope
+        fig = plot.make_figures(report, names=("layer-knee",))["layer-knee"]
+        self.assertEqual(len(lines(fig, "knee")), 0)
+
+    def test_no_layer_point_skips_the_figure(self):
+        notes = []
+        figs = plot.make_figures(CPU, notes=notes, names=("layer-knee",))
+        self.assertEqual(figs, {})
+        self.assertTrue(any(n.startswith("layer-knee: skipped") for n in notes), notes)
+
+
 class GpuShapedFigures(unittest.TestCase):
     """The synthetic cuda report: three kernels, a datasheet roof, a skipped and a wrong point."""
 
@@ -239,8 +313,8 @@ class GpuShapedFigures(unittest.TestCase):
         self.assertIn("SYNTHETIC", GPU["devices"][0]["name"])
         self.assertIn("synthetic", GPU["host"]["hostname"])
 
-    def test_all_six(self):
-        self.assertEqual(list(self.figs), list(plot.FIGURE_NAMES))
+    def test_all_but_the_layer_figure(self):
+        self.assertEqual(list(self.figs), [n for n in plot.FIGURE_NAMES if n != "layer-knee"])
 
     def test_roofline_every_roof(self):
         fig = self.figs["roofline"]

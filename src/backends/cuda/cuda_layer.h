@@ -11,8 +11,8 @@
 //   a step    qkv_proj, attention, o_proj, gate_up_proj, down_proj, lm_head in one stream; with
 //             fp8 weights each GEMM but qkv_proj starts with the cast of its input to e4m3
 //             (kernels::launch_quantize, kActivationFp8Scale; x is generated in e4m3)
-//   time_one  [L2 flush, cold; an untimed step, warm] -> event -> stage -> event -> ... : seven
-//             events, one sample of each stage; returns qkv_proj..down_proj
+//   time_one  [L2 flushes, cold; an untimed step, warm] -> event -> stage -> event -> ... :
+//             seven events, one sample of each stage; returns qkv_proj..down_proj
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -303,6 +303,23 @@ struct FillParams {
   float inv_scale = 1.f;  // 1 / per-tensor scale
 };
 
+// Activation quantization for the layer step's fp8 GEMMs (kernels/layer/quantize.cu): each of
+// `rows` rows of `cols` elements, read with row stride src_ld, is written with row stride dst_ld
+// as dst[r][c] = encode(dst_dtype, src[r][c] * inv_scale), round to nearest even and saturating
+// (common/float_formats.h: bit for bit what src/common/dtype.h's encode_value stores). Strides
+// are in elements; the padding of a dst row past `cols` is left alone.
+struct QuantizeParams {
+  const void* src = nullptr;
+  DType src_dtype = DType::bf16;  // f16 or bf16
+  std::int64_t src_ld = 0;        // >= cols
+  void* dst = nullptr;
+  DType dst_dtype = DType::fp8_e4m3;  // fp8_e4m3 or fp8_e5m2
+  std::int64_t dst_ld = 0;            // >= cols
+  std::int64_t rows = 0;              // <= 65535 (grid.y)
+  std::int64_t cols = 0;
+  float inv_scale = 1.f;  // 1 / the per-tensor scale of dst
+};
+
 // How the main kernel of a paged-decode rung launches for `p`: the kernel that streams the KV
 // cache (split_kv: the split kernel, not its merge). Host-side and GPU-free, the same numbers
 // on both targets; for the occupancy query, the static resource model and the tests.
@@ -328,6 +345,7 @@ struct LaunchShape {
   LaunchShape launch_shape(std::string_view kernel, const PagedDecodeParams& p);                \
   LaunchResult launch_bandwidth(BandwidthKernel which, const BandwidthParams& p, void* stream); \
   LaunchResult launch_fill(const FillParams& p, void* stream);                                  \
+  LaunchResult launch_quantize(const QuantizeParams& p, void* stream);                          \
   }
 DECODEBENCH_DECLARE_TARGET(emu)
 DECODEBENCH_DECLARE_TARGET(cuda)

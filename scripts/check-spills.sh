@@ -11,6 +11,7 @@
 #       decodebench::kernels::<target>::paged_decode::...      decode: the ladder, any rung
 #       decodebench::kernels::<target>::bandwidth_detail::...  ceiling: bandwidth ceilings
 #       decodebench::kernels::<target>::fill_detail::...       fill: device workload fill
+#       decodebench::kernels::<target>::quantize_detail::...   quantize: the layer's fp8 casts
 #     and fails on any kernel in none of them, so a new kernel cannot escape the gate;
 #   - fails if a decode kernel has a stack frame or local memory (ptxas puts register spills
 #     and local arrays there: STACK > 0 or LOCAL > 0; an entry's STACK includes its callees');
@@ -37,6 +38,7 @@ NS='decodebench::kernels::[a-z_]+::'
 DECODE_NS='paged_decode'
 CEILING_NS='bandwidth_detail'
 FILL_NS='fill_detail'
+QUANTIZE_NS='quantize_detail'
 
 usage() {
   sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
@@ -110,8 +112,8 @@ shorten() {
           s/\(decodebench::DType\)4/fp8_e5m2/g'
 }
 
-# decode / ceiling / fill from the demangled name's own qualification (not its arguments), or
-# "unclassified".
+# decode / ceiling / fill / quantize from the demangled name's own qualification (not its
+# arguments), or "unclassified".
 classify() {
   local name="${1#void }"
   name="${name%%<*}"
@@ -119,6 +121,7 @@ classify() {
   if [[ "$name" =~ ^${NS}${DECODE_NS}:: ]]; then echo decode
   elif [[ "$name" =~ ^${NS}${CEILING_NS}:: ]]; then echo ceiling
   elif [[ "$name" =~ ^${NS}${FILL_NS}:: ]]; then echo fill
+  elif [[ "$name" =~ ^${NS}${QUANTIZE_NS}:: ]]; then echo quantize
   else echo unclassified
   fi
 }
@@ -167,7 +170,7 @@ check_library() {
       for (i = 3; i <= 6; ++i) if ($i + 0 < old[i] + 0) $i = old[i]
       row[key] = $0 }
     END { for (i = 1; i <= n; ++i) print row[order[i]] }' "$tmp/table_rows" |
-    awk -F'\t' -v OFS='\t' '{ r = $7 == "decode" ? 1 : $7 == "ceiling" ? 2 : $7 == "fill" ? 3 : 0
+    awk -F'\t' -v OFS='\t' '{ r = $7 == "decode" ? 1 : $7 == "ceiling" ? 2 : $7 == "fill" ? 3 : $7 == "quantize" ? 4 : 0
                               print r, $0 }' |
     sort -t$'\t' -k1,1n -k2,2V -k3,3 | cut -f2- >"$tmp/merged"
 
@@ -190,7 +193,8 @@ check_library() {
       unclassified)
         echo "check-spills: FAIL unclassified kernel $name: put decode kernels in namespace" \
              "decodebench::kernels::<target>::${DECODE_NS} (a sub-namespace per rung is fine)," \
-             "bandwidth ceilings in ::${CEILING_NS}, the fill in ::${FILL_NS}" >&2
+             "bandwidth ceilings in ::${CEILING_NS}, the fill in ::${FILL_NS}, the layer's" \
+             "casts in ::${QUANTIZE_NS}" >&2
         unclassified=$((unclassified + 1)) ;;
     esac
   done <"$tmp/merged"

@@ -19,13 +19,16 @@ __global__ void __launch_bounds__(1024, 2) spill_kernel(const float* in, float* 
 }
 }  // namespace decodebench::kernels::cuda::paged_decode::planted_rung
 #elif defined(PLANT_OTHERS)
-// The known non-decode classes: a bandwidth ceiling and a fill kernel, clean.
+// The known non-decode classes: a bandwidth ceiling, a fill and a quantize kernel, clean.
 namespace decodebench::kernels::cuda::bandwidth_detail {
 __global__ void copy_kernel(const float* in, float* out) { out[threadIdx.x] = in[threadIdx.x]; }
 }  // namespace decodebench::kernels::cuda::bandwidth_detail
 namespace decodebench::kernels::cuda::fill_detail {
 __global__ void fill_kernel(float* out) { out[threadIdx.x] = 1.f; }
 }  // namespace decodebench::kernels::cuda::fill_detail
+namespace decodebench::kernels::cuda::quantize_detail {
+__global__ void quantize_kernel(float* out) { out[threadIdx.x] = 2.f; }
+}  // namespace decodebench::kernels::cuda::quantize_detail
 #elif defined(PLANT_STRAY)
 // A kernel in no known namespace (a new rung written outside paged_decode, say): must fail.
 namespace decodebench::kernels::cuda::planted_rung {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The spill gate (scripts/check-spills.sh) must be able to fail: compiles planted kernels into
 # static libraries with nvcc (one invocation) and checks that the gate
-#   passes a clean library (a decode kernel of a new rung, a ceiling and a fill kernel);
+#   passes a clean library (a decode kernel of a new rung, a ceiling, a fill and a quantize
+#   kernel, each in its class);
 #   fails a library with a spilling decode kernel of a new rung, naming it;
 #   fails a library with a kernel in no known namespace, naming it;
 #   fails a library with no decode kernel.
@@ -41,11 +42,12 @@ expect() {
 }
 # shellcheck disable=SC2016  # the backquotes are markdown, not a command
 expect libclean.a 0 '\| `planted_rung::clean_kernel` \| sm_[0-9]+a? \| [0-9]+ \| 0 \| 0 \| [0-9]+ \| decode \|'
+expect libclean.a 0 '\| `quantize_kernel` \| sm_[0-9]+a? \| [0-9]+ \| 0 \| 0 \| [0-9]+ \| quantize \|'
 expect libspill.a 1 'FAIL planted_rung::spill_kernel .*[1-9][0-9]* B stack frame'
 expect libstray.a 1 'FAIL unclassified kernel decodebench::kernels::cuda::planted_rung::stray_kernel'
 expect libnodecode.a 1 'FAIL no decode kernel'
 if ((failures > 0)); then
-  echo "check_spills_test: $failures of 4 planted cases went wrong" >&2
+  echo "check_spills_test: $failures of 5 planted cases went wrong" >&2
   exit 1
 fi
-echo "check_spills_test: all 4 planted cases caught as expected"
+echo "check_spills_test: all 5 planted cases caught as expected"

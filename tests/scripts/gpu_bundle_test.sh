@@ -91,6 +91,12 @@ no_march_native "$work/build/compile_commands.json" || fail "-march=native in th
 
 "$bundle_sh" --check-ldd "$copy"/bin/* "$copy"/lib/* || fail "ldd rule on the bundle"
 
+# cuBLASLt is loaded at run time from the GPU machine's toolkit or PyTorch wheel, never linked:
+# no bundled binary names it in DT_NEEDED (the ldd rule would also refuse it, as not allowed).
+for f in "$copy"/bin/*; do
+  if readelf -d "$f" | grep -qE '\(NEEDED\).*\[libcublas'; then fail "$f links libcublas*"; fi
+done
+
 # --- planted faults: each checker must catch its own ---------------------------------------------
 planted="$work/planted"
 mkdir -p "$planted/bundle/bin" "$planted/bundle/lib"

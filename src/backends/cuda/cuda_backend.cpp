@@ -11,7 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cublaslt_loader.h"
+#include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_layer.h"
+#include "backends/cuda/cuda_layer_plan.h"
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/cuda_resources.h"
 #include "backends/datasheet.h"
@@ -56,83 +60,18 @@ class CudaPoint final : public PreparedPoint {
   // `resident`: the residency of the instance of `kernel` for `w` (the split planner's input).
   CudaPoint(const Workload& w, const k::KernelInfo& kernel, const k::ResidentCtas& resident,
             cudaStream_t stream, L2Flusher& flusher, const TimingOptions& timing)
-      : kernel_(kernel.name),
+      : attention_(w, kernel, resident, stream),
         stream_(stream),
         flusher_(flusher),
         warm_l2_(timing.warm_l2),
-        timing_(initial_timing(timing.warm_l2)) {
-    params_ = w.params();  // shapes and scales; the host pointers are replaced below
-    const std::size_t rows = static_cast<std::size_t>(w.rows());
-    const std::size_t q_elems = rows * params_.num_q_heads * params_.head_dim;
-    const std::size_t cache_elems = static_cast<std::size_t>(params_.num_blocks) *
-                                    params_.num_kv_heads * params_.block_size * params_.head_dim;
-
-    // [rows][Hq][d] q_dtype
-    q_ = DeviceBuffer(q_elems * dtype_size(params_.q_dtype));
-    if (!w.q.empty()) {
-      expect_bytes(w.q.size(), q_.bytes(), "q");
-      q_.upload(w.q.data(), w.q.size(), stream_);
-    } else {
-      fill_q(w, static_cast<std::size_t>(params_.num_q_heads) * params_.head_dim);
-    }
-    // [num_blocks][Hkv][P][d] kv_dtype, K and V alike.
-    k_cache_ = DeviceBuffer(cache_elems * dtype_size(params_.kv_dtype));
-    v_cache_ = DeviceBuffer(cache_elems * dtype_size(params_.kv_dtype));
-    upload_or_fill_cache(w, w.k_cache, k_cache_, Tensor::k, "k_cache");
-    upload_or_fill_cache(w, w.v_cache, v_cache_, Tensor::v, "v_cache");
-    // [rows][max_blocks_per_seq] and [rows] int32
-    tables_ = DeviceBuffer(w.layout.block_tables.size() * sizeof(std::int32_t));
-    tables_.upload(w.layout.block_tables.data(), tables_.bytes(), stream_);
-    lens_ = DeviceBuffer(w.layout.context_lens.size() * sizeof(std::int32_t));
-    lens_.upload(w.layout.context_lens.data(), lens_.bytes(), stream_);
-    // [rows][Hq][d] q_dtype, all bytes 0xFF (NaN in f16 and bf16): an element the kernel never
-    // writes fails validation instead of passing on a leftover value.
-    out_ = DeviceBuffer(q_elems * dtype_size(params_.q_dtype));
-    DECODEBENCH_CUDA_CHECK(cudaMemsetAsync(out_.get(), 0xFF, out_.bytes(), stream_));
-
-    params_.q = q_.get();
-    params_.out = out_.get();
-    params_.k_cache = k_cache_.get();
-    params_.v_cache = v_cache_.get();
-    params_.block_tables = tables_.as<std::int32_t>();
-    params_.context_lens = lens_.as<std::int32_t>();
-
-    // The planners read the host layout (shapes, context lengths, block tables), never device
-    // memory: the prefix plan is found and checked on the host, then its packed copy is bound.
-    k::PagedDecodeParams host_view = params_;
-    host_view.block_tables = w.layout.block_tables.data();
-    host_view.context_lens = w.layout.context_lens.data();
-    if (kernel.prefix_aware) {
-      const k::PrefixPlan plan = k::plan_prefixes(host_view);
-      plan.bind(host_view);
-      if (std::string why = k::prefix_plan_error(host_view); !why.empty()) {
-        throw RuntimeFailure("cuda backend: the planner's " + why);
-      }
-      const std::vector<std::int32_t> packed = plan.packed();
-      plan_ = DeviceBuffer(packed.size() * sizeof(std::int32_t));
-      plan_.upload(packed.data(), plan_.bytes(), stream_);
-      plan.bind(params_, plan_.as<std::int32_t>());
-    }
-    if (kernel.uses_workspace) {
-      // == point_footprint(...).workspace
-      const k::SplitKvWorkspace layout = k::plan_workspace(kernel, host_view, resident);
-      workspace_ = DeviceBuffer(layout.total_bytes);
-      layout.bind(params_, workspace_.get());
-    }
-    // Surfaces any fault of the fill kernels here, with the point still attributable.
-    DECODEBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  }
+        timing_(initial_timing(timing.warm_l2)) {}
 
   void run() override {
     launch();
     DECODEBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
-  std::vector<float> output() override {
-    std::vector<std::byte> bytes(out_.bytes());
-    out_.download(bytes.data(), bytes.size(), stream_);
-    return decode_to_float(bytes, params_.q_dtype);  // [rows][Hq][d]
-  }
+  std::vector<float> output() override { return attention_.output(); }
 
   // Every sample brackets whole steps with two events; one launch_paged_decode call enqueues
   // every kernel of a step (split_kv: the split kernel and the merge).
@@ -141,10 +80,7 @@ class CudaPoint final : public PreparedPoint {
   TimingRecord timing() const override { return timing_; }
 
  private:
-  void launch() {
-    DECODEBENCH_CHECK_LAUNCH(k::cuda::launch_paged_decode(kernel_, params_, stream_),
-                             "paged decode kernel '" + kernel_ + "'");
-  }
+  void launch() { attention_.launch(); }
 
   // Cold L2: one step per sample, since the flush must precede each step. The flush (a memset
   // and a read of ~2x the L2, cuda_plan.h plan_l2_flush) is enqueued before the start event:
@@ -209,7 +145,7 @@ class CudaPoint final : public PreparedPoint {
     if (use_graph) {
       b.graph = cuda::CudaGraphExec::capture(stream_, [&] {
         for (int i = 0; i < steps; ++i) {
-          if (!k::cuda::launch_paged_decode(kernel_, params_, stream_).ok()) return false;
+          if (!attention_.try_launch()) return false;
         }
         return true;
       });
@@ -249,95 +185,12 @@ class CudaPoint final : public PreparedPoint {
     warm_ = std::move(plan);
   }
 
-  static void expect_bytes(std::size_t have, std::size_t want, const char* what) {
-    if (have != want) {
-      throw RuntimeFailure("cuda backend: workload " + std::string(what) + " holds " +
-                           std::to_string(have) + " bytes, its layout needs " +
-                           std::to_string(want));
-    }
-  }
-
-  // The workload's own rows are sequences w.sequences[i] of the full sweep point; Q row r of the
-  // host generator is element index sequence * Hq * d + ..., so each row keeps its values.
-  void fill_q(const Workload& w, std::size_t row_elems) {
-    const std::size_t row_bytes = row_elems * dtype_size(params_.q_dtype);
-    bool identity = true;  // rows are sequences 0..rows-1, contiguous in the generator's order
-    for (int r = 0; r < w.rows(); ++r) {
-      identity = identity && w.sequences[static_cast<std::size_t>(r)] == r;
-    }
-    for (int r = 0; r < w.rows(); ++r) {
-      if (identity && r > 0) break;  // one launch covers every row
-      k::FillParams f;
-      f.dst = q_.as<std::byte>() + static_cast<std::size_t>(r) * row_bytes;
-      f.dtype = params_.q_dtype;
-      f.count = identity ? row_elems * static_cast<std::size_t>(w.rows()) : row_elems;
-      f.seed = w.spec.seed;
-      f.tensor = static_cast<std::uint32_t>(Tensor::q);
-      f.index_offset =
-          static_cast<std::uint64_t>(w.sequences[static_cast<std::size_t>(r)]) * row_elems;
-      f.inv_scale = inv_scale_for(Tensor::q, params_.kv_dtype);  // 1: Q is not scaled
-      DECODEBENCH_CHECK_LAUNCH(k::cuda::launch_fill(f, stream_), "fill kernel (q)");
-    }
-  }
-
-  // Uploads the host cache, or (a layout-only Workload: empty host buffer) generates the pool
-  // on the device with the values the host generator would have written: pool block n holds
-  // the values of original block source_block_ids[n] (the identity for a full workload).
-  void upload_or_fill_cache(const Workload& w, const std::vector<std::byte>& host,
-                            DeviceBuffer& dst, Tensor tensor, const char* what) {
-    if (!host.empty()) {
-      expect_bytes(host.size(), dst.bytes(), what);
-      dst.upload(host.data(), host.size(), stream_);
-      return;
-    }
-    const std::size_t block_elems =
-        static_cast<std::size_t>(params_.num_kv_heads) * params_.block_size * params_.head_dim;
-    const std::size_t blocks = static_cast<std::size_t>(params_.num_blocks);
-    bool identity = true;  // pool block n holds original block n (one launch fills the pool)
-    if (!w.source_block_ids.empty()) {
-      if (w.source_block_ids.size() != blocks) {
-        throw InputError("cuda backend: workload source_block_ids has " +
-                         std::to_string(w.source_block_ids.size()) + " entries for a pool of " +
-                         std::to_string(blocks) + " blocks");
-      }
-      for (std::size_t n = 0; n < blocks && identity; ++n) {
-        identity = w.source_block_ids[n] == static_cast<std::int32_t>(n);
-      }
-    }
-    k::FillParams f;
-    f.dtype = params_.kv_dtype;
-    f.seed = w.spec.seed;
-    f.tensor = static_cast<std::uint32_t>(tensor);
-    f.inv_scale = inv_scale_for(tensor, params_.kv_dtype);
-    const std::string label = std::string("fill kernel (") + what + ")";
-    if (identity) {  // one launch over the whole pool
-      f.dst = dst.get();
-      f.count = blocks * block_elems;
-      f.index_offset = 0;
-      DECODEBENCH_CHECK_LAUNCH(k::cuda::launch_fill(f, stream_), label);
-      return;
-    }
-    // A packed subset pool (small: a validation subset): one launch per block. Block offsets
-    // are multiples of 16 bytes (Hkv * P * d * size is), as the fill requires.
-    const std::size_t block_bytes = block_elems * dtype_size(params_.kv_dtype);
-    for (std::size_t n = 0; n < blocks; ++n) {
-      f.dst = dst.as<std::byte>() + n * block_bytes;
-      f.count = block_elems;
-      f.index_offset = static_cast<std::uint64_t>(w.source_block_ids[n]) * block_elems;
-      DECODEBENCH_CHECK_LAUNCH(k::cuda::launch_fill(f, stream_), label);
-    }
-  }
-
-  std::string kernel_;
+  cuda::AttentionStep attention_;
   cudaStream_t stream_;  // the backend's
   L2Flusher& flusher_;   // the backend's
   bool warm_l2_;
   TimingRecord timing_;
   std::optional<WarmPlan> warm_;  // made on the first warm sample
-  k::PagedDecodeParams params_;   // device pointers
-  DeviceBuffer q_, out_, k_cache_, v_cache_, tables_, lens_;
-  DeviceBuffer workspace_;  // split_kv: partial_out and partial_lse (kernels::split_kv_workspace)
-  DeviceBuffer plan_;       // prefix-aware rungs: kernels::PrefixPlan::packed()
   CudaEvent start_, stop_;
 };
 
@@ -350,6 +203,8 @@ class CudaBackend final : public Backend {
   // the scrub buffer are created on it.
   explicit CudaBackend(int device)
       : device_(select_device(device)),
+        cc_major_(device_attribute(cudaDevAttrComputeCapabilityMajor, device_)),
+        cc_minor_(device_attribute(cudaDevAttrComputeCapabilityMinor, device_)),
         info_(query_device(device_)),
         flusher_(static_cast<std::size_t>(info_.l2_bytes), info_.sm_count) {}
 
@@ -415,6 +270,74 @@ class CudaBackend final : public Backend {
                                        flusher_, timing);
   }
 
+  // --- scope "layer" (cuda_layer.h) -----------------------------------------------------------
+  std::string layer_skip_reason(const WorkloadSpec& spec, std::string_view kernel,
+                                const LayerOptions& layer) override {
+    const DType weights = layer.weights_dtype;
+    if (std::string why = layer_support_error(spec.model, weights, spec.q_dtype); !why.empty()) {
+      return why;
+    }
+    if (is_fp8(weights)) {
+      if (std::string why = cuda::fp8_gemm_device_error(cc_major_, cc_minor_); !why.empty()) {
+        return why;
+      }
+    }
+    if (const cuda::CublasLtLoad& lt = cuda::cublaslt(); !lt.ok()) return lt.error;
+    const k::KernelInfo* info = find_kernel(kernel);
+    if (info == nullptr) {
+      return "unknown kernel '" + std::string(kernel) + "' (valid: " + ladder_names() + ")";
+    }
+    const PagedLayout layout = build_layout(spec);
+    const k::PagedDecodeParams p = shape_params(spec, layout);
+    if (std::string reason = k::unsupported_reason(*info, p); !reason.empty()) return reason;
+    for (LayerStage s : {LayerStage::qkv_proj, LayerStage::o_proj, LayerStage::gate_up_proj,
+                         LayerStage::down_proj, LayerStage::lm_head}) {
+      const GemmShape shape = gemm_shape(spec.model, s, spec.batch);
+      if (std::string why = cuda::gemm_call_error(cuda::plan_gemm(shape, weights, spec.q_dtype));
+          !why.empty()) {
+        return why;
+      }
+    }
+    activate();
+    std::size_t free_bytes = 0, total_bytes = 0;
+    DECODEBENCH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const std::size_t attention = cuda::point_footprint(p, *info, resident_ctas(*info, p)).total();
+    return cuda::layer_memory_skip_reason(
+        cuda::layer_footprint(spec.model, spec.batch, weights, spec.q_dtype, attention),
+        free_bytes);
+  }
+
+  std::unique_ptr<PreparedLayer> prepare_layer(const Workload& w, std::string_view kernel,
+                                               const LayerOptions& layer,
+                                               const TimingOptions& timing) override {
+    const k::KernelInfo* info = find_kernel(kernel);
+    if (info == nullptr) {
+      throw InputError("cuda backend: unknown kernel '" + std::string(kernel) +
+                       "' (valid: " + ladder_names() + ")");
+    }
+    if (std::string reason = k::unsupported_reason(*info, w.params()); !reason.empty()) {
+      throw InputError("cuda backend: " + reason);
+    }
+    if (std::string why = layer_support_error(w.spec.model, layer.weights_dtype, w.spec.q_dtype);
+        !why.empty()) {
+      throw InputError("cuda backend: " + why);
+    }
+    if (is_fp8(layer.weights_dtype)) {
+      if (std::string why = cuda::fp8_gemm_device_error(cc_major_, cc_minor_); !why.empty()) {
+        throw InputError("cuda backend: " + why);
+      }
+    }
+    const cuda::CublasLtLoad& lt = cuda::cublaslt();
+    if (!lt.ok()) throw InputError("cuda backend: " + lt.error);
+    activate();
+    return cuda::make_cuda_layer(w, *info, resident_ctas(*info, w.params()), stream_.get(),
+                                 flusher_, timing, layer, lt.api);
+  }
+
+  GemmCeiling gemm_ceiling(DType weights) override {
+    return cuda::tensor_gemm_ceiling(info_, weights);
+  }
+
  private:
   // The CUDA current device is per host thread; every entry point that touches the device
   // makes sure it is ours.
@@ -473,6 +396,7 @@ class CudaBackend final : public Backend {
   }
 
   int device_;
+  int cc_major_, cc_minor_;  // compute capability (fp8 GEMMs need 8.9)
   DeviceInfo info_;
   CudaStream stream_;
   L2Flusher flusher_;

@@ -1,0 +1,228 @@
+// Google Benchmark microbenchmarks of the layer scope's GEMMs (src/backends/cpu/cpu_gemm.h) on
+// every GEMM library this build found, at llama-3.1-8b's real shapes: the measurement behind the
+// choice of library in docs/decisions.md ("Layer GEMMs on the CPU").
+//
+//   decodebench_bench --benchmark_filter=gemm/         each GEMM of the step alone,
+//       gemm/<library>/<entry>/<stage>/m:<m>           cold weights (evicted before every
+//                                                      iteration, as the sweep's cold samples),
+//                                                      weights reused across calls; entry: each
+//                                                      way the library can run it (the default
+//                                                      first: what the cpu backend runs)
+//   decodebench_bench --benchmark_filter=gemm_step/    qkv_proj, an OpenMP region standing in for
+//       gemm_step/<library>/m:<m>                      the attention, o_proj, gate_up_proj,
+//                                                      down_proj back to back: what handing the
+//                                                      cores between the library's threads and
+//                                                      the decode's OpenMP pool costs
+//   decodebench_bench --benchmark_filter=gemm_square/  a warm 2048^3 product: the library's bf16
+//                                                      FLOP rate (the backend's gemm_ceiling)
+//
+// Counters: weight_GBps (the weight bytes per second, what batch 1 is bound by), bytes_GBps
+// (weights + input + output, layer_model.h's gemm_model), frac_of_read (bytes over the read
+// ceiling of register_cpu_benchmarks), GFLOPs. Shapes are llama-3.1-8b's at m = 1, 8, 64, 256
+// (small shapes, m = 1 and 8, under DECODEBENCH_BENCH_SMALL=1). Context: decodebench.gemm
+// (every library with its version), decodebench.gemm.first (what the cpu backend runs).
+// OpenBLAS's thread variants (Debian's libopenblas0-openmp and -pthread) share one soname: run
+// the binary with LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread to time the other.
+#include <benchmark/benchmark.h>
+
+#include <omp.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backends/cpu/cpu_ceilings.h"
+#include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_layer.h"
+#include "bench/bench.h"
+#include "workload/layer_model.h"
+#include "workload/workload.h"
+
+namespace decodebench::bench {
+namespace {
+
+using cpu::GemmLibrary;
+
+constexpr std::uint64_t kSeed = 1;
+constexpr std::array<LayerStage, 5> kStages = {LayerStage::qkv_proj, LayerStage::o_proj,
+                                               LayerStage::gate_up_proj, LayerStage::down_proj,
+                                               LayerStage::lm_head};
+
+ModelShape bench_model() {
+  if (!small_run()) return load_model("llama-3.1-8b");
+  ModelShape m{"small", 4, 2, 64, 1, ""};
+  m.hidden_size = 256;
+  m.intermediate_size = 512;
+  m.vocab_size = 1000;
+  return m;
+}
+
+std::vector<std::unique_ptr<GemmLibrary>>& libraries() {
+  static std::vector<std::unique_ptr<GemmLibrary>> libs = cpu::gemm_libraries();
+  return libs;
+}
+
+// Each weight is generated once (the lm_head is 1 GB) and prepared once per library (oneDNN's
+// packed copies): the benchmarks of every m reuse them, as consecutive decode steps do.
+const cpu::HostBuffer& raw_weight(const GemmShape& shape) {
+  static std::map<LayerStage, cpu::HostBuffer> cache;
+  auto [it, fresh] = cache.try_emplace(shape.stage);
+  if (fresh) {
+    it->second = cpu::HostBuffer(static_cast<std::size_t>(shape.n * shape.k) * 2);
+    cpu::advise_huge_pages(it->second.data(), it->second.size());
+    cpu::fill_weight(kSeed, shape, DType::bf16, it->second.data());
+  }
+  return it->second;
+}
+cpu::GemmWeights& weights(GemmLibrary& lib, const GemmShape& shape) {
+  static std::map<std::pair<GemmLibrary*, LayerStage>, std::unique_ptr<cpu::GemmWeights>> cache;
+  auto& slot = cache[{&lib, shape.stage}];
+  if (!slot) slot = lib.prepare_weights(raw_weight(shape).data(), shape.n, shape.k);
+  return *slot;
+}
+
+// One product ready to time: its input (filled from the generator, lda wide) and output.
+struct Product {
+  GemmShape shape;
+  cpu::GemmWeights* w = nullptr;
+  std::unique_ptr<cpu::GemmPlan> plan;
+  cpu::HostBuffer x, y;
+  GemmModel model;
+  Product(GemmLibrary& lib, const GemmShape& s, const std::string& entry)
+      : shape(s),
+        w(&weights(lib, s)),
+        plan(lib.plan(*w, s.m, s.lda, entry)),
+        x(static_cast<std::size_t>(s.m * s.lda) * 2),
+        y(static_cast<std::size_t>(s.m * s.n) * 2),
+        model(gemm_model(s, DType::bf16, DType::bf16)) {
+    cpu::fill_counter_values(x.data(), DType::bf16, s.m * s.lda, kSeed, LayerTensor::x, 0, 1.0f);
+  }
+  void run() { plan->run(x.data(), y.data()); }
+  void evict() const {
+    for (const auto& [data, bytes] : w->buffers()) cpu::evict_from_caches(data, bytes);
+    for (const auto& [data, bytes] : plan->buffers()) cpu::evict_from_caches(data, bytes);
+    cpu::evict_from_caches(x.data(), x.size());
+    cpu::evict_from_caches(y.data(), y.size());
+  }
+};
+
+void set_gemm_counters(benchmark::State& state, double weight_bytes, double bytes, double flops) {
+  const auto per_s = [&](double per_step, double unit) {
+    return benchmark::Counter(per_step * static_cast<double>(state.iterations()) / unit,
+                              benchmark::Counter::kIsRate);
+  };
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(bytes));
+  state.counters["weight_GBps"] = per_s(weight_bytes, 1e9);
+  state.counters["bytes_GBps"] = per_s(bytes, 1e9);
+  if (cpu_read_ceiling() > 0) state.counters["frac_of_read"] = per_s(bytes, cpu_read_ceiling());
+  state.counters["GFLOPs"] = per_s(flops, 1e9);
+  state.counters["threads"] = omp_get_max_threads();
+}
+
+void bm_gemm(benchmark::State& state, GemmLibrary* lib, GemmShape shape, std::string entry) {
+  Product p(*lib, shape, entry);
+  p.run();  // warm-up: threads started, the output paged in
+  for (auto _ : state) {
+    p.evict();
+    const auto t0 = std::chrono::steady_clock::now();
+    p.run();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    state.SetIterationTime(dt.count());
+  }
+  set_gemm_counters(state, static_cast<double>(p.model.weight_bytes),
+                    static_cast<double>(p.model.bytes()), p.model.flops);
+  state.SetLabel(p.plan->entry_point());
+}
+
+// The four layer GEMMs with an OpenMP region between qkv_proj and o_proj where the attention
+// runs: a read of an L2-sized buffer on every thread (~0.1 ms), the cheapest region that needs
+// both cores.
+void bm_step(benchmark::State& state, GemmLibrary* lib, int m) {
+  const ModelShape model = bench_model();
+  std::vector<std::unique_ptr<Product>> gemms;
+  double weight_bytes = 0, bytes = 0, flops = 0;
+  for (LayerStage s : kLayerGemms) {
+    gemms.push_back(std::make_unique<Product>(*lib, gemm_shape(model, s, m), ""));
+    weight_bytes += static_cast<double>(gemms.back()->model.weight_bytes);
+    bytes += static_cast<double>(gemms.back()->model.bytes());
+    flops += gemms.back()->model.flops;
+  }
+  const std::size_t region_floats = (std::size_t{1} << 20) / sizeof(float);
+  std::vector<float> region(region_floats);
+  cpu::fill_pattern(region.data(), region.size(), 1.0f, 0);
+  const auto step = [&] {
+    gemms[0]->run();
+    benchmark::DoNotOptimize(cpu::read_kernel(region.data(), region.size(), 0));
+    for (std::size_t i = 1; i < gemms.size(); ++i) gemms[i]->run();
+  };
+  step();
+  for (auto _ : state) {
+    for (const auto& g : gemms) g->evict();
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    state.SetIterationTime(dt.count());
+  }
+  set_gemm_counters(state, weight_bytes, bytes, flops);
+  state.SetLabel(gemms[0]->plan->entry_point());
+}
+
+// Warm: the rate of the arithmetic, what a compute roof is.
+void bm_square(benchmark::State& state, GemmLibrary* lib, std::int64_t size) {
+  GemmShape shape{LayerStage::qkv_proj, size, size, size, size};
+  cpu::HostBuffer w(static_cast<std::size_t>(size * size) * 2);
+  cpu::fill_weight(kSeed, shape, DType::bf16, w.data());
+  std::unique_ptr<cpu::GemmWeights> prepared = lib->prepare_weights(w.data(), size, size);
+  std::unique_ptr<cpu::GemmPlan> plan = lib->plan(*prepared, size, size);
+  cpu::HostBuffer x(w.size()), y(w.size());
+  cpu::fill_counter_values(x.data(), DType::bf16, size * size, kSeed, LayerTensor::x, 0, 1.0f);
+  plan->run(x.data(), y.data());
+  for (auto _ : state) plan->run(x.data(), y.data());
+  const double flops = 2.0 * static_cast<double>(size * size) * static_cast<double>(size);
+  state.counters["GFLOPs"] = benchmark::Counter(
+      flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["threads"] = omp_get_max_threads();
+  state.SetLabel(plan->entry_point());
+}
+
+}  // namespace
+
+void register_gemm_benchmarks(bool) {
+  std::vector<std::string> names;
+  const ModelShape model = bench_model();
+  const std::vector<int> ms = small_run() ? std::vector<int>{1, 8} : std::vector<int>{1, 8, 64, 256};
+  for (const auto& lib : libraries()) {
+    names.push_back(fmt::format("{} {} ({})", lib->name(), lib->version(), lib->package()));
+    for (LayerStage stage : kStages) {
+      for (int m : ms) {
+        const GemmShape shape = gemm_shape(model, stage, m);
+        const std::vector<std::string> entries = lib->entries(m, shape.k, shape.lda);
+        for (std::size_t e = 0; e < entries.size(); ++e) {
+          const std::string name = fmt::format("gemm/{}/{}/{}/m:{}", lib->name(), entries[e],
+                                               stage_name(stage), m);
+          timed_manually(
+              benchmark::RegisterBenchmark(name.c_str(), bm_gemm, lib.get(), shape, entries[e]));
+        }
+      }
+    }
+    for (int m : ms)
+      timed_manually(benchmark::RegisterBenchmark(
+          fmt::format("gemm_step/{}/m:{}", lib->name(), m).c_str(), bm_step, lib.get(), m));
+    const std::int64_t size = small_run() ? 256 : 2048;
+    benchmark::RegisterBenchmark(fmt::format("gemm_square/{}/{}", lib->name(), size).c_str(),
+                                 bm_square, lib.get(), size)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  benchmark::AddCustomContext("decodebench.gemm",
+                              names.empty() ? "none: " + cpu::missing_gemm_library()
+                                            : fmt::format("{}", fmt::join(names, "; ")));
+  benchmark::AddCustomContext("decodebench.gemm.first",
+                              names.empty() ? "none" : libraries().front()->name());
+}
+
+}  // namespace decodebench::bench

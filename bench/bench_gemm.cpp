@@ -123,7 +123,7 @@ void set_gemm_counters(benchmark::State& state, double weight_bytes, double byte
   state.counters["threads"] = omp_get_max_threads();
 }
 
-void bm_gemm(benchmark::State& state, GemmLibrary* lib, GemmShape shape, std::string entry) {
+void run_gemm(benchmark::State& state, GemmLibrary* lib, GemmShape shape, std::string entry) {
   Product p(*lib, shape, entry);
   p.run();  // warm-up: threads started, the output paged in
   for (auto _ : state) {
@@ -141,7 +141,7 @@ void bm_gemm(benchmark::State& state, GemmLibrary* lib, GemmShape shape, std::st
 // The four layer GEMMs with an OpenMP region between qkv_proj and o_proj where the attention
 // runs: a read of an L2-sized buffer on every thread (~0.1 ms), the cheapest region that needs
 // both cores.
-void bm_step(benchmark::State& state, GemmLibrary* lib, int m) {
+void run_step(benchmark::State& state, GemmLibrary* lib, int m) {
   const ModelShape model = bench_model();
   std::vector<std::unique_ptr<Product>> gemms;
   double weight_bytes = 0, bytes = 0, flops = 0;
@@ -172,7 +172,7 @@ void bm_step(benchmark::State& state, GemmLibrary* lib, int m) {
 }
 
 // Warm: the rate of the arithmetic, what a compute roof is.
-void bm_square(benchmark::State& state, GemmLibrary* lib, std::int64_t size) {
+void run_square(benchmark::State& state, GemmLibrary* lib, std::int64_t size) {
   GemmShape shape{LayerStage::qkv_proj, size, size, size, size};
   cpu::HostBuffer w(static_cast<std::size_t>(size * size) * 2);
   cpu::fill_weight(kSeed, shape, DType::bf16, w.data());
@@ -189,12 +189,27 @@ void bm_square(benchmark::State& state, GemmLibrary* lib, std::int64_t size) {
   state.SetLabel(plan->entry_point());
 }
 
+// A library that cannot make a plan on this CPU (oneDNN has no bf16 matmul below AVX-512) skips
+// its benchmarks with its reason; it throws before any timed iteration.
+template <auto kRun, class... Args>
+void guarded(benchmark::State& state, Args... args) {
+  try {
+    kRun(state, args...);
+  } catch (const std::exception& e) {
+    state.SkipWithError((std::string("skipped: ") + e.what()).c_str());
+  }
+}
+constexpr auto bm_gemm = guarded<run_gemm, GemmLibrary*, GemmShape, std::string>;
+constexpr auto bm_step = guarded<run_step, GemmLibrary*, int>;
+constexpr auto bm_square = guarded<run_square, GemmLibrary*, std::int64_t>;
+
 }  // namespace
 
 void register_gemm_benchmarks(bool) {
   std::vector<std::string> names;
   const ModelShape model = bench_model();
-  const std::vector<int> ms = small_run() ? std::vector<int>{1, 8} : std::vector<int>{1, 8, 64, 256};
+  const std::vector<int> ms =
+      small_run() ? std::vector<int>{1, 8} : std::vector<int>{1, 8, 64, 256};
   for (const auto& lib : libraries()) {
     names.push_back(fmt::format("{} {} ({})", lib->name(), lib->version(), lib->package()));
     for (LayerStage stage : kStages) {
@@ -202,8 +217,8 @@ void register_gemm_benchmarks(bool) {
         const GemmShape shape = gemm_shape(model, stage, m);
         const std::vector<std::string> entries = lib->entries(m, shape.k, shape.lda);
         for (std::size_t e = 0; e < entries.size(); ++e) {
-          const std::string name = fmt::format("gemm/{}/{}/{}/m:{}", lib->name(), entries[e],
-                                               stage_name(stage), m);
+          const std::string name =
+              fmt::format("gemm/{}/{}/{}/m:{}", lib->name(), entries[e], stage_name(stage), m);
           timed_manually(
               benchmark::RegisterBenchmark(name.c_str(), bm_gemm, lib.get(), shape, entries[e]));
         }
@@ -218,9 +233,9 @@ void register_gemm_benchmarks(bool) {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
-  benchmark::AddCustomContext("decodebench.gemm",
-                              names.empty() ? "none: " + cpu::missing_gemm_library()
-                                            : fmt::format("{}", fmt::join(names, "; ")));
+  benchmark::AddCustomContext("decodebench.gemm", names.empty()
+                                                      ? "none: " + cpu::missing_gemm_library()
+                                                      : fmt::format("{}", fmt::join(names, "; ")));
   benchmark::AddCustomContext("decodebench.gemm.first",
                               names.empty() ? "none" : libraries().front()->name());
 }

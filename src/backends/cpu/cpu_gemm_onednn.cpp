@@ -54,7 +54,8 @@ class DnnlWeights final : public GemmWeights {
 
   std::vector<Span> buffers() const override {
     std::vector<Span> spans;
-    for (const memory& p : packed_) spans.emplace_back(p.get_data_handle(), p.get_desc().get_size());
+    for (const memory& p : packed_)
+      spans.emplace_back(p.get_data_handle(), p.get_desc().get_size());
     if (spans.empty()) spans.emplace_back(raw_.get_data_handle(), raw_.get_desc().get_size());
     return spans;
   }
@@ -92,7 +93,15 @@ class DnnlPlan final : public GemmPlan {
                                  ? memory::desc({w.k, w.n}, dt::bf16, memory::dims{1, w.k})
                                  : memory::desc({w.k, w.n}, dt::bf16, tag::any);
     const memory::desc dst({m, w.n}, dt::bf16, tag::ab);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), ctx.engine);
+    dnnl::matmul::primitive_desc pd;
+    try {
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), ctx.engine);
+    } catch (const dnnl::error& e) {
+      throw RuntimeFailure(fmt::format(
+          "oneDNN: no bf16 matmul for m = {}, n = {}, k = {} on this CPU ({}): its bf16 kernels "
+          "need AVX-512",
+          m, w.n, w.k, e.what()));
+    }
     weights_ = w.for_layout(pd.weights_desc());
     src_ = memory(src, ctx.engine, DNNL_MEMORY_NONE);
     dst_ = memory(dst, ctx.engine, DNNL_MEMORY_NONE);
@@ -176,8 +185,8 @@ class Onednn final : public GemmLibrary {
       throw InputError(fmt::format("oneDNN: no entry point '{}' for m = {}, lda = {} (valid: {})",
                                    entry, m, lda, fmt::join(valid, ", ")));
     }
-    const auto e = static_cast<Entry>(
-        std::find(kEntryNames.begin(), kEntryNames.end(), entry) - kEntryNames.begin());
+    const auto e = static_cast<Entry>(std::find(kEntryNames.begin(), kEntryNames.end(), entry) -
+                                      kEntryNames.begin());
     return std::make_unique<DnnlPlan>(ctx_, static_cast<DnnlWeights&>(weights), m, lda, e);
   }
 

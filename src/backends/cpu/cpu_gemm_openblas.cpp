@@ -51,7 +51,8 @@ void to_float(const std::byte* src, std::int64_t rows, std::int64_t cols, std::i
   const auto* s = reinterpret_cast<const std::uint16_t*>(src);
 #pragma omp parallel for schedule(static) if (rows * cols >= (std::int64_t{1} << 20))
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) dst[r * cols + c] = floatfmt::bf16_to_float(s[r * ld + c]);
+    for (std::int64_t c = 0; c < cols; ++c)
+      dst[r * cols + c] = floatfmt::bf16_to_float(s[r * ld + c]);
 }
 
 class OpenblasWeights final : public GemmWeights {
@@ -72,7 +73,7 @@ class OpenblasWeights final : public GemmWeights {
   const float* f32() const { return f32_.data(); }
 
  private:
-  const std::byte* w_;     // [n][k] bf16, the caller's
+  const std::byte* w_;      // [n][k] bf16, the caller's
   std::vector<float> f32_;  // [n][k]: the fp32 copy, without the bf16 entry points
 };
 
@@ -159,8 +160,8 @@ class Openblas final : public GemmLibrary {
     const std::vector<std::string> valid = entries(m, weights.k, lda);
     if (entry.empty()) entry = valid.front();
     if (std::find(valid.begin(), valid.end(), entry) == valid.end()) {
-      throw InputError(fmt::format("OpenBLAS: no entry point '{}' for m = {} (valid: {})", entry,
-                                   m, fmt::join(valid, ", ")));
+      throw InputError(fmt::format("OpenBLAS: no entry point '{}' for m = {} (valid: {})", entry, m,
+                                   fmt::join(valid, ", ")));
     }
     return std::make_unique<OpenblasPlan>(static_cast<OpenblasWeights&>(weights), m, lda,
                                           entry == kGemv);

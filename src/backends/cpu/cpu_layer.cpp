@@ -50,11 +50,13 @@ void CpuAttention::run() {
 // ---- host buffers and the generator ------------------------------------------------------------
 
 HostBuffer::HostBuffer(std::size_t bytes)
-    : data_(static_cast<std::byte*>(::operator new(std::max<std::size_t>(bytes, 1),
-                                                   std::align_val_t(64)))),
+    : data_(static_cast<std::byte*>(
+          ::operator new(std::max<std::size_t>(bytes, 1), std::align_val_t(64)))),
       size_(bytes) {}
 
-void HostBuffer::Free::operator()(std::byte* p) const { ::operator delete(p, std::align_val_t(64)); }
+void HostBuffer::Free::operator()(std::byte* p) const {
+  ::operator delete(p, std::align_val_t(64));
+}
 
 namespace {
 
@@ -82,7 +84,8 @@ void fill_chunk(std::byte* dst, std::int64_t count, std::uint64_t seed, std::uin
     j = 1;
   }
   for (; j + 1 < count; j += 2) {
-    const NormalPair p = counter_normal_pair(seed, tensor, (first + static_cast<std::uint64_t>(j)) >> 1);
+    const NormalPair p =
+        counter_normal_pair(seed, tensor, (first + static_cast<std::uint64_t>(j)) >> 1);
     store_as<kType>(p.first * inv_scale, dst + static_cast<std::size_t>(j) * kSize);
     store_as<kType>(p.second * inv_scale, dst + static_cast<std::size_t>(j + 1) * kSize);
   }
@@ -117,7 +120,8 @@ void fill_counter_values(std::byte* dst, DType dtype, std::int64_t count, std::u
       return fill_parallel<DType::fp8_e4m3>(dst, count, seed, t, first, inv_scale);
     default: break;
   }
-  throw InputError(fmt::format("layer tensors are bf16, f16 or fp8_e4m3, got {}", dtype_name(dtype)));
+  throw InputError(
+      fmt::format("layer tensors are bf16, f16 or fp8_e4m3, got {}", dtype_name(dtype)));
 }
 
 void fill_weight(std::uint64_t seed, const GemmShape& shape, DType weights, std::byte* dst) {
@@ -131,9 +135,9 @@ void fill_input(std::uint64_t seed, int hidden, DType weights, std::span<const i
   const float inv_scale = input_scale(weights).inv_scale;
   const std::size_t row_bytes = static_cast<std::size_t>(hidden) * dtype_size(in);
   for (std::size_t r = 0; r < sequences.size(); ++r)
-    fill_counter_values(dst + r * row_bytes, in, hidden, seed, LayerTensor::x,
-                        static_cast<std::uint64_t>(sequences[r]) * static_cast<std::uint64_t>(hidden),
-                        inv_scale);
+    fill_counter_values(
+        dst + r * row_bytes, in, hidden, seed, LayerTensor::x,
+        static_cast<std::uint64_t>(sequences[r]) * static_cast<std::uint64_t>(hidden), inv_scale);
 }
 
 // ---- the weights -------------------------------------------------------------------------------
@@ -293,7 +297,8 @@ PreparedLayer::GemmValues CpuLayer::gemm_values(LayerStage stage, std::span<cons
     const std::byte* x = g.input + static_cast<std::size_t>(r * g.shape.lda) * dtype_size(in);
     for (std::int64_t i = 0; i < g.shape.k; ++i)
       v.input.push_back(decode_value(in, x + static_cast<std::size_t>(i) * dtype_size(in)));
-    const std::byte* y = g.output.data() + static_cast<std::size_t>(r * g.shape.n) * dtype_size(out);
+    const std::byte* y =
+        g.output.data() + static_cast<std::size_t>(r * g.shape.n) * dtype_size(out);
     for (std::int64_t i = 0; i < g.shape.n; ++i)
       v.output.push_back(decode_value(out, y + static_cast<std::size_t>(i) * dtype_size(out)));
   }

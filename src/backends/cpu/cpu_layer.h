@@ -109,8 +109,8 @@ class CpuLayer final : public PreparedLayer {
  public:
   // `weights` (shared with the backend's cache) must match w.spec.model and seed; `lib`
   // outlives this; `flusher` nullptr: warm samples.
-  CpuLayer(const Workload& w, bool cascade, std::shared_ptr<LayerWeights> weights,
-           GemmLibrary& lib, CacheFlusher* flusher);
+  CpuLayer(const Workload& w, bool cascade, std::shared_ptr<LayerWeights> weights, GemmLibrary& lib,
+           CacheFlusher* flusher);
 
   void run() override;
   std::vector<float> output() override;  // the attention's output [rows][Hq][d]
@@ -136,11 +136,11 @@ class CpuLayer final : public PreparedLayer {
   const Workload& w_;
   std::shared_ptr<LayerWeights> weights_;
   CpuAttention attention_;
-  HostBuffer x_;                  // [rows][hidden]: qkv_proj's input
-  std::array<Gemm, 5> gemms_;     // LayerWeights order
-  CacheFlusher* flusher_;         // nullptr: warm samples
-  std::string library_;           // "oneDNN 2.6.3 (OpenMP threads) (dnnl matmul ...)"
-  std::vector<Span> evict_;       // every buffer a step reads, evicted before a cold sample
+  HostBuffer x_;               // [rows][hidden]: qkv_proj's input
+  std::array<Gemm, 5> gemms_;  // LayerWeights order
+  CacheFlusher* flusher_;      // nullptr: warm samples
+  std::string library_;        // "oneDNN 2.6.3 (OpenMP threads) (dnnl matmul ...)"
+  std::vector<Span> evict_;    // every buffer a step reads, evicted before a cold sample
   std::vector<double> paired_read_;
   std::vector<std::vector<double>> stage_samples_;  // [kNumLayerStages][samples]
 };

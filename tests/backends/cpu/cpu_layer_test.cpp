@@ -72,10 +72,10 @@ Comparison check_gemm(const GemmShape& shape, DType weights, std::uint64_t seed,
 }
 
 // Skips the calling test with the backend's reason when it cannot run the layer here.
-#define SKIP_UNLESS_LAYER(backend, spec)                                             \
-  do {                                                                               \
+#define SKIP_UNLESS_LAYER(backend, spec)                                                \
+  do {                                                                                  \
     const std::string why = (backend).layer_skip_reason((spec), "cpu", LayerOptions{}); \
-    if (!why.empty()) GTEST_SKIP() << why;                                           \
+    if (!why.empty()) GTEST_SKIP() << why;                                              \
   } while (0)
 
 // ---- the generator -----------------------------------------------------------------------------
@@ -129,7 +129,8 @@ TEST(CpuGemmLibraries, EveryEntryMatchesReference) {
       for (std::int64_t lda : {k, 2 * k + 3}) {
         std::vector<std::uint16_t> x(static_cast<std::size_t>(m * lda));
         for (std::size_t i = 0; i < x.size(); ++i)
-          x[i] = floatfmt::float_to_bf16(static_cast<float>(static_cast<int>(i * 5 % 19) - 9) / 8.f);
+          x[i] =
+              floatfmt::float_to_bf16(static_cast<float>(static_cast<int>(i * 5 % 19) - 9) / 8.f);
         for (const std::string& entry : lib->entries(m, k, lda)) {
           auto plan = lib->plan(*weights, m, lda, entry);
           std::vector<std::uint16_t> y(static_cast<std::size_t>(m * n));
@@ -191,8 +192,7 @@ TEST(CpuLayer, StagesReadTheirPredecessorsOutput) {
   // qkv_proj reads x.
   std::vector<std::byte> x(static_cast<std::size_t>(2 * hidden) * 2);
   cpu::fill_input(spec.seed, hidden, DType::bf16, rows, x.data());
-  EXPECT_EQ(layer->gemm_values(LayerStage::qkv_proj, rows).input,
-            decode_to_float(x, DType::bf16));
+  EXPECT_EQ(layer->gemm_values(LayerStage::qkv_proj, rows).input, decode_to_float(x, DType::bf16));
   // o_proj reads the attention's output.
   const std::vector<float> attn = layer->output();
   const std::size_t q_dim = static_cast<std::size_t>(spec.model.num_q_heads * spec.model.head_dim);

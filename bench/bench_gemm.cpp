@@ -18,11 +18,13 @@
 //
 // Counters: weight_GBps (the weight bytes per second, what batch 1 is bound by), bytes_GBps
 // (weights + input + output, layer_model.h's gemm_model), frac_of_read (bytes over the read
-// ceiling of register_cpu_benchmarks), GFLOPs. Shapes are llama-3.1-8b's at m = 1, 8, 64, 256
-// (small shapes, m = 1 and 8, under DECODEBENCH_BENCH_SMALL=1). Context: decodebench.gemm
-// (every library with its version), decodebench.gemm.first (what the cpu backend runs).
-// OpenBLAS's thread variants (Debian's libopenblas0-openmp and -pthread) share one soname: run
-// the binary with LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread to time the other.
+// ceiling of register_cpu_benchmarks), paired_read_GBps and frac_of_paired (the read bandwidth
+// sampled right before each product by the cold-cache flush, and bytes over it), GFLOPs. Shapes are
+// llama-3.1-8b's at m = 1, 8, 64, 256 (small shapes, m = 1 and 8, under DECODEBENCH_BENCH_SMALL=1).
+// Context: decodebench.gemm (every library with its version), decodebench.gemm.first (what the cpu
+// backend runs). OpenBLAS's thread variants (Debian's libopenblas0-openmp and -pthread) share one
+// soname: run the binary with LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread to time
+// the other.
 #include <benchmark/benchmark.h>
 
 #include <omp.h>
@@ -110,7 +112,29 @@ struct Product {
   }
 };
 
-void set_gemm_counters(benchmark::State& state, double weight_bytes, double bytes, double flops) {
+// Cold, as the sweep's samples (cpu_ceilings.h "Cold caches"): the product's buffers evicted,
+// then the timed read of 2x the LLC that empties the caches of the rest and samples the read
+// bandwidth of that moment. The host's memory bandwidth drifts within seconds on a shared VM;
+// frac_of_paired judges each product against the bandwidth measured right before it.
+class ColdStart {
+ public:
+  void operator()() {
+    static cpu::CacheFlusher flusher;
+    const auto t0 = std::chrono::steady_clock::now();
+    flusher.flush();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    read_Bps_sum_ += static_cast<double>(flusher.bytes()) / dt.count();
+    ++samples_;
+  }
+  double mean_read_Bps() const { return samples_ ? read_Bps_sum_ / samples_ : 0; }
+
+ private:
+  double read_Bps_sum_ = 0;
+  int samples_ = 0;
+};
+
+void set_gemm_counters(benchmark::State& state, double weight_bytes, double bytes, double flops,
+                       const ColdStart& cold) {
   const auto per_s = [&](double per_step, double unit) {
     return benchmark::Counter(per_step * static_cast<double>(state.iterations()) / unit,
                               benchmark::Counter::kIsRate);
@@ -121,20 +145,26 @@ void set_gemm_counters(benchmark::State& state, double weight_bytes, double byte
   if (cpu_read_ceiling() > 0) state.counters["frac_of_read"] = per_s(bytes, cpu_read_ceiling());
   state.counters["GFLOPs"] = per_s(flops, 1e9);
   state.counters["threads"] = omp_get_max_threads();
+  if (cold.mean_read_Bps() > 0) {
+    state.counters["paired_read_GBps"] = cold.mean_read_Bps() / 1e9;
+    state.counters["frac_of_paired"] = per_s(bytes, cold.mean_read_Bps());
+  }
 }
 
 void run_gemm(benchmark::State& state, GemmLibrary* lib, GemmShape shape, std::string entry) {
   Product p(*lib, shape, entry);
   p.run();  // warm-up: threads started, the output paged in
+  ColdStart cold;
   for (auto _ : state) {
     p.evict();
+    cold();
     const auto t0 = std::chrono::steady_clock::now();
     p.run();
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
     state.SetIterationTime(dt.count());
   }
   set_gemm_counters(state, static_cast<double>(p.model.weight_bytes),
-                    static_cast<double>(p.model.bytes()), p.model.flops);
+                    static_cast<double>(p.model.bytes()), p.model.flops, cold);
   state.SetLabel(p.plan->entry_point());
 }
 
@@ -160,14 +190,16 @@ void run_step(benchmark::State& state, GemmLibrary* lib, int m) {
     for (std::size_t i = 1; i < gemms.size(); ++i) gemms[i]->run();
   };
   step();
+  ColdStart cold;
   for (auto _ : state) {
     for (const auto& g : gemms) g->evict();
+    cold();
     const auto t0 = std::chrono::steady_clock::now();
     step();
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
     state.SetIterationTime(dt.count());
   }
-  set_gemm_counters(state, weight_bytes, bytes, flops);
+  set_gemm_counters(state, weight_bytes, bytes, flops, cold);
   state.SetLabel(gemms[0]->plan->entry_point());
 }
 

@@ -234,14 +234,12 @@ class CpuBackend final : public Backend {
   std::string library_skip_reason(DType weights) {
     if (library_for(weights)) return {};
     if (libraries().empty()) return cpu::missing_gemm_library();
-    std::vector<std::string> found;
-    for (const auto& lib : libraries())
-      found.push_back(lib->name() + " " + lib->version() +
-                      (lib->supports(DType::bf16) ? ": bf16" : ": no bf16 kernels on this CPU"));
-    return "the cpu backend's GEMM libraries run no " + std::string(dtype_name(weights)) +
-           " weights here (" + fmt::format("{}", fmt::join(found, "; ")) +
-           "); the layer scope's cpu weights are bf16 (--weights-dtype bf16) on a CPU with "
-           "AVX-512";
+    std::vector<std::string> why;
+    for (const auto& lib : libraries()) why.push_back(lib->unsupported_reason(weights));
+    return "the cpu backend runs no " + std::string(dtype_name(weights)) +
+           " weights here: " + fmt::format("{}", fmt::join(why, "; ")) +
+           " (the cpu layer scope runs bf16 weights, --weights-dtype bf16, on oneDNN with "
+           "AVX-512)";
   }
 
   Ceilings measured_;

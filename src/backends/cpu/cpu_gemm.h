@@ -53,9 +53,10 @@ class GemmLibrary {
   virtual std::string name() const = 0;     // "OpenBLAS", "oneDNN"
   virtual std::string version() const = 0;  // "0.3.21 (Cooperlake kernels, OpenMP threads)"
   virtual std::string package() const = 0;  // the Debian dev package: "libopenblas-openmp-dev"
-  // Whether it runs products of `weights` as such (bf16 in, fp32 accumulation); a library that
-  // would convert them to fp32 first does not.
-  virtual bool supports(DType weights) const { return weights == DType::bf16; }
+  // "" when it runs products of `weights` as such (bf16 in, fp32 accumulation) on this CPU,
+  // else why not; a library that would convert them to fp32 first does not run them.
+  virtual std::string unsupported_reason(DType weights) const = 0;
+  bool supports(DType weights) const { return unsupported_reason(weights).empty(); }
   // `w` ([n][k] bf16, row-major) must outlive the result and every plan made from it.
   virtual std::unique_ptr<GemmWeights> prepare_weights(const std::byte* w, std::int64_t n,
                                                        std::int64_t k) = 0;

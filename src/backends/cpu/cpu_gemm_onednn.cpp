@@ -157,7 +157,10 @@ class Onednn final : public GemmLibrary {
   // oneDNN 2.6 has bf16 matmul kernels from AVX-512 on (avx512_core, the bf16 instructions
   // where the core has them); below, at most its reference implementation, which does not
   // count. Probed once on a small product.
-  bool supports(DType weights) const override {
+  std::string unsupported_reason(DType weights) const override {
+    if (weights != DType::bf16)
+      return fmt::format("oneDNN {} runs no {} matmul on this CPU (bf16 only)", version(),
+                         dtype_name(weights));
     static const bool bf16 = [this] {
       try {
         const memory::desc src({8, 64}, dt::bf16, tag::ab);
@@ -169,7 +172,10 @@ class Onednn final : public GemmLibrary {
         return false;
       }
     }();
-    return weights == DType::bf16 && bf16;
+    if (!bf16)
+      return "oneDNN " + version() +
+             " has no bf16 matmul kernel for this CPU (its bf16 kernels need AVX-512)";
+    return "";
   }
 
   std::unique_ptr<GemmWeights> prepare_weights(const std::byte* w, std::int64_t n,

@@ -3,8 +3,8 @@
 // not export them. So they are looked up at run time: where they exist a product is bf16 in, fp32
 // out (converted to bf16 in run()); where they do not, the only OpenBLAS product is cblas_sgemm /
 // cblas_sgemv on fp32 copies of the weights (twice the bytes) and of the input, which
-// supports(bf16) reports as not running bf16 (the bench times it, named so; the backend does not
-// run it). OpenBLAS has no public weight-packing API: it packs inside each call.
+// unsupported_reason(bf16) reports as not running bf16 (the bench times it, named so; the backend
+// does not run it). OpenBLAS has no public weight-packing API: it packs inside each call.
 #include <cblas.h>
 #include <dlfcn.h>
 
@@ -148,7 +148,16 @@ class Openblas final : public GemmLibrary {
 
   std::string package() const override { return DECODEBENCH_OPENBLAS_PACKAGE; }
 
-  bool supports(DType weights) const override { return weights == DType::bf16 && has_bf16(); }
+  std::string unsupported_reason(DType weights) const override {
+    if (weights != DType::bf16)
+      return fmt::format("OpenBLAS has no {} GEMM (bf16 only, as cblas_sbgemm)",
+                         dtype_name(weights));
+    if (!has_bf16())
+      return "OpenBLAS " + version() +
+             ": this build exports no cblas_sbgemm (built without BUILD_BFLOAT16, as Debian 12's "
+             "0.3.21 is)";
+    return "";
+  }
 
   std::unique_ptr<GemmWeights> prepare_weights(const std::byte* w, std::int64_t n,
                                                std::int64_t k) override {

@@ -207,8 +207,7 @@ CpuLayer::CpuLayer(const Workload& w, bool cascade, std::shared_ptr<LayerWeights
   const DType wt = weights_->dtype();
   if (const std::string why = layer_support_error(model, wt, w.spec.q_dtype); !why.empty())
     throw InputError(why);
-  if (!lib.supports(wt))
-    throw InputError(fmt::format("{} runs no {} weights here", lib.name(), dtype_name(wt)));
+  if (const std::string why = lib.unsupported_reason(wt); !why.empty()) throw InputError(why);
   const int rows = w.rows();
   x_ = HostBuffer(static_cast<std::size_t>(rows) * model.hidden_size * dtype_size(wt));
   fill_input(w.spec.seed, model.hidden_size, wt, w.sequences, x_.data());

@@ -35,8 +35,8 @@ std::string missing_gemm_library() {
 #if defined(DECODEBENCH_WITH_OPENBLAS) || defined(DECODEBENCH_WITH_ONEDNN)
   return "";
 #else
-  return "this build found no GEMM library for the layer's products: install libdnnl-dev "
-         "(oneDNN, scripts/bootstrap.sh does) and configure again";
+  return "this build has no GEMM library for the layer's bf16 products: install libdnnl-dev "
+         "(oneDNN; scripts/bootstrap.sh does) and configure again (DECODEBENCH_CPU_GEMM=auto)";
 #endif
 }
 

@@ -15,6 +15,8 @@
 //                                                      the decode's OpenMP pool costs
 //   decodebench_bench --benchmark_filter=gemm_square/  a warm 2048^3 product: the library's bf16
 //                                                      FLOP rate (the backend's gemm_ceiling)
+//   decodebench_bench --benchmark_filter=layer_step/   the whole layer step through the cpu
+//                                                      backend's layer scope (run_layer)
 //
 // Counters: weight_GBps (the weight bytes per second, what batch 1 is bound by), bytes_GBps
 // (weights + input + output, layer_model.h's gemm_model), frac_of_read (bytes over the read
@@ -37,10 +39,12 @@
 
 #include <fmt/format.h>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_ceilings.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_layer.h"
 #include "bench/bench.h"
+#include "common/errors.h"
 #include "workload/layer_model.h"
 #include "workload/workload.h"
 
@@ -221,6 +225,59 @@ void run_square(benchmark::State& state, GemmLibrary* lib, std::int64_t size) {
   state.SetLabel(plan->entry_point());
 }
 
+// One layer step through the cpu backend's layer scope (prepare_layer, time_one: cold, its own
+// paired read), llama-3.1-8b bf16 at a batch and context: the sweep's layer point in small.
+// Counters: bytes_GBps of the layer's bytes_min (weights, activations, the attention's minimum),
+// frac_of_paired (over the read bandwidth of each sample's flush), lm_head_ms (the LM head, a
+// separate term), evict_ms (what the cold start costs outside the clock).
+void run_layer(benchmark::State& state, int batch, int context) {
+  WorkloadSpec spec;
+  spec.model = bench_model();
+  spec.batch = batch;
+  spec.context = ContextSpec::fixed(context);
+  spec.kv_dtype = DType::bf16;
+  spec.q_dtype = DType::bf16;
+  spec.seed = kSeed;
+  static std::unique_ptr<Backend> backend = make_cpu_backend();
+  if (const std::string why = backend->layer_skip_reason(spec, "cpu", {}); !why.empty())
+    throw RuntimeFailure(why);
+  const Workload w = make_workload(spec);
+  const LayerModel model = layer_model(spec, w.layout, DType::bf16);
+  auto layer = backend->prepare_layer(w, "cpu", {}, {});
+  layer->run();
+  double evict = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double t = layer->time_one();
+    evict += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - t;
+    state.SetIterationTime(t);
+  }
+  const auto stages = layer->stage_samples();
+  const std::vector<double> paired = layer->paired_read_samples();
+  double frac = 0, lm_head = 0;
+  for (std::size_t i = 0; i < paired.size(); ++i) {
+    double t = 0;
+    for (int s = 0; s <= static_cast<int>(LayerStage::down_proj); ++s) t += stages[s][i];
+    frac += static_cast<double>(model.bytes_min) / t / paired[i];
+    lm_head += stages[static_cast<int>(LayerStage::lm_head)][i];
+  }
+  const auto n = static_cast<double>(paired.size());
+  state.SetBytesProcessed(state.iterations() * model.bytes_min);
+  state.counters["bytes_GBps"] = benchmark::Counter(
+      static_cast<double>(model.bytes_min) * static_cast<double>(state.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+  state.counters["frac_of_paired"] = frac / n;
+  state.counters["lm_head_ms"] = lm_head / n * 1e3;
+  state.counters["evict_ms"] = evict / n * 1e3;
+  for (int s = 0; s < kNumLayerStages; ++s) {
+    double sum = 0;
+    for (double t : stages[s]) sum += t;
+    if (s != static_cast<int>(LayerStage::lm_head))
+      state.counters[std::string(stage_name(static_cast<LayerStage>(s))) + "_ms"] = sum / n * 1e3;
+  }
+  state.SetLabel(layer->gemm_library());
+}
+
 // A library that cannot make a plan on this CPU (oneDNN has no bf16 matmul below AVX-512) skips
 // its benchmarks with its reason; it throws before any timed iteration.
 template <auto kRun, class... Args>
@@ -234,6 +291,7 @@ void guarded(benchmark::State& state, Args... args) {
 constexpr auto bm_gemm = guarded<run_gemm, GemmLibrary*, GemmShape, std::string>;
 constexpr auto bm_step = guarded<run_step, GemmLibrary*, int>;
 constexpr auto bm_square = guarded<run_square, GemmLibrary*, std::int64_t>;
+constexpr auto bm_layer = guarded<run_layer, int, int>;
 
 }  // namespace
 
@@ -265,6 +323,11 @@ void register_gemm_benchmarks(bool) {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
+  for (int batch : ms)
+    timed_manually(benchmark::RegisterBenchmark(
+        fmt::format("layer_step/{}/batch:{}/ctx:{}", model.name, batch, small_run() ? 256 : 4096)
+            .c_str(),
+        bm_layer, batch, small_run() ? 256 : 4096));
   benchmark::AddCustomContext("decodebench.gemm", names.empty()
                                                       ? "none: " + cpu::missing_gemm_library()
                                                       : fmt::format("{}", fmt::join(names, "; ")));

@@ -1,5 +1,6 @@
 #include "backends/cpu/cpu_gemm.h"
 
+#include <dlfcn.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -38,6 +39,12 @@ std::string missing_gemm_library() {
   return "this build has no GEMM library for the layer's bf16 products: install libdnnl-dev "
          "(oneDNN; scripts/bootstrap.sh does) and configure again (DECODEBENCH_CPU_GEMM=auto)";
 #endif
+}
+
+std::string library_path(const void* symbol) {
+  Dl_info info{};
+  if (dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return "static";
+  return info.dli_fname;
 }
 
 void store_bf16(const float* src, std::size_t count, std::byte* dst) {

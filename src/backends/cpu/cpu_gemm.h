@@ -50,8 +50,9 @@ class GemmPlan {
 class GemmLibrary {
  public:
   virtual ~GemmLibrary() = default;
-  virtual std::string name() const = 0;     // "OpenBLAS", "oneDNN"
-  virtual std::string version() const = 0;  // "0.3.21 (Cooperlake kernels, OpenMP threads)"
+  virtual std::string name() const = 0;  // "OpenBLAS", "oneDNN"
+  // With where it was loaded from: "2.6.3 (OpenMP threads, /lib/x86_64-linux-gnu/libdnnl.so.2)".
+  virtual std::string version() const = 0;
   virtual std::string package() const = 0;  // the Debian dev package: "libopenblas-openmp-dev"
   // "" when it runs products of `weights` as such (bf16 in, fp32 accumulation) on this CPU,
   // else why not; a library that would convert them to fp32 first does not run them.
@@ -79,6 +80,9 @@ std::string missing_gemm_library();
 // The library's bf16 rate, FLOP/s, on a size^3 product (x size x size, W size x size), best of
 // `repetitions` after one warm-up: the compute roof of the layer's GEMMs.
 double measure_square_flops(GemmLibrary& lib, std::int64_t size = 2048, int repetitions = 3);
+
+// The file of the shared object that holds `symbol` ("/usr/lib/.../libdnnl.so.2"), or "static".
+std::string library_path(const void* symbol);
 
 // bf16 <- fp32, round to nearest even, on all OpenMP threads when it is large enough to pay.
 void store_bf16(const float* src, std::size_t count, std::byte* dst);

@@ -149,7 +149,8 @@ class Onednn final : public GemmLibrary {
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     const char* runtime = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other";
-    return fmt::format("{}.{}.{} ({} threads)", v->major, v->minor, v->patch, runtime);
+    return fmt::format("{}.{}.{} ({} threads, {})", v->major, v->minor, v->patch, runtime,
+                       library_path(reinterpret_cast<const void*>(&dnnl_version)));
   }
 
   std::string package() const override { return "libdnnl-dev"; }

@@ -141,9 +141,10 @@ class Openblas final : public GemmLibrary {
     if (config.rfind("OpenBLAS ", 0) == 0) number = config.substr(9, config.find(' ', 9) - 9);
     const int parallel = openblas_get_parallel();  // 0 sequential, 1 pthreads, 2 OpenMP
     const char* threads = parallel == 2 ? "OpenMP" : parallel == 1 ? "pthreads" : "sequential";
-    return fmt::format("{} ({} kernels, {} {} threads, {})", number, openblas_get_corename(),
+    return fmt::format("{} ({} kernels, {} {} threads, {}, {})", number, openblas_get_corename(),
                        openblas_get_num_threads(), threads,
-                       has_bf16() ? "cblas_sbgemm" : "no cblas_sbgemm in this build");
+                       has_bf16() ? "cblas_sbgemm" : "no cblas_sbgemm in this build",
+                       library_path(reinterpret_cast<const void*>(&openblas_get_config)));
   }
 
   std::string package() const override { return DECODEBENCH_OPENBLAS_PACKAGE; }

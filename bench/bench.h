@@ -54,6 +54,11 @@ benchmark::internal::Benchmark* timed_manually(benchmark::internal::Benchmark* b
 // `measure`: false when the run lists benchmarks only (--benchmark_list_tests), so no ceilings
 // are measured.
 void register_cpu_benchmarks(bool measure);
+// The layer's GEMMs on every GEMM library of the build (bench_gemm.cpp); after
+// register_cpu_benchmarks, whose read ceiling they are judged against.
+void register_gemm_benchmarks(bool measure);
+// The read ceiling register_cpu_benchmarks measured, B/s (0 when it measured none).
+double cpu_read_ceiling();
 void register_cuda_benchmarks(bool measure);
 // Frees what the CUDA benchmarks hold on the device before main() returns: a static's destructor
 // would run after the CUDA runtime has been torn down.

@@ -378,6 +378,8 @@ void register_ceilings() {
 
 }  // namespace
 
+double cpu_read_ceiling() { return read_ceiling(); }
+
 void register_cpu_benchmarks(bool measure) {
   register_decode();
   register_convert();

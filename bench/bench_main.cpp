@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
                               bench::small_run() ? "small (DECODEBENCH_BENCH_SMALL=1)" : "full");
   try {
     bench::register_cpu_benchmarks(measure);
+    bench::register_gemm_benchmarks(measure);
     bench::register_cuda_benchmarks(measure);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "decodebench_bench: %s\n", e.what());

@@ -32,10 +32,13 @@ run = json.load(open(sys.argv[1]))
 ctx, benches = run["context"], run["benchmarks"]
 problems = []
 keys = ["decodebench.version", "decodebench.git_sha", "decodebench.shapes", "decodebench.cpu",
-        "decodebench.cpu.read_GBps", "decodebench.cpu.copy_GBps", "decodebench.cuda"]
+        "decodebench.cpu.read_GBps", "decodebench.cpu.copy_GBps", "decodebench.cuda",
+        "decodebench.gemm"]
 problems += [f"context lacks {k}" for k in keys if not ctx.get(k)]
 families = {b["name"].split("/")[0] for b in benches}
 wanted = ["decode", "paged_read", "layout_read", "convert", "ceiling"]
+if not ctx.get("decodebench.gemm", "none").startswith("none"):
+    wanted += ["gemm", "gemm_step", "gemm_square"]  # the build found a GEMM library
 cuda = ctx.get("decodebench.cuda")
 if cuda in ("no device", "not built"):
     if "cuda" in families:
@@ -88,6 +91,10 @@ EOF
 }
 plant "a family missing" \
   'run["benchmarks"] = [b for b in run["benchmarks"] if not b["name"].startswith("convert/")]'
+if python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["context"]["decodebench.gemm"].startswith("none"))' "$out"; then
+  plant "a GEMM library named but no gemm benchmark" \
+    'run["benchmarks"] = [b for b in run["benchmarks"] if not b["name"].startswith("gemm/")]'
+fi
 plant "no prefix points" \
   'run["benchmarks"] = [b for b in run["benchmarks"] if "/h:" not in b["name"]]'
 plant "a prefix point whose logical rate is its unique one" \

@@ -2,7 +2,8 @@
 # Checks that what decodebench needs to build and test is here, and installs from Debian's
 # packages only what is missing. What is checked is what the build uses, not package names: the
 # commands (cmake, ninja, g++, python3, git, clang-format) on PATH and the CMake packages (fmt,
-# nlohmann_json, CLI11, GTest, benchmark) as find_package sees them, in a scratch configure
+# nlohmann_json, CLI11, GTest, benchmark, dnnl: oneDNN, the cpu backend's layer GEMMs) as
+# find_package sees them, in a scratch configure
 # (about a second). So a machine that has them some other way (pip's cmake and ninja, a toolkit
 # of its own) is left alone. Idempotent: run it as often as you like.
 # When something is missing and cannot be installed (no apt-get, not root and no sudo, apt-get
@@ -15,6 +16,9 @@
 # them through python3, no PATH change needed).
 # Python: scripts/plot.py needs matplotlib (and Pillow, which it brings) for the python3 on PATH:
 # Debian's python3-matplotlib when that python3 is the system one, else (or when apt fails) pip.
+# OpenBLAS (its OpenMP variant) is optional: bench/bench_gemm.cpp times it next to oneDNN, the
+# layer scope does not use it (docs/decisions.md "Layer GEMMs on the CPU"), so failing to install
+# it is a warning.
 # Chromium is optional: the results-page test (tests/scripts/results_page_test.py) skips
 # without it, so failing to install it is a warning.
 # --fuzz (scripts/test.sh passes it unless --quick): also what the fuzz stage (tests/fuzz)
@@ -37,10 +41,10 @@ declare -A command_package=(
 )
 declare -A cmake_package=(
   [fmt]=libfmt-dev [nlohmann_json]=nlohmann-json3-dev [CLI11]=libcli11-dev
-  [GTest]="libgtest-dev libgmock-dev" [benchmark]=libbenchmark-dev
+  [GTest]="libgtest-dev libgmock-dev" [benchmark]=libbenchmark-dev [dnnl]=libdnnl-dev
 )
 command_order=(cmake ninja g++ python3 git clang-format)
-cmake_order=(fmt nlohmann_json CLI11 GTest benchmark)
+cmake_order=(fmt nlohmann_json CLI11 GTest benchmark dnnl)
 
 # Prints the missing commands and CMake packages, one a line; CMake packages are all reported
 # missing when the scratch configure cannot run (no cmake, no compiler, no build tool).
@@ -210,6 +214,14 @@ if ! has_plot_modules; then
   }
 fi
 echo "bootstrap: matplotlib $(python3 -c 'import matplotlib; print(matplotlib.__version__)')" >&2
+
+# Optional: OpenBLAS's OpenMP variant for the GEMM comparison of bench/bench_gemm.cpp, found where
+# src/backends/cpu/CMakeLists.txt looks for it.
+if ! compgen -G "/usr/lib/*/openblas-openmp/cmake/openblas/OpenBLASConfig.cmake" >/dev/null; then
+  apt_install "OpenBLAS (OpenMP) missing (optional: the GEMM bench compares it)" \
+    libopenblas-openmp-dev ||
+    echo "bootstrap: WARNING: no OpenBLAS; bench/bench_gemm.cpp times oneDNN alone" >&2
+fi
 
 # Optional: a headless Chromium for the results-page test (which skips without one).
 chromium_names=(chromium chromium-browser google-chrome google-chrome-stable)

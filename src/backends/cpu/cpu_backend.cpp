@@ -8,12 +8,17 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "backends/cpu/cpu_ceilings.h"
 #include "backends/cpu/cpu_decode.h"
+#include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_layer.h"
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "common/host_facts.h"
@@ -47,37 +52,13 @@ class CpuPoint final : public PreparedPoint {
   // times warm samples (--warm). `cascade`: the prefix-aware decode, planned here from w's
   // block tables (the plan is host work a serving engine does once per batch, not timed).
   CpuPoint(const Workload& w, cpu::CacheFlusher* flusher, bool cascade)
-      : w_(w), params_(w.params()), flusher_(flusher), cascade_(cascade) {
-    if (const std::string why = cpu::unsupported_reason(params_); !why.empty())
-      throw InputError(why);
-    // A layout-only workload (backend.h) is refused here, so the harness materializes it.
-    if (w.q.empty() || w.k_cache.empty() || w.v_cache.empty())
-      throw InputError("the cpu backend needs the workload's host tensors (q, k_cache, v_cache)");
-    if (cascade_) {
-      plan_ = k::plan_prefixes(params_);
-      plan_.bind(params_);
-    }
-    out_.resize(static_cast<std::size_t>(w.rows()) * params_.num_q_heads * params_.head_dim *
-                dtype_size(params_.q_dtype));
-    params_.out = out_.data();
-    cpu::advise_huge_pages(w.k_cache.data(), w.k_cache.size());
-    cpu::advise_huge_pages(w.v_cache.data(), w.v_cache.size());
-    inputs_ = {{w.k_cache.data(), w.k_cache.size()},
-               {w.v_cache.data(), w.v_cache.size()},
-               {w.q.data(), w.q.size()},
-               {w.layout.block_tables.data(), w.layout.block_tables.size() * sizeof(std::int32_t)},
-               {w.layout.context_lens.data(), w.layout.context_lens.size() * sizeof(std::int32_t)},
-               {out_.data(), out_.size()}};
-  }
+      : attention_(w, cascade), flusher_(flusher) {}
 
-  void run() override {
-    if (cascade_)
-      cpu::paged_decode_cascade(params_);
-    else
-      cpu::paged_decode(params_);
-  }
+  void run() override { attention_.run(); }
 
-  std::vector<float> output() override { return decode_to_float(out_, params_.q_dtype); }
+  std::vector<float> output() override {
+    return decode_to_float(attention_.output(), attention_.dtype());
+  }
 
   std::vector<double> paired_read_samples() const override { return paired_read_; }
 
@@ -91,7 +72,7 @@ class CpuPoint final : public PreparedPoint {
     if (flusher_) {
       // Cold: the point's own buffers out of every cache, then the timed read of a region that
       // empties the caches of everything else and samples the read bandwidth of this moment.
-      for (const auto& [data, bytes] : inputs_) cpu::evict_from_caches(data, bytes);
+      for (const auto& [data, bytes] : attention_.buffers()) cpu::evict_from_caches(data, bytes);
       const auto f0 = std::chrono::steady_clock::now();
       flusher_->flush();
       const std::chrono::duration<double> df = std::chrono::steady_clock::now() - f0;
@@ -104,14 +85,9 @@ class CpuPoint final : public PreparedPoint {
   }
 
  private:
-  const Workload& w_;  // owned by the caller; outlives this point
-  k::PagedDecodeParams params_;
-  std::vector<std::byte> out_;  // [rows][Hq][d] q_dtype
-  cpu::CacheFlusher* flusher_;  // nullptr: warm samples
-  bool cascade_;
-  k::PrefixPlan plan_;               // bound into params_ when cascade_
+  cpu::CpuAttention attention_;
+  cpu::CacheFlusher* flusher_;       // nullptr: warm samples
   std::vector<double> paired_read_;  // B/s of each timed flush, one per sample
-  std::vector<std::pair<const void*, std::size_t>> inputs_;  // evicted before a cold sample
 };
 
 class CpuBackend final : public Backend {
@@ -173,9 +149,107 @@ class CpuBackend final : public Backend {
                                       kernel == kCascadeName);
   }
 
+  // --- scope "layer" ---------------------------------------------------------------------------
+
+  std::string layer_skip_reason(const WorkloadSpec& spec, std::string_view kernel,
+                                const LayerOptions& layer) override {
+    if (std::string why = skip_reason(spec, kernel); !why.empty()) return why;
+    if (std::string why = layer_support_error(spec.model, layer.weights_dtype, spec.q_dtype);
+        !why.empty())
+      return why;
+    if (std::string why = library_skip_reason(layer.weights_dtype); !why.empty()) return why;
+    // Host memory: the attention's workload, the step's activations and the weights, less what
+    // the weights cache already holds (or frees for them).
+    const PagedLayout layout = build_layout(spec);
+    const DType wt = layer.weights_dtype;
+    const std::int64_t rows = spec.batch;
+    std::int64_t activations = rows * spec.model.hidden_size;  // x
+    for (LayerStage s : {LayerStage::qkv_proj, LayerStage::o_proj, LayerStage::gate_up_proj,
+                         LayerStage::down_proj, LayerStage::lm_head})
+      activations += gemm_shape(spec.model, s, spec.batch).n * rows;
+    activations += rows * spec.model.intermediate_size;  // down_proj's input made dense
+    const double out_bytes = static_cast<double>(rows) * spec.model.num_q_heads *
+                             spec.model.head_dim * dtype_size(spec.q_dtype);
+    const bool cached = weights_ && weights_->same_key(spec.model, wt, spec.seed);
+    const double weights =
+        cached ? 0.0
+               : static_cast<double>(cpu::LayerWeights::host_bytes(spec.model, wt, /*packs=*/true));
+    // Activations: bf16, and as much again for a library's fp32 output.
+    const double need = static_cast<double>(workload_host_bytes(spec, layout)) + out_bytes +
+                        static_cast<double>(activations) * (2 + 4) + weights;
+    double avail = static_cast<double>(cpu::available_memory_bytes());
+    if (weights_ && !cached) avail += static_cast<double>(weights_->bytes());
+    if (avail > 0 && need > kMemoryShare * avail) {
+      return "layer scope needs " + gb(need) + " of host memory (weights " + gb(weights) +
+             " included); " + std::to_string(int(kMemoryShare * 100)) + " % of the " + gb(avail) +
+             " available is " + gb(kMemoryShare * avail);
+    }
+    return {};
+  }
+
+  std::unique_ptr<PreparedLayer> prepare_layer(const Workload& w, std::string_view kernel,
+                                               const LayerOptions& layer,
+                                               const TimingOptions& timing) override {
+    if (kernel != kKernelName && kernel != kCascadeName) throw InputError(unknown_kernel(kernel));
+    const DType wt = layer.weights_dtype;
+    if (std::string why = layer_support_error(w.spec.model, wt, w.spec.q_dtype); !why.empty())
+      throw InputError(why);
+    if (std::string why = library_skip_reason(wt); !why.empty()) throw InputError(why);
+    cpu::GemmLibrary& lib = *library_for(wt);
+    if (!weights_ || !weights_->same_key(w.spec.model, wt, w.spec.seed)) {
+      weights_.reset();  // free the last model's before generating the next
+      weights_ = std::make_shared<cpu::LayerWeights>(w.spec.model, wt, w.spec.seed, lib);
+    }
+    if (!timing.warm_l2 && !flusher_) flusher_ = std::make_unique<cpu::CacheFlusher>();
+    return std::make_unique<cpu::CpuLayer>(w, kernel == kCascadeName, weights_, lib,
+                                           timing.warm_l2 ? nullptr : flusher_.get());
+  }
+
+  // The library's own rate on a 2048^3 bf16 product, measured once (~0.2 s).
+  GemmCeiling gemm_ceiling(DType weights) override {
+    cpu::GemmLibrary* lib = library_for(weights);
+    if (!lib) return {};
+    GemmCeiling& c = gemm_ceilings_[weights];
+    if (c.flops == 0) {
+      c.flops = cpu::measure_square_flops(*lib, 2048, /*repetitions=*/3);
+      c.name = lib->name() + " " + std::string(dtype_name(weights)) + " matmul 2048^3 (measured)";
+    }
+    return c;
+  }
+
  private:
+  std::vector<std::unique_ptr<cpu::GemmLibrary>>& libraries() {
+    if (!libraries_loaded_) {
+      libraries_ = cpu::gemm_libraries();
+      libraries_loaded_ = true;
+    }
+    return libraries_;
+  }
+  // The first library of the preference order that runs `weights`, or null.
+  cpu::GemmLibrary* library_for(DType weights) {
+    for (const auto& lib : libraries())
+      if (lib->supports(weights)) return lib.get();
+    return nullptr;
+  }
+  std::string library_skip_reason(DType weights) {
+    if (library_for(weights)) return {};
+    if (libraries().empty()) return cpu::missing_gemm_library();
+    std::vector<std::string> why;
+    for (const auto& lib : libraries()) why.push_back(lib->unsupported_reason(weights));
+    return "the cpu backend runs no " + std::string(dtype_name(weights)) +
+           " weights here: " + fmt::format("{}", fmt::join(why, "; ")) +
+           " (the cpu layer scope runs bf16 weights, --weights-dtype bf16, on oneDNN with "
+           "AVX-512)";
+  }
+
   Ceilings measured_;
   std::unique_ptr<cpu::CacheFlusher> flusher_;  // one for all points, made on first cold point
+  std::vector<std::unique_ptr<cpu::GemmLibrary>> libraries_;  // gemm_libraries(), made on use
+  bool libraries_loaded_ = false;
+  // The last layer point's weights: consecutive points of one model (a batch series) share
+  // them; llama-3.1-8b's layer and LM head are ~1.5 GB of bf16 to generate.
+  std::shared_ptr<cpu::LayerWeights> weights_;
+  std::map<DType, GemmCeiling> gemm_ceilings_;
 };
 
 }  // namespace

@@ -1,0 +1,148 @@
+// The cpu backend's layer scope (src/workload/layer_model.h): one transformer layer's decode
+// step for the whole batch, its GEMMs on a GEMM library (cpu_gemm.h) around the backend's own
+// attention, and the LM head. Pieces:
+//   CpuAttention   the attention stage exactly as the backend's attention-scope point runs it
+//                  (kernel "cpu" or "cascade"), shared by both scopes
+//   LayerWeights   every GEMM's weight of one model, filled on the host from the counter
+//                  generator and kept by the backend across the sweep points of that model
+//   CpuLayer       the PreparedLayer: the step's activations and the library's plans
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_ceilings.h"
+#include "backends/cpu/cpu_decode.h"
+#include "backends/cpu/cpu_gemm.h"
+#include "workload/layer_model.h"
+#include "workload/workload.h"
+
+namespace decodebench::cpu {
+
+// The attention of one point: the decode params over the workload's host tensors, the prefix
+// plan for cascade, the output [rows][Hq][d] in the q dtype. Throws InputError for what the
+// decode does not support and for a layout-only workload (backend.h), which the harness then
+// materializes.
+class CpuAttention {
+ public:
+  CpuAttention(const Workload& w, bool cascade);
+  CpuAttention(const CpuAttention&) = delete;
+  CpuAttention& operator=(const CpuAttention&) = delete;
+  void run();
+  std::span<const std::byte> output() const { return out_; }  // [rows][Hq][d] q dtype
+  DType dtype() const { return params_.q_dtype; }
+  // Every buffer run() reads or writes, for the eviction before a cold sample.
+  const std::vector<Span>& buffers() const { return buffers_; }
+
+ private:
+  kernels::PagedDecodeParams params_;
+  bool cascade_;
+  kernels::PrefixPlan plan_;  // bound into params_ when cascade_
+  std::vector<std::byte> out_;
+  std::vector<Span> buffers_;
+};
+
+// A host buffer of bytes left uninitialized (a std::vector would zero 1 GB on one thread
+// before the parallel fill touches it), 64-byte aligned.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  explicit HostBuffer(std::size_t bytes);
+  std::byte* data() { return data_.get(); }
+  const std::byte* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  std::unique_ptr<std::byte, Free> data_;
+  std::size_t size_ = 0;
+};
+
+// Element i of `tensor` for i in [first, first + count): counter_normal(seed, tensor, i) *
+// inv_scale encoded in `dtype` (bf16, f16 or fp8_e4m3), written to dst[0..count), on all OpenMP
+// threads (each first-touches the pages it writes).
+void fill_counter_values(std::byte* dst, DType dtype, std::int64_t count, std::uint64_t seed,
+                         LayerTensor tensor, std::uint64_t first, float inv_scale);
+// The weight of `shape` ([n][k]) in `weights` as layer_model.h defines it.
+void fill_weight(std::uint64_t seed, const GemmShape& shape, DType weights, std::byte* dst);
+// The step's input x [rows][hidden] in the GEMM input dtype: row r is sequence sequences[r]'s
+// (LayerTensor::x, flat index sequence * hidden + i).
+void fill_input(std::uint64_t seed, int hidden, DType weights, std::span<const int> sequences,
+                std::byte* dst);
+
+// The GEMMs of one model's layer and LM head, in layer_model.h's stage order (qkv_proj, o_proj,
+// gate_up_proj, down_proj, lm_head), each in the weights dtype and prepared for `lib` (which
+// must outlive this). Generated once per (model shape, weights dtype, seed).
+class LayerWeights {
+ public:
+  LayerWeights(const ModelShape& model, DType weights, std::uint64_t seed, GemmLibrary& lib);
+  bool same_key(const ModelShape& model, DType weights, std::uint64_t seed) const;
+  static constexpr int kGemms = 5;
+  static int index(LayerStage gemm);  // throws std::invalid_argument for attention
+  const std::byte* data(LayerStage gemm) const { return raw_[index(gemm)].data(); }
+  GemmWeights& prepared(LayerStage gemm) { return *prepared_[index(gemm)]; }
+  DType dtype() const { return dtype_; }
+  std::uint64_t seed() const { return seed_; }
+  // Host bytes the weights take (the library's packed copies included).
+  std::int64_t bytes() const;
+  // Bytes of the weights a backend holds for this model: the matrices, and the packed copies
+  // of a library that makes them (twice the matrices, an upper bound).
+  static std::int64_t host_bytes(const ModelShape& model, DType weights, bool packs);
+
+ private:
+  ModelShape model_;
+  DType dtype_;
+  std::uint64_t seed_;
+  std::array<HostBuffer, kGemms> raw_;
+  std::array<std::unique_ptr<GemmWeights>, kGemms> prepared_;
+};
+
+class CpuLayer final : public PreparedLayer {
+ public:
+  // `weights` (shared with the backend's cache) must match w.spec.model and seed; `lib`
+  // outlives this; `flusher` nullptr: warm samples.
+  CpuLayer(const Workload& w, bool cascade, std::shared_ptr<LayerWeights> weights, GemmLibrary& lib,
+           CacheFlusher* flusher);
+
+  void run() override;
+  std::vector<float> output() override;  // the attention's output [rows][Hq][d]
+  double time_one() override;
+  TimingRecord timing() const override;
+  std::vector<double> paired_read_samples() const override { return paired_read_; }
+  std::vector<std::vector<double>> stage_samples() const override { return stage_samples_; }
+  GemmValues gemm_values(LayerStage stage, std::span<const int> rows) override;
+  std::string gemm_library() const override { return library_; }
+
+  const LayerWeights& weights() const { return *weights_; }
+
+ private:
+  struct Gemm {
+    GemmShape shape;
+    const std::byte* input = nullptr;  // [rows][lda] bf16
+    HostBuffer output;                 // [rows][n] bf16
+    std::unique_ptr<GemmPlan> plan;
+  };
+  Gemm& gemm(LayerStage stage);
+  void run_stage(LayerStage stage);
+
+  const Workload& w_;
+  std::shared_ptr<LayerWeights> weights_;
+  CpuAttention attention_;
+  HostBuffer x_;               // [rows][hidden]: qkv_proj's input
+  std::array<Gemm, 5> gemms_;  // LayerWeights order
+  CacheFlusher* flusher_;      // nullptr: warm samples
+  std::string library_;        // "oneDNN 2.6.3 (OpenMP threads) (dnnl matmul ...)"
+  std::vector<Span> evict_;    // every buffer a step reads, evicted before a cold sample
+  std::vector<double> paired_read_;
+  std::vector<std::vector<double>> stage_samples_;  // [kNumLayerStages][samples]
+};
+
+}  // namespace decodebench::cpu

@@ -403,7 +403,7 @@ def fig_layer_knee(report, points):
     layer = [r for r in points if scope_of(r) == "layer"]
     attention = {identity(r, ("scope",)): r for r in points if scope_of(r) == "attention"}
     panels = panels_by_kernel(layer)
-    fig = new_figure(6.5 * len(panels), 8)
+    fig = new_figure(max(6.5 * len(panels), 8), 8)
     axes = fig.subplots(2, len(panels), squeeze=False, height_ratios=(2, 1))
     series_fields = [f for f in IDENTITY if f not in ("batch", "kernel_requested", "scope")]
     shown = varying(layer, series_fields)
@@ -451,8 +451,8 @@ def fig_layer_knee(report, points):
                            markeredgecolor="black", linestyle="none")]
         labels += ["attention only (same series)", "knee: smallest batch ≥ 90 % of max tokens/s"]
         ax.legend(handles, labels, fontsize=6.5, loc="best")
-    fig.suptitle(f"Layer step vs attention: tokens/s vs batch: {describe(report, layer)}",
-                 fontsize=9)
+    fig.suptitle(textwrap.fill(f"One layer's step vs its attention alone, tokens/s vs batch: "
+                               f"{describe(report, layer)}", 100), fontsize=9)
     return fig
 
 

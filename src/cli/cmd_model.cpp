@@ -192,7 +192,7 @@ Roofs roofs_from_report(const std::string& path, DType weights) {
     r.gemm_flops = positive_number(g, "flops");
     const nlohmann::json* n = child(*g, "name");
     r.gemm_name = n && n->is_string() && !n->get<std::string>().empty() ? n->get<std::string>()
-                                                                         : "GEMM (measured)";
+                                                                        : "GEMM (measured)";
   }
   const double tensor_w = is_fp8(weights) && tensor_fp8 > 0 ? tensor_fp8 : tensor_f16;
   if (r.gemm_flops <= 0 && tensor_w > 0) {
@@ -271,6 +271,11 @@ std::vector<KernelKind> parse_kernel_kinds(const std::string& text) {
 std::string bound_by_name(bool memory, ComputeUnit unit) {
   if (memory) return "memory";
   return unit == ComputeUnit::tensor_core ? "tensor" : "fma";
+}
+
+// Whole tokens/s where they are many (a GPU), three digits where few (a CPU: 1.67).
+std::string tokens_text(double t) {
+  return t >= 100 ? fmt::format("{:.0f}", t) : fmt::format("{:.3g}", t);
 }
 
 std::string max_batch_label(const std::optional<std::int64_t>& b) {
@@ -921,7 +926,7 @@ int run_layer(const ModelOptions& o, const Roofs& roofs, DType weights) {
                      fmt::format("{:g}/{:.3f}", r.hit_rate, r.hit_rate_actual),
                      std::to_string(r.batch), r.kernel_kind, format_bytes(r.weight_bytes_step),
                      format_bytes(r.kv_streamed_step), format_bytes(r.activation_bytes_step),
-                     format_seconds(r.t_step_s), r.bound_by, fmt::format("{:.0f}", r.tokens_per_s),
+                     format_seconds(r.t_step_s), r.bound_by, tokens_text(r.tokens_per_s),
                      fmt::format("{:.1f}", 100 * r.weight_share),
                      fmt::format("{:.1f}", 100 * r.kv_share), max_batch_label(r.max_batch)});
   }
@@ -948,8 +953,8 @@ int run_layer(const ModelOptions& o, const Roofs& roofs, DType weights) {
     }
     knee_cells.push_back(
         {se.model, se.kv_dtype, se.context, fmt::format("{:g}", se.hit_rate), se.kernel_kind,
-         std::to_string(se.knee->knee_batch), fmt::format("{:.0f}", se.knee->knee_value),
-         fmt::format("{:.0f} ({})", se.knee->plateau, se.knee->plateau_batch),
+         std::to_string(se.knee->knee_batch), tokens_text(se.knee->knee_value),
+         fmt::format("{} ({})", tokens_text(se.knee->plateau), se.knee->plateau_batch),
          fmt::format("{:.1f}", 100 * se.at_knee->weight_share),
          fmt::format("{:.1f}", 100 * se.at_knee->kv_share), max_batch_label(se.max_batch), note});
   }

@@ -180,7 +180,9 @@ void add_column_legend(const TextTable& t, std::vector<std::string>& legend, boo
   if (shown(t, "t weights")) {
     legend.push_back(
         "scope layer: one transformer layer's step (QKV, output and MLP GEMMs around the "
-        "attention); GB/s and % roof count its weights, activations and KV; t weights / t kv: "
+        "attention); GB/s and % roof count its weights, activations and KV, the roof sums each "
+        "stage's (its GEMMs against the device line's layer GEMM ceiling, which `bound` then "
+        "names fma on a CPU, tc on a GPU); t weights / t kv: "
         "the medians of its GEMM stages summed / of its attention stage; weights % bytes: the "
         "weights' share of weight + KV bytes.");
     legend.push_back(

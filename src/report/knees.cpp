@@ -76,7 +76,9 @@ json compute_knees(std::span<const PointResult> results) {
     series[series_key(p)].push_back(&p);
   }
   json knees = json::array();
-  for (auto& [key, points] : series) {
+  for (auto& kv : series) {
+    // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+    std::vector<const PointResult*>& points = kv.second;
     std::sort(points.begin(), points.end(),
               [](const PointResult* a, const PointResult* b) { return a->batch < b->batch; });
     // Repeated batches in one series (e.g. merged reruns) keep the first.

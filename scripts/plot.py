@@ -351,6 +351,17 @@ def panels_by_kernel(points):
     return [(k, [r for r in points if r["kernel_requested"] == k]) for k in kernels]
 
 
+def mark_knee(ax, knees, first, batches, tokens, color):
+    """A star at the knee of the series `first` belongs to, where the report lists one."""
+    knee = next((k for k in knees if knee_matches(k, first)), None)
+    if knee is None or knee["knee_batch"] not in batches:
+        return
+    y = tokens[batches.index(knee["knee_batch"])]
+    if not math.isnan(y):
+        ax.plot([knee["knee_batch"]], [y], marker="*", markersize=15, color=color,
+                markeredgecolor="black", linestyle="none", label="_knee", gid="knee")
+
+
 def fig_tokens_vs_batch(report, points):
     panels = panels_by_kernel(points)
     fig = new_figure(6.5 * len(panels), 5)
@@ -367,13 +378,7 @@ def fig_tokens_vs_batch(report, points):
             tokens = [num(r.get("tokens_per_s")) for r in series]
             ax.plot(batches, tokens, label=label(series[0], shown), linewidth=1.3,
                     markersize=4, gid="series", **st)
-            knee = next((k for k in knees if knee_matches(k, series[0])), None)
-            if knee is None or knee["knee_batch"] not in batches:
-                continue
-            y = tokens[batches.index(knee["knee_batch"])]
-            if not math.isnan(y):
-                ax.plot([knee["knee_batch"]], [y], marker="*", markersize=15, color=st["color"],
-                        markeredgecolor="black", linestyle="none", label="_knee", gid="knee")
+            mark_knee(ax, knees, series[0], batches, tokens, st["color"])
         ax.set_xscale("log", base=2)
         batches = sorted({r["batch"] for r in rows})
         ax.set_xticks(batches, [str(b) for b in batches])
@@ -426,13 +431,7 @@ def fig_layer_knee(report, points):
                         markersize=3, alpha=0.6, label="_attention", gid="attention")
             share_ax.plot(batches, [layer_time_share(r) for r in series], linewidth=1.2,
                           markersize=4, **st)
-            knee = next((k for k in knees if knee_matches(k, series[0])), None)
-            if knee is None or knee["knee_batch"] not in batches:
-                continue
-            y = tokens[batches.index(knee["knee_batch"])]
-            if not math.isnan(y):
-                ax.plot([knee["knee_batch"]], [y], marker="*", markersize=15, color=st["color"],
-                        markeredgecolor="black", linestyle="none", label="_knee", gid="knee")
+            mark_knee(ax, knees, series[0], batches, tokens, st["color"])
         batches = sorted({r["batch"] for r in rows})
         for a in (ax, share_ax):
             a.set_xscale("log", base=2)

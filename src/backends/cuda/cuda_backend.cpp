@@ -255,8 +255,8 @@ class CudaBackend final : public Backend {
                                     free_bytes);
   }
 
-  std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
-                                         const TimingOptions& timing) override {
+  // The ladder entry of `kernel`, which must run `w`: what prepare() and prepare_layer() share.
+  const k::KernelInfo& runnable_kernel(const Workload& w, std::string_view kernel) const {
     const k::KernelInfo* info = find_kernel(kernel);
     if (info == nullptr) {
       throw InputError("cuda backend: unknown kernel '" + std::string(kernel) +
@@ -265,6 +265,12 @@ class CudaBackend final : public Backend {
     if (std::string reason = k::unsupported_reason(*info, w.params()); !reason.empty()) {
       throw InputError("cuda backend: " + reason);
     }
+    return *info;
+  }
+
+  std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
+                                         const TimingOptions& timing) override {
+    const k::KernelInfo* info = &runnable_kernel(w, kernel);
     activate();
     return std::make_unique<CudaPoint>(w, *info, resident_ctas(*info, w.params()), stream_.get(),
                                        flusher_, timing);
@@ -310,14 +316,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<PreparedLayer> prepare_layer(const Workload& w, std::string_view kernel,
                                                const LayerOptions& layer,
                                                const TimingOptions& timing) override {
-    const k::KernelInfo* info = find_kernel(kernel);
-    if (info == nullptr) {
-      throw InputError("cuda backend: unknown kernel '" + std::string(kernel) +
-                       "' (valid: " + ladder_names() + ")");
-    }
-    if (std::string reason = k::unsupported_reason(*info, w.params()); !reason.empty()) {
-      throw InputError("cuda backend: " + reason);
-    }
+    const k::KernelInfo* info = &runnable_kernel(w, kernel);
     if (std::string why = layer_support_error(w.spec.model, layer.weights_dtype, w.spec.q_dtype);
         !why.empty()) {
       throw InputError("cuda backend: " + why);

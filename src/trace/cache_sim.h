@@ -1,0 +1,69 @@
+// `decodebench cache-sim`: a trace's requests replayed, in arrival order and without any
+// concurrency, through a PrefixCache of a given capacity and policy (docs/design.md "Trace
+// replay"). Per request at its arrival (trace time): expire(now); hit = the cache's leading run
+// of its hash ids; hit tokens = min(run x block tokens, input tokens); then touch(all its ids).
+// hit rate = sum of hit tokens / sum of input tokens.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/dtype.h"
+#include "trace/prefix_cache.h"
+#include "trace/trace.h"
+#include "workload/workload.h"  // ModelShape
+
+namespace decodebench {
+
+inline constexpr double kUnboundedTokens = std::numeric_limits<double>::infinity();
+
+struct CacheSimSetting {
+  EvictionPolicy policy = EvictionPolicy::lru;
+  double capacity_tokens = kUnboundedTokens;  // > 0 or infinity; blocks = floor(tokens / block)
+  double ttl_s = 0;                           // ttl only, > 0 (seconds of trace time)
+};
+
+struct CacheSimResult {
+  CacheSimSetting setting;
+  std::int64_t capacity_blocks = 0;  // kUnboundedBlocks for infinity
+  std::int64_t requests = 0;
+  std::int64_t input_tokens = 0;
+  std::int64_t hit_tokens = 0;
+  double hit_rate = 0;          // hit_tokens / input_tokens
+  double hit_rate_ceiling = 0;  // the same trace at infinite capacity (lru, no ttl)
+  PrefixCacheStats blocks;      // inserted, evicted, expired, peak
+  std::int64_t prefill_tokens_computed = 0;  // input_tokens - hit_tokens
+  std::int64_t prefill_tokens_saved = 0;     // hit_tokens
+  double prefill_flops_saved = 0;            // 2 x model parameters x prefill_tokens_saved
+  // The cache's KV bytes over all layers for the model and KV dtype: capacity blocks x block
+  // tokens x kv bytes per token (2 x Hkv x d x sizeof(kv) x layers); at infinite capacity the
+  // peak held instead.
+  double cache_bytes = 0;
+  double elapsed_s = 0;  // wall time of this setting's replay
+};
+
+// The model needs num_params for the FLOPs (else params_from_shape; 0 FLOPs without a layer
+// shape). Throws InputError for a setting out of range (naming it and what is valid).
+CacheSimResult simulate_cache(const Trace& trace, const CacheSimSetting& setting,
+                              const ModelShape& model, DType kv_dtype);
+// Every setting, with the ceiling computed once.
+std::vector<CacheSimResult> simulate_cache(const Trace& trace,
+                                           const std::vector<CacheSimSetting>& settings,
+                                           const ModelShape& model, DType kv_dtype);
+
+// KV bytes of one token over every layer: 2 x Hkv x d x sizeof(kv) x num_layers.
+double kv_bytes_per_token_all_layers(const ModelShape& model, DType kv_dtype);
+
+// The `cache_sim` JSON section (docs/report-schema.md "cache_sim"): {trace, model, kv_dtype,
+// definitions, settings: [...]}, capacities of infinity written as the string "inf".
+nlohmann::json cache_sim_json(const Trace& trace, const ModelShape& model, DType kv_dtype,
+                              const std::vector<CacheSimResult>& results);
+nlohmann::json to_json(const CacheSimResult& r);
+// The trace's identity in reports: {source, format, block_tokens, requests, span_s,
+// input_tokens, output_tokens, has_prefix_info}.
+nlohmann::json trace_summary_json(const Trace& trace);
+
+}  // namespace decodebench

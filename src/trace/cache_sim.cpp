@@ -1,0 +1,1 @@
+#include "trace/cache_sim.h"

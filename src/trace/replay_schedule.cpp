@@ -1,0 +1,1 @@
+#include "trace/replay_schedule.h"

@@ -1,0 +1,1 @@
+#include "trace/prefix_cache.h"

@@ -83,10 +83,20 @@ class Backend {
   // roof of its roofline (src/harness/roofline.h): cpu: fma for every kernel; emu, cuda: the
   // ladder's `compute` (KernelInfo::compute). Throws InputError for an unknown kernel.
   virtual ComputeUnit compute_unit(std::string_view kernel) const = 0;
-  // The kernel `--kernel auto` picks for this point.
-  virtual std::string choose_kernel(const WorkloadSpec& spec) = 0;
-  // Empty if `kernel` can run `spec` here; else why not (unsupported shape, does not fit memory).
-  virtual std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) = 0;
+  // The kernel `--kernel auto` picks for this point, whose block tables are `layout` (the
+  // generator's, build_layout(spec), or a replayed step's, src/trace/replay_schedule.h).
+  virtual std::string choose_kernel(const WorkloadSpec& spec, const PagedLayout& layout) = 0;
+  // Empty if `kernel` can run `spec` with `layout` here; else why not (unsupported shape, does
+  // not fit memory).
+  virtual std::string skip_reason(const WorkloadSpec& spec, const PagedLayout& layout,
+                                  std::string_view kernel) = 0;
+  // The same for the generator's layout of `spec`.
+  std::string choose_kernel(const WorkloadSpec& spec) {
+    return choose_kernel(spec, build_layout(spec));
+  }
+  std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) {
+    return skip_reason(spec, build_layout(spec), kernel);
+  }
   // Runs each ceiling kernel on a small buffer and checks its result (read sum, copy equality,
   // triad values) so `decodebench check` can report them correct. Default: none to check.
   struct SelfCheck {
@@ -109,9 +119,14 @@ class Backend {
   // runnable: skip_reason() is empty) and these GEMMs; else why not (no GEMM library here, a
   // weights dtype it lacks, the weights do not fit memory). Default: this backend has no layer
   // scope.
-  virtual std::string layer_skip_reason(const WorkloadSpec& /*spec*/, std::string_view /*kernel*/,
+  virtual std::string layer_skip_reason(const WorkloadSpec& /*spec*/,
+                                        const PagedLayout& /*layout*/, std::string_view /*kernel*/,
                                         const LayerOptions& /*layer*/) {
     return "the " + name() + " backend has no layer scope (--scope layer runs on cpu and cuda)";
+  }
+  std::string layer_skip_reason(const WorkloadSpec& spec, std::string_view kernel,
+                                const LayerOptions& layer) {
+    return layer_skip_reason(spec, build_layout(spec), kernel, layer);
   }
   // Makes the layer step of `w` ready (weights generated where they live from the counter
   // generator, layer_model.h "test data"); `w` follows prepare()'s layout-only convention.
@@ -119,7 +134,7 @@ class Backend {
   virtual std::unique_ptr<PreparedLayer> prepare_layer(const Workload& w, std::string_view kernel,
                                                        const LayerOptions& layer,
                                                        const TimingOptions& /*timing*/) {
-    throw InputError(layer_skip_reason(w.spec, kernel, layer));
+    throw InputError(layer_skip_reason(w.spec, w.layout, kernel, layer));
   }
   // The compute roof of the layer's GEMMs at `weights`, FLOP/s, named: cpu: the GEMM library's
   // rate measured on a large square product; cuda: the datasheet's dense tensor-core peak for

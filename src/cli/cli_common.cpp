@@ -4,6 +4,11 @@
 #include <csignal>
 
 #include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -162,6 +167,53 @@ void emit(const std::string& text, const std::string& path) {
   } else {
     write_text_atomic(path, text);
   }
+}
+
+void write_report(const std::string& out, const Report& r) {
+  if (out.empty()) return;
+  const std::filesystem::path path(out);
+  if (path.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec)
+      throw RuntimeFailure("cannot create " + path.parent_path().string() + ": " + ec.message());
+  }
+  write_report_atomic(path, r);
+}
+
+void check_can_create_in(const std::filesystem::path& dir, std::string_view flag,
+                         const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw InputError(fmt::format("{} {}: cannot create the directory {} ({})", flag, path,
+                                 dir.string(), ec.message()));
+  }
+  std::string probe = (dir / ".decodebench-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    throw InputError(fmt::format("{} {}: cannot create a file in {} ({})", flag, path, dir.string(),
+                                 std::strerror(errno)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void check_output_file(const std::string& path, std::string_view flag) {
+  if (path.empty()) return;
+  const std::filesystem::path p(path);
+  if (std::filesystem::is_directory(p)) {
+    throw InputError(fmt::format("{} {}: is a directory; give the report's file name", flag, path));
+  }
+  check_can_create_in(p.has_parent_path() ? p.parent_path() : ".", flag, path);
+}
+
+void check_output_dir(const std::string& path, std::string_view flag) {
+  if (path.empty()) return;
+  if (std::filesystem::exists(path) && !std::filesystem::is_directory(path)) {
+    throw InputError(fmt::format("{} {}: exists and is not a directory", flag, path));
+  }
+  check_can_create_in(path, flag, path);
 }
 
 }  // namespace decodebench::cli

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "harness/sweep_axes.h"
 #include "harness/sweep_config.h"
 #include "report/format.h"
+#include "report/report.h"
 
 namespace decodebench::cli {
 
@@ -67,5 +69,17 @@ std::string point_label(const SweepPoint& p);
 
 // Writes `text` to `path` (atomically) or, when path is empty, to stdout.
 void emit(const std::string& text, const std::string& path);
+
+// Writes the report to `out` atomically, creating its directory; nothing for an empty path.
+// RuntimeFailure naming the path when it cannot.
+void write_report(const std::string& out, const Report& r);
+// Before anything is measured: `dir` exists (created if need be) and a file can be created in
+// it, which is what the atomic writes need. InputError naming the flag, the path and why.
+void check_can_create_in(const std::filesystem::path& dir, std::string_view flag,
+                         const std::string& path);
+// An output file flag's value can be written: not a directory, its directory writable.
+void check_output_file(const std::string& path, std::string_view flag);
+// An output directory flag's value: a directory (created if need be) a file can be created in.
+void check_output_dir(const std::string& path, std::string_view flag);
 
 }  // namespace decodebench::cli

@@ -80,55 +80,6 @@ void print_progress(int done, int kept, int total, double elapsed_s, const Point
                            elapsed_s, eta, point_label(r), result);
 }
 
-void write_report(const std::string& out, const Report& r) {
-  if (out.empty()) return;
-  const std::filesystem::path path(out);
-  if (path.has_parent_path()) {
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec)
-      throw RuntimeFailure("cannot create " + path.parent_path().string() + ": " + ec.message());
-  }
-  write_report_atomic(path, r);
-}
-
-// Before anything is measured: `dir` exists (created if need be) and a file can be created in
-// it, which is what the atomic writes need. InputError naming the flag, the path and why.
-void check_can_create_in(const std::filesystem::path& dir, std::string_view flag,
-                         const std::string& path) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    throw InputError(fmt::format("{} {}: cannot create the directory {} ({})", flag, path,
-                                 dir.string(), ec.message()));
-  }
-  std::string probe = (dir / ".decodebench-probe-XXXXXX").string();
-  const int fd = ::mkstemp(probe.data());
-  if (fd < 0) {
-    throw InputError(fmt::format("{} {}: cannot create a file in {} ({})", flag, path, dir.string(),
-                                 std::strerror(errno)));
-  }
-  ::close(fd);
-  ::unlink(probe.c_str());
-}
-
-void check_output_file(const std::string& path, std::string_view flag) {
-  if (path.empty()) return;
-  const std::filesystem::path p(path);
-  if (std::filesystem::is_directory(p)) {
-    throw InputError(fmt::format("{} {}: is a directory; give the report's file name", flag, path));
-  }
-  check_can_create_in(p.has_parent_path() ? p.parent_path() : ".", flag, path);
-}
-
-void check_output_dir(const std::string& path, std::string_view flag) {
-  if (path.empty()) return;
-  if (std::filesystem::exists(path) && !std::filesystem::is_directory(path)) {
-    throw InputError(fmt::format("{} {}: exists and is not a directory", flag, path));
-  }
-  check_can_create_in(path, flag, path);
-}
-
 bool any_config_given(const SweepFlags& f) {
   if (!f.config.empty()) return true;
   for (const auto& b : f.bound) {

@@ -108,6 +108,12 @@ Workload layout_only_workload(const WorkloadSpec& spec, const PagedLayout& layou
   return w;
 }
 
+std::vector<int> all_sequences(int batch) {
+  std::vector<int> all(static_cast<std::size_t>(batch));
+  std::iota(all.begin(), all.end(), 0);
+  return all;
+}
+
 // Reference outputs by workload identity: a sweep over several kernels validates each of them
 // against the same workload, and the reference (double loops) is the slowest part of a GPU
 // sweep. Bounded; cleared when full.
@@ -190,13 +196,13 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   const auto poll = [stop] {
     if (stop && stop->load()) throw Interrupted();
   };
-  if (p.kernel == "auto") r.kernel = backend.choose_kernel(p.spec);
-  std::string skip = backend.skip_reason(p.spec, r.kernel);
+  if (p.kernel == "auto") r.kernel = backend.choose_kernel(p.spec, layout);
+  std::string skip = backend.skip_reason(p.spec, layout, r.kernel);
   const bool layer = p.scope == Scope::layer;
   const LayerOptions layer_options{config.weights_dtype};
   if (layer && skip.empty()) {
     skip = layer_support_error(p.spec.model, config.weights_dtype, p.spec.q_dtype);
-    if (skip.empty()) skip = backend.layer_skip_reason(p.spec, r.kernel, layer_options);
+    if (skip.empty()) skip = backend.layer_skip_reason(p.spec, layout, r.kernel, layer_options);
   }
   if (!skip.empty()) {
     r.status = PointStatus::skipped;
@@ -228,7 +234,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   }
   if (!prepared) {
     try {
-      full = make_workload(p.spec);
+      full = make_workload(p.spec, layout, all_sequences(p.spec.batch));
     } catch (const std::bad_alloc&) {
       r.status = PointStatus::skipped;
       r.reason = fmt::format("the workload ({:.2f} GB) does not fit host memory",
@@ -573,6 +579,34 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
   }
   report.knees = compute_knees(report.results);
   return report;
+}
+
+PointResult run_layout_point(Backend& backend, const SweepPoint& point, const PagedLayout& layout,
+                             const SweepConfig& config, const DeviceInfo& device,
+                             const std::atomic<bool>* stop) {
+  validate(point.spec);
+  if (static_cast<int>(layout.context_lens.size()) != point.spec.batch) {
+    throw std::invalid_argument(fmt::format("run_layout_point: the layout has {} rows, batch {}",
+                                            layout.context_lens.size(), point.spec.batch));
+  }
+  PointResult r = describe(point, backend.name(), layout, config.weights_dtype);
+  try {
+    // No reference cache: two layouts of one spec are different workloads.
+    run_point(backend, point, layout, config, device, /*time_it=*/true,
+              RunOptions{}.layout_only_above_bytes, /*cache=*/nullptr, stop, r);
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const RuntimeFailure&) {
+    throw;
+  } catch (const std::exception& e) {
+    r.status = PointStatus::error;
+    r.reason = e.what();
+  }
+  if (r.status != PointStatus::ok) {
+    r.samples.clear();
+    r.timing.reset();
+  }
+  return r;
 }
 
 PointResult run_check_point(Backend& backend, const SweepPoint& point, int validate_max_rows) {

@@ -81,6 +81,16 @@ void check_resumable(const Report& previous, const SweepConfig& config, const De
 //    device failure) have status not_run.
 Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& options = {});
 
+// One point on a layout the caller built (a replayed decode step: ragged contexts, the trace's
+// sharing, src/trace/replay_schedule.h) instead of build_layout(point.spec): skipped, validated
+// and timed as run_sweep does its points, with config's measure, validation and weights
+// settings; the roofline against `device`'s ceilings. The layout must have point.spec.batch rows.
+// Errors of the point make it `error`; a RuntimeFailure (device failure) and Interrupted (`stop`
+// set) propagate.
+PointResult run_layout_point(Backend& backend, const SweepPoint& point, const PagedLayout& layout,
+                             const SweepConfig& config, const DeviceInfo& device,
+                             const std::atomic<bool>* stop = nullptr);
+
 // Validation only (`decodebench check`): status ok, wrong (with the error record) or skipped
 // (the backend's reason); no timing. Exceptions (RuntimeFailure, InputError) propagate.
 PointResult run_check_point(Backend& backend, const SweepPoint& point, int validate_max_rows = 64);

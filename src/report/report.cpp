@@ -523,7 +523,7 @@ json to_json(const Report& r) {
   for (const auto& d : r.devices) devices.push_back(to_json(d));
   json results = json::array();
   for (const auto& p : r.results) results.push_back(to_json(p));
-  return {
+  json out = {
       {"schema_version", r.schema_version},
       {"tool", {{"name", r.tool.name}, {"version", r.tool.version}, {"git_sha", r.tool.git_sha}}},
       {"created", r.created},
@@ -545,6 +545,8 @@ json to_json(const Report& r) {
         {"points_planned", r.completion.points_planned},
         {"points_finished", points_finished(r)}}},
   };
+  if (!r.replay.is_null()) out["replay"] = r.replay;
+  return out;
 }
 
 namespace {
@@ -612,6 +614,12 @@ Report report_from(const JsonIn& in) {
     r.completion.points_planned = c.at("points_planned").int32();
   } else {
     r.completion.points_planned = static_cast<int>(r.results.size());
+  }
+  if (in.has("replay")) {
+    const JsonIn replay = in.at("replay");
+    if (!replay.json().is_object())
+      replay.fail(fmt::format("expected an object, got {}", replay.json().type_name()));
+    r.replay = replay.json();
   }
   return r;
 }

@@ -58,6 +58,10 @@ struct Report {
   std::vector<PointResult> results;
   nlohmann::json knees = nlohmann::json::array();  // compute_knees(results), see knees.h
   Completion completion;
+  // `decodebench replay` only (docs/report-schema.md "replay"): the trace, the modeled schedule
+  // of each setting and its tokens/s from the measured steps, which are results[]. Null in a
+  // sweep's report (and not written).
+  nlohmann::json replay;
 };
 
 // Results whose status is not not_run.

@@ -141,14 +141,16 @@ class FakeLayerBackend : public Backend {
   }
   std::vector<std::string> kernel_names() const override { return {"good"}; }
   ComputeUnit compute_unit(std::string_view) const override { return ComputeUnit::fma; }
-  std::string choose_kernel(const WorkloadSpec&) override { return "good"; }
-  std::string skip_reason(const WorkloadSpec&, std::string_view) override { return ""; }
+  std::string choose_kernel(const WorkloadSpec&, const PagedLayout&) override { return "good"; }
+  std::string skip_reason(const WorkloadSpec&, const PagedLayout&, std::string_view) override {
+    return "";
+  }
   std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view,
                                          const TimingOptions&) override {
     workload_ = std::make_unique<Workload>(w);
     return std::make_unique<FakeLayer>(*workload_, DType::bf16, LayerStage::attention, &time_calls);
   }
-  std::string layer_skip_reason(const WorkloadSpec& spec, std::string_view,
+  std::string layer_skip_reason(const WorkloadSpec& spec, const PagedLayout&, std::string_view,
                                 const LayerOptions& layer) override {
     if (layer.weights_dtype == DType::f16) return "fake has bf16 and fp8 GEMMs only";
     return spec.batch > 8 ? "the fake's weights do not fit" : "";

@@ -77,10 +77,11 @@ class FakeBackend : public Backend {
   ComputeUnit compute_unit(std::string_view kernel) const override {
     return kernel == "big" ? ComputeUnit::tensor_core : ComputeUnit::fma;
   }
-  std::string choose_kernel(const WorkloadSpec& spec) override {
+  std::string choose_kernel(const WorkloadSpec& spec, const PagedLayout&) override {
     return spec.batch >= 4 ? "big" : "good";
   }
-  std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {
+  std::string skip_reason(const WorkloadSpec& spec, const PagedLayout&,
+                          std::string_view kernel) override {
     if (spec.batch > skip_above_batch) return "does not fit the fake device";
     if (kernel == "big" && spec.batch < 4) return "big wants batch >= 4";
     return "";

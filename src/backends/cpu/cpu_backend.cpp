@@ -118,16 +118,19 @@ class CpuBackend final : public Backend {
 
   // cascade where the planner finds a shared prefix in the point's block tables (a group of two
   // or more sequences), else cpu: without one, cascade is cpu plus the planning.
-  std::string choose_kernel(const WorkloadSpec& spec) override {
-    const PagedLayout layout = build_layout(spec);
+  using Backend::choose_kernel;
+  using Backend::layer_skip_reason;
+  using Backend::skip_reason;
+
+  std::string choose_kernel(const WorkloadSpec& spec, const PagedLayout& layout) override {
     return k::plan_prefixes(shape_params(spec, layout)).num_groups() > 0 ? kCascadeName
                                                                          : kKernelName;
   }
 
-  std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {
+  std::string skip_reason(const WorkloadSpec& spec, const PagedLayout& layout,
+                          std::string_view kernel) override {
     if (kernel != kKernelName && kernel != kCascadeName) return unknown_kernel(kernel);
     if (std::string why = cpu::unsupported_reason(shape_params(spec)); !why.empty()) return why;
-    const PagedLayout layout = build_layout(spec);
     const double out_bytes = static_cast<double>(spec.batch) * spec.model.num_q_heads *
                              spec.model.head_dim * dtype_size(spec.q_dtype);
     const double need = static_cast<double>(workload_host_bytes(spec, layout)) + out_bytes;
@@ -151,16 +154,15 @@ class CpuBackend final : public Backend {
 
   // --- scope "layer" ---------------------------------------------------------------------------
 
-  std::string layer_skip_reason(const WorkloadSpec& spec, std::string_view kernel,
-                                const LayerOptions& layer) override {
-    if (std::string why = skip_reason(spec, kernel); !why.empty()) return why;
+  std::string layer_skip_reason(const WorkloadSpec& spec, const PagedLayout& layout,
+                                std::string_view kernel, const LayerOptions& layer) override {
+    if (std::string why = skip_reason(spec, layout, kernel); !why.empty()) return why;
     if (std::string why = layer_support_error(spec.model, layer.weights_dtype, spec.q_dtype);
         !why.empty())
       return why;
     if (std::string why = library_skip_reason(layer.weights_dtype); !why.empty()) return why;
     // Host memory: the attention's workload, the step's activations and the weights, less what
     // the weights cache already holds (or frees for them).
-    const PagedLayout layout = build_layout(spec);
     const DType wt = layer.weights_dtype;
     const std::int64_t rows = spec.batch;
     std::int64_t activations = rows * spec.model.hidden_size;  // x

@@ -230,22 +230,25 @@ class CudaBackend final : public Backend {
     return info->compute;
   }
 
-  std::string choose_kernel(const WorkloadSpec& spec) override {
+  using Backend::choose_kernel;
+  using Backend::layer_skip_reason;
+  using Backend::skip_reason;
+
+  std::string choose_kernel(const WorkloadSpec& spec, const PagedLayout& layout) override {
     if (k::kernel_ladder().empty()) {
       throw RuntimeFailure("cuda backend: no paged-decode kernel is compiled");
     }
-    const PagedLayout layout = build_layout(spec);
     const k::PagedDecodeParams p = shape_params(spec, layout);
     return k::choose_kernel(k::kernel_ladder(), p,
                             [&](const k::KernelInfo& rung) { return resident_ctas(rung, p); });
   }
 
-  std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {
+  std::string skip_reason(const WorkloadSpec& spec, const PagedLayout& layout,
+                          std::string_view kernel) override {
     const k::KernelInfo* info = find_kernel(kernel);
     if (info == nullptr) {
       return "unknown kernel '" + std::string(kernel) + "' (valid: " + ladder_names() + ")";
     }
-    const PagedLayout layout = build_layout(spec);
     const k::PagedDecodeParams p = shape_params(spec, layout);
     if (std::string reason = k::unsupported_reason(*info, p); !reason.empty()) return reason;
     activate();
@@ -277,8 +280,8 @@ class CudaBackend final : public Backend {
   }
 
   // --- scope "layer" (cuda_layer.h) -----------------------------------------------------------
-  std::string layer_skip_reason(const WorkloadSpec& spec, std::string_view kernel,
-                                const LayerOptions& layer) override {
+  std::string layer_skip_reason(const WorkloadSpec& spec, const PagedLayout& layout,
+                                std::string_view kernel, const LayerOptions& layer) override {
     const DType weights = layer.weights_dtype;
     if (std::string why = layer_support_error(spec.model, weights, spec.q_dtype); !why.empty()) {
       return why;
@@ -293,7 +296,6 @@ class CudaBackend final : public Backend {
     if (info == nullptr) {
       return "unknown kernel '" + std::string(kernel) + "' (valid: " + ladder_names() + ")";
     }
-    const PagedLayout layout = build_layout(spec);
     const k::PagedDecodeParams p = shape_params(spec, layout);
     if (std::string reason = k::unsupported_reason(*info, p); !reason.empty()) return reason;
     for (LayerStage s : {LayerStage::qkv_proj, LayerStage::o_proj, LayerStage::gate_up_proj,

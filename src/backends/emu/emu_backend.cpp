@@ -135,20 +135,22 @@ class EmuBackend final : public Backend {
     return info->compute;
   }
 
-  std::string choose_kernel(const WorkloadSpec& spec) override {
+  using Backend::choose_kernel;
+  using Backend::skip_reason;
+
+  std::string choose_kernel(const WorkloadSpec& spec, const PagedLayout& layout) override {
     if (k::kernel_ladder().empty()) {
       throw RuntimeFailure("emu backend: no paged-decode kernel is compiled");
     }
-    const PagedLayout layout = build_layout(spec);
     return k::choose_kernel(k::kernel_ladder(), shape_params(spec, layout), kEmuResidentCtas);
   }
 
-  std::string skip_reason(const WorkloadSpec& spec, std::string_view kernel) override {
+  std::string skip_reason(const WorkloadSpec& spec, const PagedLayout& layout,
+                          std::string_view kernel) override {
     const k::KernelInfo* info = find_kernel(kernel);
     if (info == nullptr) {
       return "unknown kernel '" + std::string(kernel) + "' (valid: " + ladder_names() + ")";
     }
-    const PagedLayout layout = build_layout(spec);
     const std::string unsupported = k::unsupported_reason(*info, shape_params(spec, layout));
     if (!unsupported.empty()) return unsupported;
     const long long elements = static_cast<long long>(layout.total_tokens) *

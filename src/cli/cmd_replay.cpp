@@ -1,0 +1,401 @@
+// `decodebench replay`: a request trace served by a modeled continuous-batching scheduler, the
+// decode steps that traffic produces sampled, built as real workloads and measured on the
+// backend (docs/design.md "Trace replay"). One row per setting (KV pool x policy/TTL x KV dtype)
+// and kernel: the cache's trade next to the decode bytes per step and tokens/s.
+#include <cmath>
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "backends/backend.h"
+#include "backends/datasheet.h"
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "common/dtype.h"
+#include "common/errors.h"
+#include "common/json_text.h"
+#include "harness/replay.h"
+#include "report/replay_table.h"
+#include "trace/trace.h"
+#include "workload/layer_model.h"
+
+namespace decodebench::cli {
+namespace {
+
+struct ReplayOptions {
+  std::string config;
+  std::string trace;
+  std::string trace_format = "auto";
+  int trace_block_tokens = 512;
+  std::int64_t max_requests = 0;
+  std::string backend = "auto";
+  int device = 0;
+  std::string model = "llama-3.1-8b";
+  std::string scope = "auto";
+  std::string kernels = "auto";
+  std::string kv_dtypes = "bf16";
+  std::string weights_dtype = "bf16";
+  int block_size = 16;
+  std::string kv_pool;  // list of bytes; empty: device memory minus weights
+  std::string policies = "lru";
+  std::string ttls = "300";
+  double rate_scale = 1;
+  int max_batch = 256;
+  double prefill_rate = 0;  // tokens/s; 0: modeled from the device's FLOP rate
+  std::string schedule_device = "this";
+  int sample_steps = 8;
+  std::int64_t max_steps = 0;
+  int validate_max_rows = 64;
+  MeasureOptions measure;
+  std::uint64_t seed = 0;
+  std::string format = "table";
+  std::string out = "results/replay.json";
+  bool quiet = false;
+};
+
+// --config FILE: a JSON object whose keys are this command's long option names ('_' or '-'),
+// each value a string, a number, a boolean or an array (joined with ','). An option given on
+// the command line wins over the file.
+void apply_json_config(CLI::App& cmd, const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw InputError(fmt::format("--config {}: cannot open the file", file));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const nlohmann::json j = parse_json_text(ss.view(), file);
+  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", file));
+  for (const auto& [key, value] : j.items()) {
+    if (key == "_comment") continue;
+    std::string name = key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    CLI::Option* opt = name == "config" ? nullptr : cmd.get_option_no_throw("--" + name);
+    if (opt == nullptr) {
+      std::string valid;
+      for (const CLI::Option* o : cmd.get_options()) {
+        const std::string n = o->get_name(false, true);
+        if (n.rfind("--", 0) == 0 && n != "--help" && n != "--config")
+          valid += (valid.empty() ? "" : ", ") + n.substr(2);
+      }
+      throw InputError(fmt::format("{}: unknown key '{}'; valid: {}", file, key, valid));
+    }
+    if (opt->count() > 0) continue;  // the command line wins
+    const auto text = [&](const nlohmann::json& v) -> std::string {
+      if (v.is_string()) return v.get<std::string>();
+      if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+      if (v.is_number()) return v.dump();
+      throw InputError(fmt::format("{}: key '{}': expected a string, number, boolean or array",
+                                   file, key));
+    };
+    std::string joined;
+    if (value.is_array()) {
+      for (const auto& v : value) joined += (joined.empty() ? "" : ",") + text(v);
+    } else {
+      joined = text(value);
+    }
+    try {
+      opt->add_result(joined);
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      throw InputError(fmt::format("{}: key '{}': {}", file, key, e.what()));
+    }
+  }
+}
+
+std::vector<std::string> list_of(const std::string& s, std::string_view flag) {
+  std::vector<std::string> items = split_list(s, flag);
+  if (items.empty()) throw InputError(fmt::format("{}: empty list", flag));
+  return items;
+}
+
+double positive_number(const std::string& item, std::string_view flag, std::string_view what) {
+  std::size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(item, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != item.size() || !(x > 0) || !std::isfinite(x)) {
+    throw InputError(fmt::format("{}: '{}' is not {}", flag, item, what));
+  }
+  return x;
+}
+
+// The settings of the table: every KV pool x policy (ttl: x every --ttl) x KV dtype.
+std::vector<ReplaySetting> expand_settings(const ReplayOptions& o, std::int64_t default_pool) {
+  std::vector<std::int64_t> pools;
+  if (o.kv_pool.empty()) {
+    pools.push_back(default_pool);
+  } else {
+    for (const std::string& p : list_of(o.kv_pool, "--kv-pool")) {
+      pools.push_back(static_cast<std::int64_t>(
+          positive_number(p, "--kv-pool", "a positive number of bytes (e.g. 8e9)")));
+    }
+  }
+  std::vector<double> ttls;
+  for (const std::string& t : list_of(o.ttls, "--ttl"))
+    ttls.push_back(positive_number(t, "--ttl", "a positive number of seconds"));
+  const std::vector<DType> kv = parse_dtype_list(o.kv_dtypes, "--kv-dtype");
+  std::vector<ReplaySetting> settings;
+  for (std::int64_t pool : pools) {
+    for (const std::string& name : list_of(o.policies, "--policy")) {
+      const EvictionPolicy policy = parse_policy(name);
+      const std::vector<double> per = policy == EvictionPolicy::ttl ? ttls : std::vector<double>{0};
+      for (double ttl : per) {
+        for (DType d : kv) settings.push_back({pool, policy, ttl, d});
+      }
+    }
+  }
+  return settings;
+}
+
+int run(CLI::App& cmd, ReplayOptions& o) {
+  if (!o.config.empty()) apply_json_config(cmd, o.config);
+  if (o.trace.empty()) throw InputError("--trace is required (a .jsonl or .csv request trace)");
+  const OutputFormat format = parse_format(o.format);
+  check_output_file(o.out, "--out");
+  const Trace trace = load_trace(o.trace, o.trace_format, o.trace_block_tokens, o.max_requests);
+  const ModelShape model = load_model(o.model);
+  const DType weights = parse_dtype(o.weights_dtype, "--weights-dtype");
+
+  std::unique_ptr<Backend> backend = make_backend(o.backend, o.device);
+  std::vector<std::string> kernels = list_of(o.kernels, "--kernel");
+  {
+    SweepConfig names;
+    names.kernels = kernels;
+    check_kernel_names(names, backend->kernel_names(), backend->name());
+    if (std::find(kernels.begin(), kernels.end(), "all") != kernels.end())
+      kernels = backend->kernel_names();
+  }
+  ReplayPlan plan;
+  plan.model = model;
+  plan.kernels = kernels;
+  plan.block_size = o.block_size;
+  plan.sample_steps = o.sample_steps;
+  plan.q_dtype = DType::bf16;
+  plan.measure.measure = o.measure;
+  plan.measure.validate_max_rows = o.validate_max_rows;
+  plan.measure.weights_dtype = weights;
+  plan.measure.seed = o.seed;
+  plan.schedule.rate_scale = o.rate_scale;
+  plan.schedule.max_batch = o.max_batch;
+  plan.schedule.max_steps = o.max_steps;
+
+  // Scope: the whole layer step where the backend has it for this model, else the attention.
+  std::string scope_note;
+  if (o.scope == "auto") {
+    WorkloadSpec probe;
+    probe.model = model;
+    probe.q_dtype = plan.q_dtype;
+    probe.block_size = o.block_size;
+    probe.context = ContextSpec::fixed(o.block_size);
+    const std::string probe_kernel = backend->choose_kernel(probe);
+    std::string why = layer_support_error(model, weights, plan.q_dtype);
+    if (why.empty()) why = backend->layer_skip_reason(probe, probe_kernel, LayerOptions{weights});
+    plan.scope = why.empty() ? Scope::layer : Scope::attention;
+    if (!why.empty()) scope_note = "scope attention (no layer scope here: " + why + ")";
+  } else {
+    plan.scope = parse_scope(o.scope);
+  }
+
+  install_stop_handlers();
+  if (!o.quiet) std::cerr << "measuring the ceilings of " << backend->name() << "...\n";
+  DeviceInfo device = backend->device_info();
+  device.measured = backend->measure_ceilings();
+  if (!(device.flops_peak > 0)) device.flops_peak = device.measured.fma_flops;
+  const std::int64_t params = model.num_params > 0 ? model.num_params
+                              : model.has_layer_shape() ? params_from_shape(model)
+                                                        : 0;
+  // The modeled device: this backend's (its memory, its measured read ceiling, its GEMM roof),
+  // or a datasheet row (configs/devices.json) for a schedule of another device.
+  double mem = 0, read = 0, flops = 0;
+  std::string flops_basis;
+  if (o.schedule_device == "this") {
+    mem = static_cast<double>(device.mem_bytes);
+    read = device.measured.read;
+    plan.schedule_device = fmt::format("{} '{}' (this backend)", device.backend, device.name);
+    plan.read_rate_basis = "the measured read ceiling of this device";
+    const Backend::GemmCeiling g = backend->gemm_ceiling(weights);
+    device.measured.gemm_flops = g.flops;
+    device.measured.gemm_ceiling_name = g.name;
+    flops = g.flops > 0 ? g.flops : device.flops_peak;
+    flops_basis = g.flops > 0 ? g.name : "the device's fp32 peak";
+  } else {
+    const Datasheet d = datasheet_by_key(o.schedule_device);
+    mem = static_cast<double>(d.mem_bytes);
+    read = d.bandwidth;
+    flops = is_fp8(weights) && d.tensor_fp8_flops > 0 ? d.tensor_fp8_flops : d.tensor_f16_flops;
+    plan.schedule_device = fmt::format("{} (datasheet, configs/devices.json)", d.name);
+    plan.read_rate_basis = "the datasheet memory bandwidth";
+    flops_basis = "the datasheet dense tensor-core peak";
+  }
+  plan.schedule.decode_read_bytes_per_s = read;
+  if (o.prefill_rate > 0) {
+    plan.schedule.prefill_tokens_per_s = o.prefill_rate;
+    plan.prefill_rate_basis = "given (--prefill-rate)";
+  } else {
+    if (!(flops > 0) || params <= 0) {
+      throw InputError(
+          "cannot model the prefill rate (no FLOP rate for this device or no parameter count "
+          "for the model); give --prefill-rate TOKENS_PER_S");
+    }
+    plan.schedule.prefill_tokens_per_s = flops / (2.0 * static_cast<double>(params));
+    plan.prefill_rate_basis = fmt::format(
+        "modeled: 2 x {:.3g} parameters per token at {:.3g} FLOP/s ({}); attention FLOPs left "
+        "out",
+        static_cast<double>(params), flops, flops_basis);
+  }
+  const double weight_bytes = static_cast<double>(model_weight_bytes(model, weights));
+  const auto default_pool = static_cast<std::int64_t>(mem - weight_bytes);
+  if (o.kv_pool.empty() && default_pool <= 0) {
+    throw InputError(fmt::format(
+        "the default KV pool (device memory {:.3g} GB minus the weights {:.3g} GB) is empty; "
+        "give --kv-pool BYTES",
+        mem / 1e9, weight_bytes / 1e9));
+  }
+  const std::vector<ReplaySetting> settings = expand_settings(o, default_pool);
+  for (const ReplaySetting& s : settings) {  // every setting's input checked before measuring
+    ScheduleConfig c = plan.schedule;
+    c.model = model;
+    c.kv_dtype = s.kv_dtype;
+    c.weights_dtype = weights;
+    c.page_tokens = o.block_size;
+    c.kv_pool_bytes = s.kv_pool_bytes;
+    c.policy = s.policy;
+    c.ttl_s = s.ttl_s;
+    validate(c, trace);
+  }
+  if (!o.quiet) {
+    std::cerr << fmt::format(
+        "replay of {} ({} requests) on {} '{}', scope {}, schedule modeled for {}\n", trace.source,
+        trace.requests.size(), device.backend, device.name, scope_name(plan.scope),
+        plan.schedule_device);
+    if (!scope_note.empty()) std::cerr << "note: " << scope_note << '\n';
+  }
+
+  ReplayRunOptions run_options;
+  run_options.interrupted = &interrupted_flag();
+  std::string write_error;
+  run_options.checkpoint = [&](const Report& partial) {
+    if (!write_error.empty()) return;
+    try {
+      write_report(o.out, partial);
+    } catch (const RuntimeFailure& e) {
+      write_error = e.what();
+      interrupted_flag() = true;
+    }
+  };
+  if (!o.quiet) run_options.progress = [](const std::string& line) { std::cerr << line << '\n'; };
+  const Report report = run_replay(*backend, device, trace, plan, settings, run_options);
+  if (write_error.empty()) {
+    try {
+      write_report(o.out, report);
+    } catch (const RuntimeFailure& e) {
+      write_error = e.what();
+    }
+  }
+  emit(format_replay(report, format), "");
+  if (!write_error.empty()) {
+    std::cerr << "failure: " << write_error << '\n';
+    return kExitRuntimeFailure;
+  }
+  if (!o.out.empty() && !o.quiet) std::cerr << "report written to " << o.out << '\n';
+  if (report.completion.state == Completion::State::interrupted || interrupt_signal() != 0)
+    return interrupted_exit_code();
+  bool wrong = false, error = false;
+  for (const PointResult& r : report.results) {
+    wrong |= r.status == PointStatus::wrong;
+    error |= r.status == PointStatus::error;
+  }
+  if (wrong) return kExitWrongOrRegression;
+  if (error || report.completion.state == Completion::State::device_failure) {
+    if (!report.completion.reason.empty())
+      std::cerr << "failure: " << report.completion.reason << '\n';
+    return kExitRuntimeFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ReplayOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "replay",
+      "Serve a request trace with a modeled continuous-batching scheduler (one KV pool shared by "
+      "running sequences and the prefix cache), sample the decode steps that traffic produces, "
+      "build each as a real workload (ragged contexts, the trace's shared prefix blocks), "
+      "validate and time it on the backend, and report the cache's trade (hit rate, evictions, "
+      "prefill saved) next to decode bytes per step and tokens/s. Lists multiply: every KV pool "
+      "x policy (x TTL) x KV dtype is one setting, each measured with every kernel.");
+  cmd->add_option("--config", o->config,
+                  "JSON file of this command's options (keys: the long option names); the "
+                  "command line wins");
+  cmd->add_option("--trace", o->trace, "Request trace: Mooncake .jsonl or a .csv (docs)");
+  cmd->add_option("--trace-format", o->trace_format, "auto (by extension), mooncake, csv")
+      ->capture_default_str();
+  cmd->add_option("--trace-block-tokens", o->trace_block_tokens, "Tokens per trace hash id")
+      ->capture_default_str();
+  cmd->add_option("--max-requests", o->max_requests, "Only the first N requests (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--backend", o->backend, "auto, cpu, emu, cuda")->capture_default_str();
+  cmd->add_option("--device", o->device, "CUDA device index")->capture_default_str();
+  cmd->add_option("--model", o->model, "Model preset or .json")->capture_default_str();
+  cmd->add_option("--scope", o->scope,
+                  "What each step times: layer (the whole layer step and the LM head), "
+                  "attention, or auto (layer where the backend has it)")
+      ->capture_default_str();
+  cmd->add_option("--kernel", o->kernels, "Kernels (list): auto, all, or names")
+      ->capture_default_str();
+  cmd->add_option("--kv-dtype", o->kv_dtypes, "KV dtypes (list)")->capture_default_str();
+  cmd->add_option("--weights-dtype", o->weights_dtype, "Layer scope weights: bf16, f16, fp8_e4m3")
+      ->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "The kernels' page size in tokens")
+      ->capture_default_str();
+  cmd->add_option("--kv-pool", o->kv_pool,
+                  "KV pool bytes over all layers (list, e.g. 4e9,8e9); default: the modeled "
+                  "device's memory minus the weights");
+  cmd->add_option("--policy", o->policies, "Prefix-cache eviction policies (list): lru, lfu, ttl")
+      ->capture_default_str();
+  cmd->add_option("--ttl", o->ttls, "TTLs in seconds of simulated time (list; policy ttl)")
+      ->capture_default_str();
+  cmd->add_option("--rate-scale", o->rate_scale, "Arrival rate multiplier (2: twice as fast)")
+      ->capture_default_str();
+  cmd->add_option("--max-batch", o->max_batch, "Most sequences running at once")
+      ->capture_default_str();
+  cmd->add_option("--prefill-rate", o->prefill_rate,
+                  "Prefill tokens/s; default modeled from the device's FLOP rate");
+  cmd->add_option("--schedule-device", o->schedule_device,
+                  "Whose memory and rates the schedule models: 'this' (the backend's device) or "
+                  "a configs/devices.json key (h200, h100-sxm, ...)")
+      ->capture_default_str();
+  cmd->add_option("--sample-steps", o->sample_steps, "Decode steps measured per setting")
+      ->capture_default_str();
+  cmd->add_option("--max-steps", o->max_steps, "Stop each schedule after N steps (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--validate-max-rows", o->validate_max_rows,
+                  "Validate every sequence of a step up to this batch, else a subset")
+      ->capture_default_str();
+  cmd->add_option("--min-samples", o->measure.min_samples, "Samples per step, at least")
+      ->capture_default_str();
+  cmd->add_option("--min-time", o->measure.min_time_s, "Seconds of samples per step, at least")
+      ->capture_default_str();
+  cmd->add_option("--max-noise", o->measure.max_noise, "Relative noise to stop at")
+      ->capture_default_str();
+  cmd->add_option("--timeout", o->measure.timeout_s, "Seconds per step at most")
+      ->capture_default_str();
+  cmd->add_flag("--warm", o->measure.warm_l2, "No cache flush before each sample");
+  cmd->add_option("--seed", o->seed, "Seed of the workloads' values")->capture_default_str();
+  cmd->add_option("--format", o->format, "Output on stdout: table, json, csv, md")
+      ->capture_default_str();
+  cmd->add_option("--out", o->out, "JSON report (written atomically, after every step); '' none")
+      ->capture_default_str();
+  cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
+  cmd->callback([cmd, o, &exit_code] { exit_code = run(*cmd, *o); });
+}
+
+}  // namespace decodebench::cli

@@ -1,0 +1,355 @@
+// The measuring half of `decodebench replay`: schedule -> sample -> build -> validate and time ->
+// interpolate, per setting and kernel.
+#include "harness/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "common/dtype.h"
+#include "common/errors.h"
+#include "harness/measure.h"
+#include "harness/runner.h"
+#include "harness/stats.h"
+#include "report/point_identity.h"
+#include "trace/cache_sim.h"
+#include "workload/layer_model.h"
+
+namespace decodebench {
+
+using nlohmann::json;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A number, or null where it is not available (NaN, infinity, the kNotAvailable marker).
+json number_or_null(double x) { return std::isfinite(x) && x != kNotAvailable ? json(x) : json(); }
+
+json setting_json(const ReplaySetting& s, const ReplaySchedule& schedule, int block_tokens) {
+  return {{"kv_pool_bytes", s.kv_pool_bytes},
+          {"kv_pool_tokens", schedule.pool_blocks * block_tokens},
+          {"policy", policy_name(s.policy)},
+          {"ttl_s", s.policy == EvictionPolicy::ttl ? json(s.ttl_s) : json()},
+          {"kv_dtype", dtype_name(s.kv_dtype)}};
+}
+
+// The schedule's side of one setting: the cache's trade and the decode steps it produced.
+json schedule_json(const Trace& trace, const ReplaySchedule& s, const ModelShape& model,
+                   double simulate_s) {
+  std::int64_t admitted = 0;
+  std::vector<double> per_request;
+  for (const RequestOutcome& r : s.requests) {
+    if (r.admitted_s >= 0) ++admitted;
+    if (r.decode_kv_tokens > 0) per_request.push_back(r.decode_kv_tokens * s.kv_bytes_per_token);
+  }
+  std::vector<double> step_bytes, batches;
+  step_bytes.reserve(s.steps.size());
+  batches.reserve(s.steps.size());
+  double kv_tokens = 0, shared_tokens = 0;
+  for (const DecodeStep& st : s.steps) {
+    step_bytes.push_back(static_cast<double>(st.kv_tokens) * s.kv_bytes_per_token);
+    batches.push_back(st.batch);
+    kv_tokens += static_cast<double>(st.kv_tokens);
+    shared_tokens += static_cast<double>(st.shared_tokens);
+  }
+  const std::int64_t params = model.num_params > 0 ? model.num_params
+                              : model.has_layer_shape() ? params_from_shape(model)
+                                                        : 0;
+  const std::int64_t saved = s.hit_tokens;
+  return {
+      {"requests",
+       {{"total", static_cast<std::int64_t>(trace.requests.size())},
+        {"admitted", admitted},
+        {"rejected", s.rejected}}},
+      {"hit_rate", s.hit_rate},
+      {"input_tokens", s.input_tokens},
+      {"hit_tokens", s.hit_tokens},
+      {"blocks",
+       {{"inserted", s.cache.inserted},
+        {"evicted", s.cache.evicted},
+        {"expired", s.cache.expired},
+        {"peak", s.cache.peak_blocks}}},
+      {"prefill_tokens_computed", s.prefill_tokens},
+      {"prefill_tokens_saved", saved},
+      {"prefill_flops_saved", 2.0 * static_cast<double>(params) * static_cast<double>(saved)},
+      {"recomputed_tokens", s.recomputed_tokens},
+      {"preemptions", s.preemptions},
+      {"steps", static_cast<std::int64_t>(s.steps.size())},
+      {"decode_tokens", s.decode_tokens},
+      {"batch", distribution_json(batches)},
+      {"kv_bytes_per_step", distribution_json(step_bytes)},
+      {"decode_kv_bytes_per_request", distribution_json(per_request)},
+      // What reading each concurrently shared page once would not read: cascade's saving.
+      {"shareable_fraction", kv_tokens > 0 ? shared_tokens / kv_tokens : 0.0},
+      {"weights_bytes_per_step", s.weights_bytes_per_step},
+      {"modeled",
+       {{"prefill_s", s.prefill_s},
+        {"decode_s", s.decode_s},
+        {"end_s", s.end_s},
+        {"decode_tokens_per_s", s.decode_s > 0 ? json(s.decode_tokens / s.decode_s) : json()},
+        {"cut_at_max_steps", s.cut}}},
+      {"simulate_s", simulate_s},
+  };
+}
+
+json plan_json(const Trace& trace, const ReplayPlan& plan,
+               const std::vector<ReplaySetting>& settings) {
+  json cells = json::array();
+  for (const ReplaySetting& s : settings) {
+    cells.push_back({{"kv_pool_bytes", s.kv_pool_bytes},
+                     {"policy", policy_name(s.policy)},
+                     {"ttl_s", s.policy == EvictionPolicy::ttl ? json(s.ttl_s) : json()},
+                     {"kv_dtype", dtype_name(s.kv_dtype)}});
+  }
+  const MeasureOptions& m = plan.measure.measure;
+  return {{"trace", trace.source},
+          {"trace_format", trace_format_name(trace.format)},
+          {"trace_block_tokens", trace.block_tokens},
+          {"requests", static_cast<std::int64_t>(trace.requests.size())},
+          {"model", plan.model.name},
+          {"scope", scope_name(plan.scope)},
+          {"kernel", plan.kernels},
+          {"q_dtype", dtype_name(plan.q_dtype)},
+          {"weights_dtype", dtype_name(plan.measure.weights_dtype)},
+          {"block_size", plan.block_size},
+          {"sample_steps", plan.sample_steps},
+          {"rate_scale", plan.schedule.rate_scale},
+          {"max_batch", plan.schedule.max_batch},
+          {"max_steps", plan.schedule.max_steps},
+          {"prefill_tokens_per_s", plan.schedule.prefill_tokens_per_s},
+          {"decode_read_bytes_per_s", plan.schedule.decode_read_bytes_per_s},
+          {"schedule_device", plan.schedule_device},
+          {"seed", plan.measure.seed},
+          {"validate_max_rows", plan.measure.validate_max_rows},
+          {"measure",
+           {{"min_samples", m.min_samples},
+            {"min_time_s", m.min_time_s},
+            {"max_noise", m.max_noise},
+            {"timeout_s", m.timeout_s},
+            {"warm_l2", m.warm_l2}}},
+          {"settings", cells}};
+}
+
+}  // namespace
+
+json distribution_json(std::vector<double> v) {
+  if (v.empty()) return {{"count", 0}};
+  std::sort(v.begin(), v.end());
+  // Linear interpolation between closest ranks (numpy's default), so plots agree with it.
+  const auto q = [&](double p) {
+    const double pos = p * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(pos));
+    const std::size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  };
+  const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  return {{"count", static_cast<std::int64_t>(v.size())},
+          {"mean", mean},
+          {"p10", q(0.10)},
+          {"p50", q(0.50)},
+          {"p90", q(0.90)},
+          {"p99", q(0.99)},
+          {"max", v.back()}};
+}
+
+double model_step_seconds(const PointResult& r) {
+  if (r.status != PointStatus::ok) return kNotAvailable;
+  if (r.scope == Scope::layer) {
+    if (!r.layer || !(r.layer->tokens_per_s_with_lm_head > 0)) return kNotAvailable;
+    return r.batch / r.layer->tokens_per_s_with_lm_head;
+  }
+  if (!(r.time_s.median > 0)) return kNotAvailable;
+  return r.time_s.median * r.num_layers;
+}
+
+StepPoint step_point(const Trace& trace, const ReplaySchedule& schedule, std::int64_t step,
+                     const ReplayPlan& plan, DType kv_dtype, const std::string& kernel,
+                     int index) {
+  StepPoint sp;
+  sp.layout = step_layout(trace, schedule, step, plan.block_size);
+  const auto [lo, hi] =
+      std::minmax_element(sp.layout.context_lens.begin(), sp.layout.context_lens.end());
+  WorkloadSpec& spec = sp.point.spec;
+  spec.model = plan.model;
+  spec.batch = static_cast<int>(sp.layout.context_lens.size());
+  spec.context = *lo == *hi ? ContextSpec::fixed(*lo) : ContextSpec::ragged(*lo, *hi);
+  spec.hit_rate = 0;  // the sharing is the layout's (hit_rate_actual), not the generator's
+  spec.prefix_groups = 1;
+  spec.kv_dtype = kv_dtype;
+  spec.q_dtype = plan.q_dtype;
+  spec.block_size = plan.block_size;
+  spec.seed = plan.measure.seed;
+  sp.point.scope = plan.scope;
+  sp.point.kernel = kernel;
+  sp.point.index = index;
+  return sp;
+}
+
+Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace,
+                  const ReplayPlan& plan, const std::vector<ReplaySetting>& settings,
+                  const ReplayRunOptions& options) {
+  if (settings.empty()) throw InputError("replay: no settings to run");
+  if (plan.sample_steps < 1) {
+    throw InputError(
+        fmt::format("--sample-steps must be >= 1, got {} (the steps measured per setting)",
+                    plan.sample_steps));
+  }
+  Report report = new_report();
+  report.devices = {device};
+  report.config = plan_json(trace, plan, settings);
+  report.completion.points_planned = static_cast<int>(settings.size() * plan.kernels.size()) *
+                                     plan.sample_steps;
+  json finished = json::array();
+  json replay = {
+      {"trace", trace_summary_json(trace)},
+      {"model", plan.model.name},
+      {"scope", scope_name(plan.scope)},
+      {"schedule_model",
+       {{"device", plan.schedule_device},
+        {"prefill_tokens_per_s", plan.schedule.prefill_tokens_per_s},
+        {"prefill_rate_basis", plan.prefill_rate_basis},
+        {"decode_read_bytes_per_s", plan.schedule.decode_read_bytes_per_s},
+        {"read_rate_basis", plan.read_rate_basis},
+        {"rate_scale", plan.schedule.rate_scale},
+        {"max_batch", plan.schedule.max_batch},
+        {"page_tokens", plan.block_size},
+        {"definition",
+         "continuous batching over one device (src/trace/replay_schedule.h): FCFS admission while "
+         "the batch and the KV pool allow, the uncached prompt prefilled at the modeled rate, one "
+         "token per running sequence per step at the modeled read rate, recompute preemption"}}},
+      {"interpolation", kInterpolationMethod},
+      {"settings", finished},
+  };
+  const auto publish = [&](const json* current) {
+    json all = finished;
+    if (current) all.push_back(*current);
+    report.replay = replay;
+    report.replay["settings"] = all;
+  };
+  const auto stop_requested = [&] { return options.interrupted && options.interrupted->load(); };
+  report.completion.state = Completion::State::running;
+  report.completion.reason = "written while the replay ran";
+  publish(nullptr);
+  if (options.checkpoint) options.checkpoint(report);
+
+  int index = 0;
+  bool stopped = false;
+  for (std::size_t si = 0; si < settings.size() && !stopped; ++si) {
+    const ReplaySetting& setting = settings[si];
+    ScheduleConfig sc = plan.schedule;
+    sc.model = plan.model;
+    sc.kv_dtype = setting.kv_dtype;
+    sc.weights_dtype = plan.measure.weights_dtype;
+    sc.page_tokens = plan.block_size;
+    sc.kv_pool_bytes = setting.kv_pool_bytes;
+    sc.policy = setting.policy;
+    sc.ttl_s = setting.ttl_s;
+    const auto t0 = std::chrono::steady_clock::now();
+    const ReplaySchedule schedule = simulate_schedule(trace, sc);
+    const double simulate_s = seconds_since(t0);
+    const std::vector<std::int64_t> sampled = sample_steps(schedule, plan.sample_steps);
+    json cell = {{"setting", setting_json(setting, schedule, trace.block_tokens)},
+                 {"schedule", schedule_json(trace, schedule, plan.model, simulate_s)},
+                 {"kernels", json::array()}};
+    if (options.progress) {
+      options.progress(fmt::format(
+          "setting {}/{}: pool {:.3g} GB {} kv={}: {} steps simulated in {:.2f} s, hit rate "
+          "{:.3f}, measuring {} of them",
+          si + 1, settings.size(), static_cast<double>(setting.kv_pool_bytes) / 1e9,
+          policy_name(setting.policy), dtype_name(setting.kv_dtype), schedule.steps.size(),
+          simulate_s, schedule.hit_rate, sampled.size()));
+    }
+    for (const std::string& kernel : plan.kernels) {
+      json steps = json::array();
+      std::vector<double> times;
+      std::string failed;
+      for (std::int64_t step : sampled) {
+        if (stop_requested()) {
+          stopped = true;
+          break;
+        }
+        const StepPoint sp = step_point(trace, schedule, step, plan, setting.kv_dtype, kernel,
+                                        index);
+        PointResult r;
+        try {
+          r = run_layout_point(backend, sp.point, sp.layout, plan.measure, device,
+                               options.interrupted);
+        } catch (const Interrupted&) {
+          stopped = true;
+          break;
+        } catch (const RuntimeFailure& e) {
+          r = not_run_result(sp.point, backend.name());
+          r.status = PointStatus::error;
+          r.reason = e.what();
+          report.completion.state = Completion::State::device_failure;
+          report.completion.reason = fmt::format("device failure at replay step {}: {}", step,
+                                                 e.what());
+          stopped = true;
+        }
+        r.index = index++;
+        const DecodeStep& st = schedule.steps[static_cast<std::size_t>(step)];
+        const double t = model_step_seconds(r);
+        steps.push_back({{"step", step},
+                         {"batch", st.batch},
+                         {"kv_tokens", st.kv_tokens},
+                         {"shared_tokens", st.shared_tokens},
+                         {"kv_bytes", static_cast<double>(st.kv_tokens) * schedule.kv_bytes_per_token},
+                         {"result", r.index},
+                         {"kernel", r.kernel},
+                         {"status", status_name(r.status)},
+                         {"step_s", number_or_null(t)},
+                         {"modeled_s", st.modeled_s}});
+        if (t == kNotAvailable && failed.empty()) {
+          failed = fmt::format("step {} is {}{}{}", step, status_name(r.status),
+                               r.reason.empty() ? "" : ": ", r.reason);
+        }
+        times.push_back(t);
+        if (options.progress) {
+          options.progress(fmt::format("  [{}] step {} b={} ctx={} {}: {}", kernel, step, st.batch,
+                                       context_label(sp.point.spec.context), r.kernel,
+                                       t == kNotAvailable ? std::string(status_name(r.status)) + " " + r.reason
+                                                          : fmt::format("{:.4g} s/step", t)));
+        }
+        report.results.push_back(std::move(r));
+        json current = cell;
+        current["kernels"].push_back({{"kernel", kernel}, {"steps", steps}, {"measured", nullptr}});
+        publish(&current);
+        if (options.checkpoint) options.checkpoint(report);
+        if (stopped) break;
+      }
+      json measured;
+      if (!stopped && failed.empty() && !times.empty()) {
+        const double decode_s = interpolate_decode_time(schedule, sampled, times);
+        measured = {{"decode_s", decode_s},
+                    {"tokens_per_s", decode_s > 0 ? json(schedule.decode_tokens / decode_s) : json()},
+                    {"steps_measured", static_cast<std::int64_t>(times.size())}};
+      } else if (!failed.empty()) {
+        measured = {{"reason", failed}};
+      }
+      cell["kernels"].push_back({{"kernel", kernel}, {"steps", steps}, {"measured", measured}});
+      if (stopped) break;
+    }
+    finished.push_back(cell);
+  }
+  publish(nullptr);
+  if (report.completion.state == Completion::State::running) {
+    if (stopped) {
+      report.completion.state = Completion::State::interrupted;
+      report.completion.reason = fmt::format("interrupted after {} measured steps",
+                                             report.results.size());
+    } else {
+      report.completion.state = Completion::State::complete;
+      report.completion.reason.clear();
+      report.completion.points_planned = static_cast<int>(report.results.size());
+    }
+  }
+  return report;
+}
+
+}  // namespace decodebench

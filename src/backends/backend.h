@@ -119,8 +119,8 @@ class Backend {
   // runnable: skip_reason() is empty) and these GEMMs; else why not (no GEMM library here, a
   // weights dtype it lacks, the weights do not fit memory). Default: this backend has no layer
   // scope.
-  virtual std::string layer_skip_reason(const WorkloadSpec& /*spec*/,
-                                        const PagedLayout& /*layout*/, std::string_view /*kernel*/,
+  virtual std::string layer_skip_reason(const WorkloadSpec& /*spec*/, const PagedLayout& /*layout*/,
+                                        std::string_view /*kernel*/,
                                         const LayerOptions& /*layer*/) {
     return "the " + name() + " backend has no layer scope (--scope layer runs on cpu and cuda)";
   }

@@ -87,8 +87,8 @@ void apply_json_config(CLI::App& cmd, const std::string& file) {
       if (v.is_string()) return v.get<std::string>();
       if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
       if (v.is_number()) return v.dump();
-      throw InputError(fmt::format("{}: key '{}': expected a string, number, boolean or array",
-                                   file, key));
+      throw InputError(
+          fmt::format("{}: key '{}': expected a string, number, boolean or array", file, key));
     };
     std::string joined;
     if (value.is_array()) {
@@ -207,7 +207,7 @@ int run(CLI::App& cmd, ReplayOptions& o) {
   DeviceInfo device = backend->device_info();
   device.measured = backend->measure_ceilings();
   if (!(device.flops_peak > 0)) device.flops_peak = device.measured.fma_flops;
-  const std::int64_t params = model.num_params > 0 ? model.num_params
+  const std::int64_t params = model.num_params > 0      ? model.num_params
                               : model.has_layer_shape() ? params_from_shape(model)
                                                         : 0;
   // The modeled device: this backend's (its memory, its measured read ceiling, its GEMM roof),

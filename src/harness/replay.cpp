@@ -58,7 +58,7 @@ json schedule_json(const Trace& trace, const ReplaySchedule& s, const ModelShape
     kv_tokens += static_cast<double>(st.kv_tokens);
     shared_tokens += static_cast<double>(st.shared_tokens);
   }
-  const std::int64_t params = model.num_params > 0 ? model.num_params
+  const std::int64_t params = model.num_params > 0      ? model.num_params
                               : model.has_layer_shape() ? params_from_shape(model)
                                                         : 0;
   const std::int64_t saved = s.hit_tokens;
@@ -169,8 +169,7 @@ double model_step_seconds(const PointResult& r) {
 }
 
 StepPoint step_point(const Trace& trace, const ReplaySchedule& schedule, std::int64_t step,
-                     const ReplayPlan& plan, DType kv_dtype, const std::string& kernel,
-                     int index) {
+                     const ReplayPlan& plan, DType kv_dtype, const std::string& kernel, int index) {
   StepPoint sp;
   sp.layout = step_layout(trace, schedule, step, plan.block_size);
   const auto [lo, hi] =
@@ -196,15 +195,14 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
                   const ReplayRunOptions& options) {
   if (settings.empty()) throw InputError("replay: no settings to run");
   if (plan.sample_steps < 1) {
-    throw InputError(
-        fmt::format("--sample-steps must be >= 1, got {} (the steps measured per setting)",
-                    plan.sample_steps));
+    throw InputError(fmt::format(
+        "--sample-steps must be >= 1, got {} (the steps measured per setting)", plan.sample_steps));
   }
   Report report = new_report();
   report.devices = {device};
   report.config = plan_json(trace, plan, settings);
-  report.completion.points_planned = static_cast<int>(settings.size() * plan.kernels.size()) *
-                                     plan.sample_steps;
+  report.completion.points_planned =
+      static_cast<int>(settings.size() * plan.kernels.size()) * plan.sample_steps;
   json finished = json::array();
   json replay = {
       {"trace", trace_summary_json(trace)},
@@ -274,8 +272,8 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
           stopped = true;
           break;
         }
-        const StepPoint sp = step_point(trace, schedule, step, plan, setting.kv_dtype, kernel,
-                                        index);
+        const StepPoint sp =
+            step_point(trace, schedule, step, plan, setting.kv_dtype, kernel, index);
         PointResult r;
         try {
           r = run_layout_point(backend, sp.point, sp.layout, plan.measure, device,
@@ -288,23 +286,24 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
           r.status = PointStatus::error;
           r.reason = e.what();
           report.completion.state = Completion::State::device_failure;
-          report.completion.reason = fmt::format("device failure at replay step {}: {}", step,
-                                                 e.what());
+          report.completion.reason =
+              fmt::format("device failure at replay step {}: {}", step, e.what());
           stopped = true;
         }
         r.index = index++;
         const DecodeStep& st = schedule.steps[static_cast<std::size_t>(step)];
         const double t = model_step_seconds(r);
-        steps.push_back({{"step", step},
-                         {"batch", st.batch},
-                         {"kv_tokens", st.kv_tokens},
-                         {"shared_tokens", st.shared_tokens},
-                         {"kv_bytes", static_cast<double>(st.kv_tokens) * schedule.kv_bytes_per_token},
-                         {"result", r.index},
-                         {"kernel", r.kernel},
-                         {"status", status_name(r.status)},
-                         {"step_s", number_or_null(t)},
-                         {"modeled_s", st.modeled_s}});
+        steps.push_back(
+            {{"step", step},
+             {"batch", st.batch},
+             {"kv_tokens", st.kv_tokens},
+             {"shared_tokens", st.shared_tokens},
+             {"kv_bytes", static_cast<double>(st.kv_tokens) * schedule.kv_bytes_per_token},
+             {"result", r.index},
+             {"kernel", r.kernel},
+             {"status", status_name(r.status)},
+             {"step_s", number_or_null(t)},
+             {"modeled_s", st.modeled_s}});
         if (t == kNotAvailable && failed.empty()) {
           failed = fmt::format("step {} is {}{}{}", step, status_name(r.status),
                                r.reason.empty() ? "" : ": ", r.reason);
@@ -313,8 +312,9 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
         if (options.progress) {
           options.progress(fmt::format("  [{}] step {} b={} ctx={} {}: {}", kernel, step, st.batch,
                                        context_label(sp.point.spec.context), r.kernel,
-                                       t == kNotAvailable ? std::string(status_name(r.status)) + " " + r.reason
-                                                          : fmt::format("{:.4g} s/step", t)));
+                                       t == kNotAvailable
+                                           ? std::string(status_name(r.status)) + " " + r.reason
+                                           : fmt::format("{:.4g} s/step", t)));
         }
         report.results.push_back(std::move(r));
         json current = cell;
@@ -326,9 +326,10 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
       json measured;
       if (!stopped && failed.empty() && !times.empty()) {
         const double decode_s = interpolate_decode_time(schedule, sampled, times);
-        measured = {{"decode_s", decode_s},
-                    {"tokens_per_s", decode_s > 0 ? json(schedule.decode_tokens / decode_s) : json()},
-                    {"steps_measured", static_cast<std::int64_t>(times.size())}};
+        measured = {
+            {"decode_s", decode_s},
+            {"tokens_per_s", decode_s > 0 ? json(schedule.decode_tokens / decode_s) : json()},
+            {"steps_measured", static_cast<std::int64_t>(times.size())}};
       } else if (!failed.empty()) {
         measured = {{"reason", failed}};
       }
@@ -341,8 +342,8 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
   if (report.completion.state == Completion::State::running) {
     if (stopped) {
       report.completion.state = Completion::State::interrupted;
-      report.completion.reason = fmt::format("interrupted after {} measured steps",
-                                             report.results.size());
+      report.completion.reason =
+          fmt::format("interrupted after {} measured steps", report.results.size());
     } else {
       report.completion.state = Completion::State::complete;
       report.completion.reason.clear();

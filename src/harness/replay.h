@@ -33,11 +33,11 @@ struct ReplaySetting {
 // Everything the settings share.
 struct ReplayPlan {
   ModelShape model;
-  Scope scope = Scope::layer;               // what each sampled step times
+  Scope scope = Scope::layer;                // what each sampled step times
   std::vector<std::string> kernels{"auto"};  // each sampled step runs with each
-  DType q_dtype = DType::bf16;              // the activations' dtype (layer scope: bf16)
-  int block_size = 16;                      // the kernels' page size (and the schedule's)
-  int sample_steps = 8;                     // steps measured per setting
+  DType q_dtype = DType::bf16;               // the activations' dtype (layer scope: bf16)
+  int block_size = 16;                       // the kernels' page size (and the schedule's)
+  int sample_steps = 8;                      // steps measured per setting
   // The schedule's fixed inputs (kv_pool_bytes, policy, ttl_s and kv_dtype come per setting).
   ScheduleConfig schedule;
   // Where the modeled rates come from, for the report: "NVIDIA H200 (datasheet): ...".
@@ -78,6 +78,7 @@ StepPoint step_point(const Trace& trace, const ReplaySchedule& schedule, std::in
 double model_step_seconds(const PointResult& r);
 
 // Summary statistics the replay section gives for distributions.
-nlohmann::json distribution_json(std::vector<double> values);  // {count, mean, p10, p50, p90, p99, max}
+nlohmann::json distribution_json(
+    std::vector<double> values);  // {count, mean, p10, p50, p90, p99, max}
 
 }  // namespace decodebench

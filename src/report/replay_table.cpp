@@ -28,17 +28,18 @@ struct Column {
 };
 
 constexpr Column kColumns[] = {
-    {"kv pool GB"}, {"policy", true}, {"ttl s"},       {"kv", true},        {"kernel", true},
-    {"hit rate"},   {"evicted"},      {"prefill saved"}, {"recomputed"},    {"preempt"},
-    {"steps"},      {"batch p50"},    {"KV MB/step p50"}, {"shareable"},    {"tok/s modeled"},
-    {"tok/s measured"}};
+    {"kv pool GB"},     {"policy", true}, {"ttl s"},         {"kv", true},
+    {"kernel", true},   {"hit rate"},     {"evicted"},       {"prefill saved"},
+    {"recomputed"},     {"preempt"},      {"steps"},         {"batch p50"},
+    {"KV MB/step p50"}, {"shareable"},    {"tok/s modeled"}, {"tok/s measured"}};
 
 }  // namespace
 
 std::string format_replay(const Report& r, OutputFormat out) {
   if (!r.replay.is_object()) {
-    throw InputError("not a replay report: it has no 'replay' section (made by `decodebench "
-                     "replay`)");
+    throw InputError(
+        "not a replay report: it has no 'replay' section (made by `decodebench "
+        "replay`)");
   }
   if (out == OutputFormat::json) return r.replay.dump(2) + "\n";
   std::vector<std::vector<std::string>> rows;
@@ -51,9 +52,9 @@ std::string format_replay(const Report& r, OutputFormat out) {
     const json& modeled = sch.value("modeled", json::object());
     const json& kv = sch.value("kv_bytes_per_step", json::object());
     const json& batch = sch.value("batch", json::object());
-    const std::string ttl =
-        s.contains("ttl_s") && s.at("ttl_s").is_number() ? fixed(s.at("ttl_s").get<double>(), 0)
-                                                         : "-";
+    const std::string ttl = s.contains("ttl_s") && s.at("ttl_s").is_number()
+                                ? fixed(s.at("ttl_s").get<double>(), 0)
+                                : "-";
     for (const json& k : cell.value("kernels", json::array())) {
       const json& m = k.value("measured", json());
       std::string measured = "-";
@@ -62,22 +63,15 @@ std::string format_replay(const Report& r, OutputFormat out) {
       } else if (m.is_object() && m.contains("reason")) {
         measured = "failed";
       }
-      rows.push_back({fixed(num(s, "kv_pool_bytes") / 1e9, 2),
-                      s.value("policy", "?"),
-                      ttl,
-                      s.value("kv_dtype", "?"),
-                      k.value("kernel", "?"),
-                      fixed(num(sch, "hit_rate"), 3),
-                      fixed(num(sch.value("blocks", json::object()), "evicted"), 0),
-                      input > 0 ? fmt::format("{:.1f}%", 100 * saved / input) : "-",
-                      fixed(num(sch, "recomputed_tokens"), 0),
-                      fixed(num(sch, "preemptions"), 0),
-                      fixed(num(sch, "steps"), 0),
-                      fixed(num(batch, "p50"), 0),
-                      fixed(num(kv, "p50") / 1e6, 1),
-                      fmt::format("{:.1f}%", 100 * num(sch, "shareable_fraction")),
-                      fixed(num(modeled, "decode_tokens_per_s"), 1),
-                      measured});
+      rows.push_back(
+          {fixed(num(s, "kv_pool_bytes") / 1e9, 2), s.value("policy", "?"), ttl,
+           s.value("kv_dtype", "?"), k.value("kernel", "?"), fixed(num(sch, "hit_rate"), 3),
+           fixed(num(sch.value("blocks", json::object()), "evicted"), 0),
+           input > 0 ? fmt::format("{:.1f}%", 100 * saved / input) : "-",
+           fixed(num(sch, "recomputed_tokens"), 0), fixed(num(sch, "preemptions"), 0),
+           fixed(num(sch, "steps"), 0), fixed(num(batch, "p50"), 0), fixed(num(kv, "p50") / 1e6, 1),
+           fmt::format("{:.1f}%", 100 * num(sch, "shareable_fraction")),
+           fixed(num(modeled, "decode_tokens_per_s"), 1), measured});
     }
   }
   std::string text;
@@ -86,7 +80,8 @@ std::string format_replay(const Report& r, OutputFormat out) {
       text += fmt::format("{}{}", c ? "," : "", kColumns[c].header);
     text += '\n';
     for (const auto& row : rows) {
-      for (std::size_t c = 0; c < row.size(); ++c) text += fmt::format("{}{}", c ? "," : "", row[c]);
+      for (std::size_t c = 0; c < row.size(); ++c)
+        text += fmt::format("{}{}", c ? "," : "", row[c]);
       text += '\n';
     }
     return text;
@@ -113,9 +108,10 @@ std::string format_replay(const Report& r, OutputFormat out) {
                       r.replay.value("scope", "?"));
   text += fmt::format("schedule modeled for {}; prefill {}\n", sm.value("device", "?"),
                       sm.value("prefill_rate_basis", "?"));
-  text += fmt::format("tok/s measured: decode tokens over the trace / the sampled steps' times, "
-                      "{}\n\n",
-                      r.replay.value("interpolation", "?"));
+  text += fmt::format(
+      "tok/s measured: decode tokens over the trace / the sampled steps' times, "
+      "{}\n\n",
+      r.replay.value("interpolation", "?"));
   std::vector<std::string> headers;
   for (const Column& c : kColumns) headers.push_back(c.header);
   text += line(headers);

@@ -15,7 +15,7 @@ seconds="${2:-30}"
 shift $(($# < 2 ? $# : 2))
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(fuzz_npy fuzz_sweep_config fuzz_report fuzz_model fuzz_datasheet)
+  targets=(fuzz_npy fuzz_sweep_config fuzz_report fuzz_model fuzz_datasheet fuzz_trace)
 fi
 case "$seconds" in
   '' | *[!0-9]*) echo "run.sh: seconds must be a positive integer, got '$seconds'" >&2; exit 2 ;;
@@ -30,6 +30,7 @@ for t in "${targets[@]}"; do
   [ -x "$exe" ] || { echo "run.sh: $exe not built (cmake --build $build --target decodebench_fuzz)" >&2; exit 2; }
   dict="$here/json.dict"
   [ "$t" = fuzz_npy ] && dict="$here/npy.dict"
+  [ "$t" = fuzz_trace ] && dict="$here/trace.dict"
   scratch="$build/fuzz-corpus/$t"
   mkdir -p "$scratch"
   echo "=== $t: ${seconds}s over tests/fuzz/corpus/$t ==="

@@ -256,7 +256,12 @@ class Scheduler {
       const auto ids = ids_of(r);
       const std::int32_t g = std::max(generated_[static_cast<std::size_t>(r)], 1);
       Running run{r, g, prompt_private_of(r), ceil_div(g, t_.block_tokens)};
-      if (!cache_.can_fit(ids, run.prompt_private + run.generated_private)) break;
+      // Room for its first decode step too: a readmission at g = k x block would otherwise take
+      // the pool's last block, need another at once and preempt itself every step. For a first
+      // admission (g = 1) this is the one private block whenever block_tokens >= 2.
+      const std::int64_t first_step =
+          g < q.output_tokens ? ceil_div(g + 1, t_.block_tokens) : run.generated_private;
+      if (!cache_.can_fit(ids, run.prompt_private + first_step)) break;
       queue_.pop_front();
 
       const std::int64_t hit = std::min<std::int64_t>(

@@ -56,9 +56,10 @@ constexpr std::uint64_t kStreamShuffle = 0x73687566666c6531ull;  // "shuffle1"
 
 int blocks_for(int tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
 
-// Fills the read statistics of a layout from its block tables: the distinct (block, slot)
-// pairs read and the blocks read by more than one row. Each row reads slots [0, n) of its j-th
-// block, n = min(P, L - j*P), so the union over rows of a block's slots is [0, max n).
+}  // namespace
+
+// Each row reads slots [0, n) of its j-th block, n = min(P, L - j*P), so the union over rows of
+// a block's slots is [0, max n).
 void fill_read_stats(PagedLayout& layout, int block_size) {
   std::vector<int> max_slots(static_cast<std::size_t>(layout.num_blocks), 0);
   std::vector<int> readers(static_cast<std::size_t>(layout.num_blocks), 0);
@@ -78,6 +79,8 @@ void fill_read_stats(PagedLayout& layout, int block_size) {
   layout.num_shared_blocks =
       static_cast<int>(std::count_if(readers.begin(), readers.end(), [](int r) { return r > 1; }));
 }
+
+namespace {
 
 // Tokens of each row lying in its group's shared blocks, over all tokens.
 double hit_rate_of(const PagedLayout& layout, int block_size) {

@@ -94,6 +94,10 @@ struct PagedLayout {
   std::int64_t unique_tokens = 0;           // distinct (physical block, slot) pairs read
 };
 PagedLayout build_layout(const WorkloadSpec& spec);
+// Fills total_tokens, unique_tokens (distinct (block, slot) pairs read) and num_shared_blocks
+// (blocks read by more than one row) from context_lens, block_tables, max_blocks_per_seq and
+// num_blocks: for layouts built elsewhere (the replay's steps).
+void fill_read_stats(PagedLayout& layout, int block_size);
 
 // Per-tensor fp8 scales: the generator's values are bounded (|x| <= kGeneratorBound) and the
 // scale maps that bound to the format's largest finite value. 1 for non-fp8 dtypes.

@@ -46,7 +46,8 @@ struct ReplayOptions {
   std::string ttls = "300";
   double rate_scale = 1;
   int max_batch = 256;
-  double prefill_rate = 0;  // tokens/s; 0: modeled from the device's FLOP rate
+  double prefill_rate = 0;      // tokens/s; 0: modeled from the device's FLOP rate
+  double decode_read_rate = 0;  // bytes/s; 0: the modeled device's read rate
   std::string schedule_device = "this";
   int sample_steps = 8;
   std::int64_t max_steps = 0;
@@ -234,6 +235,10 @@ int run(CLI::App& cmd, ReplayOptions& o) {
     flops_basis = "the datasheet dense tensor-core peak";
   }
   plan.schedule.decode_read_bytes_per_s = read;
+  if (o.decode_read_rate > 0) {
+    plan.schedule.decode_read_bytes_per_s = o.decode_read_rate;
+    plan.read_rate_basis = "given (--decode-read-rate)";
+  }
   if (o.prefill_rate > 0) {
     plan.schedule.prefill_tokens_per_s = o.prefill_rate;
     plan.prefill_rate_basis = "given (--prefill-rate)";
@@ -369,6 +374,8 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--prefill-rate", o->prefill_rate,
                   "Prefill tokens/s; default modeled from the device's FLOP rate");
+  cmd->add_option("--decode-read-rate", o->decode_read_rate,
+                  "Bytes/s a modeled decode step reads at; default the device's read rate");
   cmd->add_option("--schedule-device", o->schedule_device,
                   "Whose memory and rates the schedule models: 'this' (the backend's device) or "
                   "a configs/devices.json key (h200, h100-sxm, ...)")

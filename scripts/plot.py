@@ -18,9 +18,16 @@ and null values are missing values, never 0. Writes <prefix>-<name>.png and .svg
 A figure with nothing to show (one hit rate only, no f16 twins, no baseline) is skipped with a
 one-line message, not drawn empty.
 
+Given the JSON of `decodebench cache-sim --json FILE` instead of a report (docs/report-schema.md
+"cache_sim"), it draws one figure:
+  cache-sim        hit rate and blocks evicted vs cache capacity (log x), one line per policy
+                   (and ttl); an infinite capacity drawn apart at the right edge, the
+                   infinite-capacity ceiling as a dashed line; ttl's expired blocks dotted
+
   scripts/plot.py results/latest.json                  # results/latest-*.png|svg
   scripts/plot.py new.json --baseline old.json         # runs decodebench compare
   scripts/plot.py results/latest.json --html results/latest.html   # the results page
+  scripts/plot.py cache.json                           # cache.json from cache-sim --json
 
 Importable: make_figures(report, compare) returns {name: matplotlib Figure}. Needs matplotlib
 (scripts/bootstrap.sh installs it). Exit status: 0 written, 2 bad input, 3 a decodebench
@@ -47,6 +54,7 @@ except ImportError:
 
 FIGURE_NAMES = ("roofline", "tokens-vs-batch", "layer-knee", "ceiling-heatmap", "hit-rate",
                 "compare", "dtype-speedup")
+CACHE_SIM_FIGURES = ("cache-sim",)  # from a `decodebench cache-sim --json` file, not a report
 SCHEMA_VERSION = 1
 COMPARE_KIND, COMPARE_VERSION = "decodebench-compare", 1
 VERDICT_COLORS = {"SAME": "tab:gray", "SLOWER": "tab:red", "FASTER": "tab:green",
@@ -635,6 +643,108 @@ def fig_dtype_speedup(report, points):
     return fig
 
 
+# ---- cache-sim -------------------------------------------------------------------------------
+
+def is_cache_sim(doc):
+    return isinstance(doc, dict) and "cache_sim" in doc
+
+
+def check_cache_sim(doc, path="cache-sim"):
+    """Raises PlotError unless `doc` is a schema-1 `decodebench cache-sim --json` file."""
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise PlotError(f"{path}: schema_version {doc.get('schema_version')!r} is not "
+                        f"{SCHEMA_VERSION}, the only version plot.py reads")
+    settings = dig(doc, "cache_sim", "settings")
+    if not isinstance(settings, list) or not settings:
+        raise PlotError(f"{path}: 'cache_sim.settings' missing, not a list or empty")
+    for i, s in enumerate(settings):
+        if not isinstance(s, dict) or "ttl_s" not in s:  # ttl_s may be null (lru, lfu)
+            raise PlotError(f"{path}: cache_sim.settings[{i}].ttl_s missing")
+        for keys in (("policy",), ("capacity_tokens",), ("hit_rate",), ("hit_rate_ceiling",),
+                     ("blocks", "evicted"), ("blocks", "expired")):
+            if dig(s, *keys) is None:
+                raise PlotError(f"{path}: cache_sim.settings[{i}].{'.'.join(keys)} missing")
+        capacity = s["capacity_tokens"]
+        if capacity != "inf" and not (isinstance(capacity, (int, float)) and capacity > 0):
+            raise PlotError(f"{path}: cache_sim.settings[{i}].capacity_tokens is {capacity!r}; "
+                            "expected a number > 0 or \"inf\"")
+
+
+def cache_sim_series(settings):
+    """{label: [setting]} per policy (and ttl), in file order; each series by capacity."""
+    series = collections.OrderedDict()
+    for s in settings:
+        name = s["policy"] if s["ttl_s"] is None else f"{s['policy']} {s['ttl_s']:g} s"
+        series.setdefault(name, []).append(s)
+    for rows in series.values():
+        rows.sort(key=lambda s: math.inf if s["capacity_tokens"] == "inf" else s["capacity_tokens"])
+    return series
+
+
+def fig_cache_sim(doc):
+    c = doc["cache_sim"]
+    settings = c["settings"]
+    finite = [s["capacity_tokens"] for s in settings if s["capacity_tokens"] != "inf"]
+    # An infinite capacity has no place on a log axis: it is drawn at a column of its own, a
+    # factor of 4 right of the largest finite capacity.
+    inf_x = (max(finite) if finite else 1e6) * 4
+    x_of = lambda s: inf_x if s["capacity_tokens"] == "inf" else s["capacity_tokens"]  # noqa: E731
+    fig = new_figure(12, 4.6)
+    ax_hit, ax_ev = fig.subplots(1, 2)
+    # Policies by marker as well as colour: lru and a long ttl often coincide.
+    markers = {"lru": "o", "lfu": "s", "ttl": "^"}
+    for n, (name, rows) in enumerate(cache_sim_series(settings).items()):
+        color, marker = f"C{n % 10}", markers.get(rows[0]["policy"], "o")
+        fin = [s for s in rows if s["capacity_tokens"] != "inf"]
+        inf = [s for s in rows if s["capacity_tokens"] == "inf"]
+        ax_hit.plot([x_of(s) for s in fin], [100 * s["hit_rate"] for s in fin], color=color,
+                    marker=marker, markersize=4, label=name, gid="hit-rate")
+        ax_ev.plot([x_of(s) for s in fin], [s["blocks"]["evicted"] for s in fin], color=color,
+                   marker=marker, markersize=4, label=f"{name} evicted", gid="evicted")
+        if any(s["blocks"]["expired"] for s in rows):
+            ax_ev.plot([x_of(s) for s in rows], [s["blocks"]["expired"] for s in rows],
+                       color=color, marker="x", markersize=4, linestyle=":",
+                       label=f"{name} expired", gid="expired")
+        for s in inf:
+            ax_hit.plot([inf_x], [100 * s["hit_rate"]], color=color, marker=marker,
+                        markersize=6, fillstyle="none", linestyle="none", label="_inf", gid="inf")
+            ax_ev.plot([inf_x], [s["blocks"]["evicted"]], color=color, marker=marker,
+                       markersize=6, fillstyle="none", linestyle="none", label="_inf", gid="inf")
+    ceiling = settings[0]["hit_rate_ceiling"]
+    ax_hit.axhline(100 * ceiling, color="black", linestyle="--", linewidth=1,
+                   label=f"ceiling (infinite capacity) {100 * ceiling:.1f}%", gid="ceiling")
+    trace, model = c.get("trace", {}), c.get("model", {})
+    for ax in (ax_hit, ax_ev):
+        ax.set_xscale("log")
+        ax.set_xlabel("cache capacity (tokens; open markers: inf)")
+        ax.grid(True, which="both", alpha=0.25)
+        ticks = sorted(set(finite)) + ([inf_x] if len(finite) < len(settings) else [])
+        ax.set_xticks(ticks, [si(t, "").strip() if t != inf_x else "inf" for t in ticks])
+        ax.minorticks_off()
+    ax_hit.set_ylabel("prefix-cache hit rate (% of prompt tokens)")
+    ax_hit.set_ylim(bottom=0)
+    ax_hit.legend(fontsize=7, loc="upper left")
+    ax_ev.set_ylabel("blocks evicted (dotted: expired, ttl)")
+    ax_ev.set_ylim(bottom=0)
+    ax_ev.legend(fontsize=7, loc="best")
+    note = "" if trace.get("has_prefix_info", True) else " (no prefix information: all misses)"
+    fig.suptitle(f"Prefix cache vs capacity: {os.path.basename(str(trace.get('source', '?')))}, "
+                 f"{trace.get('requests', '?')} requests, {trace.get('block_tokens', '?')}-token "
+                 f"blocks{note}; {model.get('name', '?')}, KV {c.get('kv_dtype', '?')}",
+                 fontsize=9)
+    return fig
+
+
+def make_cache_sim_figures(doc, notes=None, names=CACHE_SIM_FIGURES):
+    """{name: Figure} of a loaded `decodebench cache-sim --json` file (checked here)."""
+    check_cache_sim(doc)
+    unknown = sorted(set(names) - set(CACHE_SIM_FIGURES))
+    if unknown:
+        raise PlotError(f"unknown figure {', '.join(unknown)} for a cache-sim file; valid: "
+                        f"{', '.join(CACHE_SIM_FIGURES)}")
+    return {"cache-sim": fig_cache_sim(doc)} if "cache-sim" in names else {}
+
+
 # ---- all figures -----------------------------------------------------------------------------
 
 def make_figures(report, compare=None, notes=None, names=FIGURE_NAMES):
@@ -646,6 +756,9 @@ def make_figures(report, compare=None, notes=None, names=FIGURE_NAMES):
     check_report(report)
     if compare is not None:
         check_compare(compare)
+    if set(names) & set(CACHE_SIM_FIGURES):
+        raise PlotError(f"{', '.join(sorted(set(names) & set(CACHE_SIM_FIGURES)))}: drawn from a "
+                        "`decodebench cache-sim --json` file, not a sweep report")
     unknown = sorted(set(names) - set(FIGURE_NAMES))
     if unknown:
         raise PlotError(f"unknown figure {', '.join(unknown)}; valid: {', '.join(FIGURE_NAMES)}")
@@ -732,10 +845,26 @@ def write_html(binary, report_path, svgs, out):
                         f"{done.stderr.strip() or done.stdout.strip()}", EXIT_COMMAND_FAILED)
 
 
+def plot_cache_sim(doc, args, prefix):
+    """main() for a cache-sim file: its one figure; the report-only options are refused."""
+    for flag, given in (("--compare", args.compare), ("--baseline", args.baseline),
+                        ("--html", args.html)):
+        if given:
+            raise PlotError(f"{flag} needs a sweep report; {args.report} is a cache-sim file")
+    check_cache_sim(doc, args.report)
+    names = [n for n in args.only.split(",") if n] if args.only else list(CACHE_SIM_FIGURES)
+    figures = make_cache_sim_figures(doc, names=names)
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+    write_figures(figures, prefix)
+    print(f"wrote {prefix}-{{{','.join(figures)}}}.{{png,svg}}")
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("report", help="decodebench report (JSON, schema_version 1)")
+    ap.add_argument("report", help="decodebench report (JSON, schema_version 1), or the JSON "
+                    "of `decodebench cache-sim --json`")
     ap.add_argument("--out-prefix", help="write <prefix>-<name>.png|svg (default: the report "
                     "path without .json)")
     src = ap.add_mutually_exclusive_group()
@@ -748,14 +877,18 @@ def main(argv=None):
                     help="the decodebench binary for --baseline and --html (default: "
                     "$DECODEBENCH_BIN, else build/src/cli/decodebench in the repository)")
     ap.add_argument("--only", metavar="NAME,...", help="draw only these figures, of: "
-                    + ", ".join(FIGURE_NAMES))
+                    + ", ".join(FIGURE_NAMES) + " (a report); " + ", ".join(CACHE_SIM_FIGURES)
+                    + " (a cache-sim file)")
     ap.add_argument("--html", metavar="OUT.html",
                     help="also write the results page: `decodebench report REPORT --format html` "
                     "with the figures inlined")
     args = ap.parse_args(argv)
     try:
-        report = load_report(args.report)
         prefix = args.out_prefix or args.report.removesuffix(".json")
+        doc = load_json(args.report, "a decodebench report or cache-sim JSON")
+        if is_cache_sim(doc):
+            return plot_cache_sim(doc, args, prefix)
+        report = load_report(args.report)
         notes = []
         names = [n for n in args.only.split(",") if n] if args.only else list(FIGURE_NAMES)
         compare = None

@@ -17,6 +17,7 @@ void add_model_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
 void add_merge_command(CLI::App& app, int& exit_code);
 void add_report_command(CLI::App& app, int& exit_code);
+void add_cache_sim_command(CLI::App& app, int& exit_code);
 void add_replay_command(CLI::App& app, int& exit_code);
 
 // SIGINT or SIGTERM during a sweep: finished points are written, then the process exits with

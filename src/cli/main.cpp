@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
     cli::add_compare_command(app, exit_code);
     cli::add_merge_command(app, exit_code);
     cli::add_report_command(app, exit_code);
+    cli::add_cache_sim_command(app, exit_code);
     cli::add_replay_command(app, exit_code);
     if (argc > 1 && argv[1][0] != '-') {
       // CLI11 would say only "a subcommand is required"; name the word and the choices.

@@ -1,1 +1,227 @@
 #include "trace/cache_sim.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "common/errors.h"
+#include "workload/layer_model.h"  // params_from_shape
+
+namespace decodebench {
+namespace {
+
+struct Replay {
+  std::int64_t requests = 0;
+  std::int64_t input_tokens = 0;
+  std::int64_t hit_tokens = 0;
+  PrefixCacheStats blocks;
+  double elapsed_s = 0;
+};
+
+// cache_sim.h's definition: per request, in arrival order, expire, count the leading run, touch.
+Replay replay(const Trace& trace, EvictionPolicy policy, std::int64_t capacity_blocks,
+              double ttl_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PrefixCache cache(policy, capacity_blocks, ttl_s);
+  Replay r;
+  for (const TraceRequest& q : trace.requests) {
+    cache.expire(q.arrival_s);
+    const std::int64_t run = cache.leading_run(q.hash_ids);
+    // The last block may be partial: a whole run is worth at most the prompt.
+    r.hit_tokens += std::min<std::int64_t>(run * trace.block_tokens, q.input_tokens);
+    r.input_tokens += q.input_tokens;
+    cache.touch(q.hash_ids, q.arrival_s);
+    ++r.requests;
+  }
+  r.blocks = cache.stats();
+  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+double ratio(std::int64_t num, std::int64_t den) {
+  return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0;
+}
+
+std::int64_t model_params(const ModelShape& m) {
+  return m.num_params > 0 ? m.num_params : params_from_shape(m);
+}
+
+std::string_view params_source(const ModelShape& m) {
+  if (m.num_params > 0) return "num_params";
+  return params_from_shape(m) > 0 ? "params_from_shape" : "none";
+}
+
+// Throws InputError naming the setting; returns its capacity in blocks.
+std::int64_t check_setting(const CacheSimSetting& s, int block_tokens) {
+  const std::string name =
+      s.policy == EvictionPolicy::ttl
+          ? fmt::format("{} capacity {} tokens ttl {} s", policy_name(s.policy), s.capacity_tokens,
+                        s.ttl_s)
+          : fmt::format("{} capacity {} tokens", policy_name(s.policy), s.capacity_tokens);
+  if (std::isnan(s.capacity_tokens) || s.capacity_tokens <= 0) {
+    throw InputError(fmt::format(
+        "cache-sim setting '{}': capacity must be a number of tokens > 0 or inf", name));
+  }
+  if (s.policy == EvictionPolicy::ttl && !(s.ttl_s > 0)) {
+    throw InputError(fmt::format(
+        "cache-sim setting '{}': the ttl policy needs ttl_s > 0 seconds (of trace time)", name));
+  }
+  if (block_tokens < 1) {
+    throw InputError(
+        fmt::format("cache-sim: the trace's block_tokens is {}; valid: >= 1", block_tokens));
+  }
+  const double blocks = std::floor(s.capacity_tokens / block_tokens);
+  // Beyond what int64 counts, a capacity is as good as unbounded.
+  if (std::isinf(blocks) || blocks >= static_cast<double>(kUnboundedBlocks)) {
+    return kUnboundedBlocks;
+  }
+  return static_cast<std::int64_t>(blocks);
+}
+
+CacheSimResult result_of(const Trace& trace, const CacheSimSetting& setting,
+                         std::int64_t capacity_blocks, const Replay& r, double ceiling,
+                         const ModelShape& model, DType kv_dtype) {
+  CacheSimResult out;
+  out.setting = setting;
+  out.capacity_blocks = capacity_blocks;
+  out.requests = r.requests;
+  out.input_tokens = r.input_tokens;
+  out.hit_tokens = r.hit_tokens;
+  out.hit_rate = ratio(r.hit_tokens, r.input_tokens);
+  out.hit_rate_ceiling = ceiling;
+  out.blocks = r.blocks;
+  out.prefill_tokens_computed = r.input_tokens - r.hit_tokens;
+  out.prefill_tokens_saved = r.hit_tokens;
+  out.prefill_flops_saved =
+      2.0 * static_cast<double>(model_params(model)) * static_cast<double>(r.hit_tokens);
+  const double held_blocks = capacity_blocks == kUnboundedBlocks
+                                 ? static_cast<double>(r.blocks.peak_blocks)
+                                 : static_cast<double>(capacity_blocks);
+  out.cache_bytes =
+      held_blocks * trace.block_tokens * kv_bytes_per_token_all_layers(model, kv_dtype);
+  out.elapsed_s = r.elapsed_s;
+  return out;
+}
+
+double ceiling_of(const Trace& trace) {
+  const Replay r = replay(trace, EvictionPolicy::lru, kUnboundedBlocks, 0);
+  return ratio(r.hit_tokens, r.input_tokens);
+}
+
+nlohmann::json tokens_or_inf(double tokens) {
+  return std::isinf(tokens) ? nlohmann::json("inf") : nlohmann::json(tokens);
+}
+
+}  // namespace
+
+double kv_bytes_per_token_all_layers(const ModelShape& model, DType kv_dtype) {
+  return 2.0 * model.num_kv_heads * model.head_dim * static_cast<double>(dtype_size(kv_dtype)) *
+         model.num_layers;
+}
+
+CacheSimResult simulate_cache(const Trace& trace, const CacheSimSetting& setting,
+                              const ModelShape& model, DType kv_dtype) {
+  return simulate_cache(trace, std::vector<CacheSimSetting>{setting}, model, kv_dtype).front();
+}
+
+std::vector<CacheSimResult> simulate_cache(const Trace& trace,
+                                           const std::vector<CacheSimSetting>& settings,
+                                           const ModelShape& model, DType kv_dtype) {
+  // Every setting is checked before anything runs, so a bad one costs no replay.
+  std::vector<std::int64_t> blocks;
+  for (const CacheSimSetting& s : settings) blocks.push_back(check_setting(s, trace.block_tokens));
+  const double ceiling = ceiling_of(trace);
+  std::vector<CacheSimResult> out;
+  for (std::size_t i = 0; i < settings.size(); ++i) {
+    const Replay r = replay(trace, settings[i].policy, blocks[i], settings[i].ttl_s);
+    out.push_back(result_of(trace, settings[i], blocks[i], r, ceiling, model, kv_dtype));
+  }
+  return out;
+}
+
+nlohmann::json to_json(const CacheSimResult& r) {
+  nlohmann::json j;
+  j["policy"] = std::string(policy_name(r.setting.policy));
+  j["capacity_tokens"] = tokens_or_inf(r.setting.capacity_tokens);
+  j["capacity_blocks"] = r.capacity_blocks == kUnboundedBlocks ? nlohmann::json("inf")
+                                                               : nlohmann::json(r.capacity_blocks);
+  j["ttl_s"] = r.setting.policy == EvictionPolicy::ttl ? tokens_or_inf(r.setting.ttl_s)
+                                                       : nlohmann::json(nullptr);
+  j["requests"] = r.requests;
+  j["input_tokens"] = r.input_tokens;
+  j["hit_tokens"] = r.hit_tokens;
+  j["hit_rate"] = r.hit_rate;
+  j["hit_rate_ceiling"] = r.hit_rate_ceiling;
+  j["blocks"] = {{"inserted", r.blocks.inserted},
+                 {"evicted", r.blocks.evicted},
+                 {"expired", r.blocks.expired},
+                 {"peak", r.blocks.peak_blocks}};
+  j["prefill_tokens_computed"] = r.prefill_tokens_computed;
+  j["prefill_tokens_saved"] = r.prefill_tokens_saved;
+  j["prefill_flops_saved"] = r.prefill_flops_saved;
+  j["cache_bytes"] = r.cache_bytes;
+  j["elapsed_s"] = r.elapsed_s;
+  return j;
+}
+
+nlohmann::json trace_summary_json(const Trace& trace) {
+  std::int64_t input = 0, output = 0;
+  double span = 0;
+  for (const TraceRequest& q : trace.requests) {
+    input += q.input_tokens;
+    output += q.output_tokens;
+    span = std::max(span, q.arrival_s);
+  }
+  // Arrivals start at 0 (the readers shift them), so the last arrival is the span.
+  return {{"source", trace.source},
+          {"format", std::string(trace_format_name(trace.format))},
+          {"block_tokens", trace.block_tokens},
+          {"requests", static_cast<std::int64_t>(trace.requests.size())},
+          {"span_s", span},
+          {"input_tokens", input},
+          {"output_tokens", output},
+          {"has_prefix_info", trace.has_prefix_info}};
+}
+
+nlohmann::json cache_sim_json(const Trace& trace, const ModelShape& model, DType kv_dtype,
+                              const std::vector<CacheSimResult>& results) {
+  nlohmann::json j;
+  j["trace"] = trace_summary_json(trace);
+  j["model"] = {{"name", model.name},
+                {"params", model_params(model)},
+                {"params_source", std::string(params_source(model))},
+                {"kv_bytes_per_token", kv_bytes_per_token_all_layers(model, kv_dtype)}};
+  j["kv_dtype"] = std::string(dtype_name(kv_dtype));
+  j["definitions"] = {
+      {"replay",
+       "the trace's requests in arrival order, one at a time, no concurrency: a request's blocks "
+       "are cached at its arrival (trace time)"},
+      {"hit_tokens",
+       "per request at its arrival: expire(now) (ttl); min(leading run of its hash ids found in "
+       "the cache x block_tokens, input tokens); then every id is touched, last to first"},
+      {"hit_rate", "sum of hit tokens / sum of input tokens"},
+      {"hit_rate_ceiling",
+       "the same trace at infinite capacity (lru, no ttl): every reuse of an earlier prefix"},
+      {"capacity_blocks", "floor(capacity_tokens / block_tokens); \"inf\": unbounded"},
+      {"policies",
+       "victims among the cached blocks: lru least recently used, lfu fewest uses then lru, ttl "
+       "as lru plus expiry of blocks idle longer than ttl_s"},
+      {"prefill_flops_saved", "2 x model params x prefill_tokens_saved"},
+      {"cache_bytes",
+       "capacity_blocks x block_tokens x kv_bytes_per_token (all layers); at infinite capacity "
+       "the peak blocks held instead"}};
+  if (!trace.has_prefix_info) {
+    j["note"] =
+        "the trace has no prefix information (no hash ids): every request is a miss, hit rates "
+        "are 0";
+  }
+  nlohmann::json settings = nlohmann::json::array();
+  for (const CacheSimResult& r : results) settings.push_back(to_json(r));
+  j["settings"] = std::move(settings);
+  return j;
+}
+
+}  // namespace decodebench

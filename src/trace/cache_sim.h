@@ -32,9 +32,9 @@ struct CacheSimResult {
   std::int64_t requests = 0;
   std::int64_t input_tokens = 0;
   std::int64_t hit_tokens = 0;
-  double hit_rate = 0;          // hit_tokens / input_tokens
-  double hit_rate_ceiling = 0;  // the same trace at infinite capacity (lru, no ttl)
-  PrefixCacheStats blocks;      // inserted, evicted, expired, peak
+  double hit_rate = 0;                       // hit_tokens / input_tokens
+  double hit_rate_ceiling = 0;               // the same trace at infinite capacity (lru, no ttl)
+  PrefixCacheStats blocks;                   // inserted, evicted, expired, peak
   std::int64_t prefill_tokens_computed = 0;  // input_tokens - hit_tokens
   std::int64_t prefill_tokens_saved = 0;     // hit_tokens
   double prefill_flops_saved = 0;            // 2 x model parameters x prefill_tokens_saved

@@ -8,7 +8,10 @@
 //    refreshed (recency = now, use count + 1), each absent one inserted, evicting as needed.
 //    Visiting the tail first leaves a chain's leading blocks the most recent, so eviction cuts
 //    chains from their tails and a surviving block is always a usable prefix (paged engines free
-//    a finished sequence's blocks tail first for the same reason).
+//    a finished sequence's blocks tail first for the same reason). The blocks the touch found
+//    present are held while it inserts the rest (an engine references its hit blocks before it
+//    allocates), so they are never its own victims; an absent block for which no victim is left
+//    (all pinned, private or held) is not cached.
 //  - Victims, among unpinned blocks only:
 //      lru: least recently used (the oldest recency; ties: the one touched earlier);
 //      lfu: fewest uses, ties broken as lru;
@@ -36,10 +39,10 @@ EvictionPolicy parse_policy(std::string_view name);
 inline constexpr std::int64_t kUnboundedBlocks = std::numeric_limits<std::int64_t>::max();
 
 struct PrefixCacheStats {
-  std::int64_t inserted = 0;      // blocks inserted (absent when touched)
-  std::int64_t evicted = 0;       // blocks removed to make room
-  std::int64_t expired = 0;       // blocks removed by expire() (ttl)
-  std::int64_t peak_blocks = 0;   // most cached + private blocks held at once
+  std::int64_t inserted = 0;     // blocks inserted (absent when touched)
+  std::int64_t evicted = 0;      // blocks removed to make room
+  std::int64_t expired = 0;      // blocks removed by expire() (ttl)
+  std::int64_t peak_blocks = 0;  // most cached + private blocks held at once
 };
 
 class PrefixCache {
@@ -73,9 +76,9 @@ class PrefixCache {
   void release_private(std::int64_t n);
 
   std::int64_t capacity_blocks() const;
-  std::int64_t cached_blocks() const;   // blocks in the cache (pinned or not)
+  std::int64_t cached_blocks() const;  // blocks in the cache (pinned or not)
   std::int64_t private_blocks() const;
-  std::int64_t pinned_blocks() const;   // distinct cached blocks with a pin
+  std::int64_t pinned_blocks() const;  // distinct cached blocks with a pin
   bool contains(std::uint64_t id) const;
   const PrefixCacheStats& stats() const;
 

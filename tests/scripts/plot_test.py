@@ -34,6 +34,7 @@ def fixture(name):
 CPU = fixture("cpu-sweep.json")
 GPU = fixture("gpu-synthetic.json")
 COMPARE = fixture("compare-synthetic.json")
+CACHE_SIM = fixture("cache-sim.json")
 
 
 def ok(report):
@@ -373,6 +374,61 @@ class GpuShapedFigures(unittest.TestCase):
         self.assertEqual(len(bars(self.figs["dtype-speedup"])), 22)
 
 
+class CacheSimFigure(unittest.TestCase):
+    """The real cache-sim file: 5 capacities (inf last) x lru, lfu, ttl 60 s and 300 s."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fig = plot.make_cache_sim_figures(CACHE_SIM)["cache-sim"]
+
+    def test_fixture_shape(self):
+        self.assertEqual(len(CACHE_SIM["cache_sim"]["settings"]), 20)
+
+    def test_one_line_per_policy_and_ttl(self):
+        hit = lines(self.fig, "hit-rate")
+        self.assertEqual([line.get_label() for line in hit],
+                         ["lru", "lfu", "ttl 60 s", "ttl 300 s"])
+        settings = CACHE_SIM["cache_sim"]["settings"]
+        for line in hit:
+            xs = list(line.get_xdata())
+            self.assertEqual(xs, [1e5, 1e6, 3e6, 1e7])  # the finite capacities, ascending
+            self.assertTrue(all(0 <= y <= 100 for y in line.get_ydata()))
+        lru = [100 * s["hit_rate"] for s in settings
+               if s["policy"] == "lru" and s["capacity_tokens"] != "inf"]
+        self.assertEqual(list(hit[0].get_ydata()), lru)
+        self.assertEqual(len(lines(self.fig, "evicted")), 4)
+        self.assertEqual([line.get_label() for line in lines(self.fig, "expired")],
+                         ["ttl 60 s expired", "ttl 300 s expired"])
+        self.assertEqual(self.fig.axes[0].get_xscale(), "log")
+
+    def test_infinite_capacity_apart_and_the_ceiling_dashed(self):
+        inf = lines(self.fig, "inf")
+        self.assertEqual(len(inf), 8)  # one per series, on both panels
+        self.assertEqual({x for line in inf for x in line.get_xdata()}, {4e7})
+        (ceiling,) = lines(self.fig, "ceiling")
+        self.assertEqual(ceiling.get_linestyle(), "--")
+        expected = 100 * CACHE_SIM["cache_sim"]["settings"][0]["hit_rate_ceiling"]
+        self.assertAlmostEqual(ceiling.get_ydata()[0], expected)
+        for line in lines(self.fig, "hit-rate") + inf[::2]:
+            self.assertTrue(all(y <= expected + 1e-9 for y in line.get_ydata()), line)
+
+    def test_planted_faults(self):
+        doc = copy.deepcopy(CACHE_SIM)
+        doc["cache_sim"]["settings"] = [s for s in doc["cache_sim"]["settings"]
+                                        if s["capacity_tokens"] != "inf"]
+        fig = plot.make_cache_sim_figures(doc)["cache-sim"]
+        self.assertEqual(lines(fig, "inf"), [])
+        doc = copy.deepcopy(CACHE_SIM)
+        doc["cache_sim"]["settings"][3]["capacity_tokens"] = 0
+        with self.assertRaisesRegex(plot.PlotError, r"settings\[3\].capacity_tokens is 0"):
+            plot.make_cache_sim_figures(doc)
+        del doc["cache_sim"]["settings"][2]["blocks"]
+        with self.assertRaisesRegex(plot.PlotError, r"settings\[2\].blocks.evicted missing"):
+            plot.make_cache_sim_figures(doc)
+        with self.assertRaisesRegex(plot.PlotError, "not a sweep report"):
+            plot.make_figures(CPU, names=["roofline", "cache-sim"])
+
+
 class Fixtures(unittest.TestCase):
     def test_small(self):
         for name in os.listdir(FIXTURES):
@@ -501,6 +557,21 @@ class Cli(unittest.TestCase):
         self.assertEqual(calls(self.dir), [[
             "report", report, "--format", "html", "--figure", f"{prefix}-roofline.svg",
             "--figure", f"{prefix}-hit-rate.svg", "--out", page]])
+
+    def test_cache_sim_file(self):
+        prefix = os.path.join(self.dir, "cs")
+        path = os.path.join(FIXTURES, "cache-sim.json")
+        done = run_plot(path, "--out-prefix", prefix)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assert_written(prefix, ["cache-sim"])
+        self.assertEqual(sorted(n for n in os.listdir(self.dir) if n.startswith("cs-")),
+                         ["cs-cache-sim.png", "cs-cache-sim.svg"])  # that figure only
+        for args, message in ((["--html", "p.html"], "--html needs a sweep report"),
+                              (["--only", "roofline"], "unknown figure roofline for a cache-sim")):
+            done = run_plot(path, *args, "--out-prefix", os.path.join(self.dir, "bad"))
+            self.assertEqual(done.returncode, 2, (args, done.stderr))
+            self.assertIn(message, done.stderr, args)
+            self.assertNotIn("Traceback", done.stderr, args)
 
     def test_bad_input(self):
         def write(name, content):

@@ -1,0 +1,312 @@
+// `decodebench cache-sim`: a request trace replayed through a prefix cache of each capacity and
+// eviction policy asked for (src/trace/cache_sim.h): the hit rate against the ceiling of an
+// infinite cache, the block traffic, and the prefill tokens and FLOPs the hits save. Nothing runs
+// on a device; the model and KV dtype only turn tokens into FLOPs and bytes.
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "common/dtype.h"
+#include "common/errors.h"
+#include "report/format.h"
+#include "report/report.h"
+#include "trace/cache_sim.h"
+#include "trace/trace.h"
+#include "workload/workload.h"
+
+namespace decodebench::cli {
+namespace {
+
+constexpr const char* kDefaultCapacities = "1e5,1e6,3e6,1e7,inf";
+
+struct CacheSimOptions {
+  std::string trace;
+  std::string trace_format = "auto";
+  int block_tokens = 512;
+  std::int64_t max_requests = 0;
+  std::string capacity = kDefaultCapacities;
+  std::string policy = "lru";
+  std::string ttl = "300";
+  CLI::Option* ttl_option = nullptr;
+  std::string model = "llama-3.1-8b";
+  std::string kv_dtype = "bf16";
+  std::string json;
+  std::string format = "table";
+};
+
+// Tokens, or "inf" for an unbounded capacity; > 0 each (InputError naming the flag).
+std::vector<double> parse_capacities(const std::string& text) {
+  std::vector<double> out;
+  for (const std::string& item : split_list(text, "--capacity")) {
+    const double v = item == "inf" || item == "infinity"
+                         ? kUnboundedTokens
+                         : parse_double_list(item, "--capacity").front();
+    if (std::isnan(v) || v <= 0) {
+      throw InputError(fmt::format(
+          "--capacity: '{}' is not a capacity; valid: a number of tokens > 0 (e.g. 1e6) or inf",
+          item));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<double> parse_ttls(const std::string& text) {
+  std::vector<double> out;
+  for (const std::string& item : split_list(text, "--ttl")) {
+    const double v = parse_double_list(item, "--ttl").front();
+    if (!(v > 0)) {
+      throw InputError(fmt::format(
+          "--ttl: '{}' is not a time to live; valid: seconds of trace time > 0 (e.g. 300)", item));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<CacheSimSetting> settings_of(const CacheSimOptions& o) {
+  const std::vector<double> capacities = parse_capacities(o.capacity);
+  std::vector<EvictionPolicy> policies;
+  for (const std::string& p : split_list(o.policy, "--policy")) {
+    try {
+      policies.push_back(parse_policy(p));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--policy: {}", e.what()));
+    }
+  }
+  const bool has_ttl = std::count(policies.begin(), policies.end(), EvictionPolicy::ttl) > 0;
+  if (o.ttl_option->count() > 0 && !has_ttl) {
+    throw InputError("--ttl is used by the ttl policy only; add ttl to --policy (e.g. lru,ttl)");
+  }
+  const std::vector<double> ttls = has_ttl ? parse_ttls(o.ttl) : std::vector<double>{};
+  // Grouped by policy (and ttl), capacities innermost: each group is one line of a figure.
+  std::vector<CacheSimSetting> out;
+  for (EvictionPolicy p : policies) {
+    const std::vector<double> ttl_values = p == EvictionPolicy::ttl ? ttls : std::vector{0.0};
+    for (double ttl : ttl_values) {
+      for (double c : capacities) out.push_back({p, c, ttl});
+    }
+  }
+  return out;
+}
+
+// Before the replay: the --json file can be created (atomic writes need its directory).
+void check_json_path(const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path p(path);
+  if (std::filesystem::is_directory(p)) {
+    throw InputError(fmt::format("--json {}: is a directory; give a file name", path));
+  }
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string probe = (dir / ".decodebench-probe-XXXXXX").string();
+  const int fd = ec ? -1 : ::mkstemp(probe.data());
+  if (fd < 0) {
+    throw InputError(fmt::format("--json {}: cannot create a file in {} ({})", path, dir.string(),
+                                 ec ? ec.message() : std::strerror(errno)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+std::string tokens_label(double tokens) {
+  if (std::isinf(tokens)) return "inf";
+  return tokens == std::floor(tokens) && tokens < 1e15 ? fmt::format("{:.0f}", tokens)
+                                                       : fmt::format("{:g}", tokens);
+}
+
+std::string ttl_label(const CacheSimSetting& s) {
+  return s.policy == EvictionPolicy::ttl ? fmt::format("{:g} s", s.ttl_s) : "-";
+}
+
+std::string render_table(const std::vector<std::string>& header,
+                         const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width(header.size());
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    width[c] = header[c].size();
+    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string l;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      // Numbers right-aligned, the policy and ttl left.
+      l += c == 1 || c == 2 ? fmt::format("{:<{}}  ", cells[c], width[c])
+                            : fmt::format("{:>{}}  ", cells[c], width[c]);
+    }
+    while (!l.empty() && l.back() == ' ') l.pop_back();
+    return l + "\n";
+  };
+  std::string s = line(header);
+  for (const auto& r : rows) s += line(r);
+  return s;
+}
+
+std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
+                       const std::vector<CacheSimResult>& results) {
+  const nlohmann::json t = trace_summary_json(trace);
+  std::string s =
+      fmt::format("trace: {} ({}, {} requests over {}, {}-token blocks{})\n", trace.source,
+                  trace_format_name(trace.format), trace.requests.size(),
+                  format_seconds(t["span_s"].get<double>()), trace.block_tokens,
+                  trace.has_prefix_info ? "" : "; no prefix information: every request is a miss");
+  s += fmt::format("model: {}, KV {} ({} per token over {} layers)\n", model.name, dtype_name(kv),
+                   format_bytes(kv_bytes_per_token_all_layers(model, kv)), model.num_layers);
+  s += "definition: requests in arrival order, no concurrency; hit = min(leading run of its "
+       "blocks cached x block tokens, prompt); hit rate = hit / prompt tokens; ceiling = "
+       "infinite capacity\n\n";
+  const std::vector<std::string> header = {
+      "capacity tokens", "policy",   "ttl",     "hit rate",         "ceiling",
+      "inserted",        "evicted",  "expired", "prefill computed", "saved",
+      "PFLOP saved",     "cache GB", "replay s"};
+  std::vector<std::vector<std::string>> rows;
+  for (const CacheSimResult& r : results) {
+    rows.push_back(
+        {tokens_label(r.setting.capacity_tokens), std::string(policy_name(r.setting.policy)),
+         ttl_label(r.setting), fmt::format("{:.2f}%", 100 * r.hit_rate),
+         fmt::format("{:.2f}%", 100 * r.hit_rate_ceiling), std::to_string(r.blocks.inserted),
+         std::to_string(r.blocks.evicted), std::to_string(r.blocks.expired),
+         std::to_string(r.prefill_tokens_computed), std::to_string(r.prefill_tokens_saved),
+         fmt::format("{:.2f}", r.prefill_flops_saved / 1e15),
+         fmt::format("{:.2f}", r.cache_bytes / 1e9), fmt::format("{:.3f}", r.elapsed_s)});
+  }
+  return s + render_table(header, rows);
+}
+
+std::string csv_text(const std::vector<CacheSimResult>& results) {
+  std::string s =
+      "policy,capacity_tokens,capacity_blocks,ttl_s,requests,input_tokens,hit_tokens,hit_rate,"
+      "hit_rate_ceiling,inserted,evicted,expired,peak_blocks,prefill_tokens_computed,"
+      "prefill_tokens_saved,prefill_flops_saved,cache_bytes,elapsed_s\n";
+  for (const CacheSimResult& r : results) {
+    s += fmt::format(
+        "{},{},{},{},{},{},{},{:.6g},{:.6g},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g}\n",
+        policy_name(r.setting.policy), tokens_label(r.setting.capacity_tokens),
+        r.capacity_blocks == kUnboundedBlocks ? "inf" : std::to_string(r.capacity_blocks),
+        r.setting.policy == EvictionPolicy::ttl ? fmt::format("{:g}", r.setting.ttl_s) : "",
+        r.requests, r.input_tokens, r.hit_tokens, r.hit_rate, r.hit_rate_ceiling, r.blocks.inserted,
+        r.blocks.evicted, r.blocks.expired, r.blocks.peak_blocks, r.prefill_tokens_computed,
+        r.prefill_tokens_saved, r.prefill_flops_saved, r.cache_bytes, r.elapsed_s);
+  }
+  return s;
+}
+
+nlohmann::json document(const Trace& trace, const ModelShape& model, DType kv,
+                        const std::vector<CacheSimResult>& results) {
+  const ToolInfo tool = this_tool();
+  const HostInfo host = this_host();
+  return {{"schema_version", kSchemaVersion},
+          {"tool", {{"name", tool.name}, {"version", tool.version}, {"git_sha", tool.git_sha}}},
+          {"created", iso8601_utc_now()},
+          {"host",
+           {{"hostname", host.hostname},
+            {"os", host.os},
+            {"cpu", host.cpu},
+            {"cpu_threads", host.cpu_threads},
+            {"compiler", host.compiler},
+            {"build_type", host.build_type}}},
+          {"cache_sim", cache_sim_json(trace, model, kv, results)}};
+}
+
+int run(const CacheSimOptions& o) {
+  // Every flag is checked before the trace is read or anything replayed.
+  if (o.format != "table" && o.format != "csv" && o.format != "json") {
+    throw InputError(
+        fmt::format("--format: unknown format '{}'; valid: table, csv, json", o.format));
+  }
+  if (o.trace_format != "auto" && o.trace_format != "mooncake" && o.trace_format != "csv") {
+    throw InputError(fmt::format("--trace-format: unknown format '{}'; valid: auto, mooncake, csv",
+                                 o.trace_format));
+  }
+  if (o.block_tokens < 1) {
+    throw InputError(
+        fmt::format("--trace-block-tokens: {} is not valid; valid: >= 1 tokens", o.block_tokens));
+  }
+  if (o.max_requests < 0) {
+    throw InputError(fmt::format(
+        "--max-requests: {} is not valid; valid: >= 1, or 0 for the whole trace", o.max_requests));
+  }
+  const std::vector<CacheSimSetting> settings = settings_of(o);
+  const DType kv = parse_dtype(o.kv_dtype, "--kv-dtype");
+  ModelShape model;
+  try {
+    model = load_model(o.model);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--model: {}", e.what()));
+  }
+  check_json_path(o.json);
+  Trace trace;
+  try {
+    trace = load_trace(o.trace, o.trace_format, o.block_tokens, o.max_requests);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--trace: {}", e.what()));
+  }
+  const std::vector<CacheSimResult> results = simulate_cache(trace, settings, model, kv);
+  const std::string json = o.json.empty() && o.format != "json"
+                               ? std::string()
+                               : document(trace, model, kv, results).dump(2);
+  if (!o.json.empty()) write_text_atomic(o.json, json);
+  if (o.format == "json") {
+    emit(json, "");
+  } else if (o.format == "csv") {
+    emit(csv_text(results), "");
+  } else {
+    emit(table_text(trace, model, kv, results), "");
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_cache_sim_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<CacheSimOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "cache-sim",
+      "Replay a request trace (Mooncake JSONL with hash ids, or a CSV without) through a prefix "
+      "cache per capacity x eviction policy (x ttl): hit rate against the infinite cache's "
+      "ceiling, blocks inserted/evicted/expired, prefill tokens and FLOPs saved, the cache's KV "
+      "bytes. Requests in arrival order, no concurrency; nothing runs on a device.");
+  cmd->add_option("--trace", o->trace, "Trace file (.jsonl: Mooncake, .csv)")->required();
+  cmd->add_option("--trace-format", o->trace_format, "auto (by extension), mooncake or csv")
+      ->capture_default_str();
+  cmd->add_option("--trace-block-tokens", o->block_tokens,
+                  "Tokens per hash id of the trace (Mooncake's release: 512)")
+      ->capture_default_str();
+  cmd->add_option("--max-requests", o->max_requests,
+                  "Replay only the first N requests by arrival (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--capacity", o->capacity,
+                  "Cache capacities in tokens (list; inf: unbounded); blocks = floor(tokens / "
+                  "block tokens)")
+      ->capture_default_str();
+  cmd->add_option("--policy", o->policy, "Eviction policies (list of lru, lfu, ttl)")
+      ->capture_default_str();
+  o->ttl_option =
+      cmd->add_option("--ttl", o->ttl,
+                      "Times to live in seconds of trace time (list; the ttl policy only)")
+          ->capture_default_str();
+  cmd->add_option("--model", o->model,
+                  "Model preset or JSON path: its parameters for the FLOPs saved, its KV shape "
+                  "for the cache's bytes")
+      ->capture_default_str();
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV dtype of the cache's bytes")
+      ->capture_default_str();
+  cmd->add_option("--json", o->json,
+                  "Also write the results as JSON (docs/report-schema.md \"cache_sim\")");
+  cmd->add_option("--format", o->format, "table, csv or json (stdout)")->capture_default_str();
+  cmd->callback([o, &exit_code] { exit_code = run(*o); });
+}
+
+}  // namespace decodebench::cli

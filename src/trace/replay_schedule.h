@@ -49,15 +49,15 @@ struct ScheduleConfig {
   ModelShape model;
   DType kv_dtype = DType::bf16;
   DType weights_dtype = DType::bf16;
-  int page_tokens = 16;              // the kernels' block size P; divides the trace's block_tokens
-  double rate_scale = 1;             // > 0; 2 = arrivals twice as fast
-  std::int64_t kv_pool_bytes = 0;    // > 0, over all layers
-  int max_batch = 256;               // >= 1
+  int page_tokens = 16;            // the kernels' block size P; divides the trace's block_tokens
+  double rate_scale = 1;           // > 0; 2 = arrivals twice as fast
+  std::int64_t kv_pool_bytes = 0;  // > 0, over all layers
+  int max_batch = 256;             // >= 1
   EvictionPolicy policy = EvictionPolicy::lru;
-  double ttl_s = 0;                  // ttl only, > 0, seconds of simulated time
-  double prefill_tokens_per_s = 0;   // > 0, modeled
+  double ttl_s = 0;                    // ttl only, > 0, seconds of simulated time
+  double prefill_tokens_per_s = 0;     // > 0, modeled
   double decode_read_bytes_per_s = 0;  // > 0, the modeled step's read rate
-  std::int64_t max_steps = 0;        // > 0: stop recording (and simulating) after this many steps
+  std::int64_t max_steps = 0;          // > 0: stop recording (and simulating) after this many steps
 };
 // Throws InputError naming the field and its valid range.
 void validate(const ScheduleConfig& c, const Trace& trace);
@@ -69,16 +69,16 @@ struct StepSequence {
 
 struct DecodeStep {
   double start_s = 0;
-  double modeled_s = 0;          // this step's modeled time
-  std::int64_t first = 0;        // its sequences: ReplaySchedule::sequences[first, first + batch)
+  double modeled_s = 0;    // this step's modeled time
+  std::int64_t first = 0;  // its sequences: ReplaySchedule::sequences[first, first + batch)
   std::int32_t batch = 0;
-  std::int64_t kv_tokens = 0;    // sum of contexts: what a prefix-unaware kernel reads
+  std::int64_t kv_tokens = 0;      // sum of contexts: what a prefix-unaware kernel reads
   std::int64_t shared_tokens = 0;  // of those, what reading each shared page once would not read
 };
 
 struct RequestOutcome {
-  double arrival_s = 0;       // scaled
-  double admitted_s = -1;     // first admission; -1: never (rejected, or the run was cut)
+  double arrival_s = 0;    // scaled
+  double admitted_s = -1;  // first admission; -1: never (rejected, or the run was cut)
   double finished_s = -1;
   std::int64_t hit_tokens = 0;         // at its first admission
   std::int64_t recomputed_tokens = 0;  // prefilled again after preemption
@@ -92,20 +92,20 @@ struct ReplaySchedule {
   std::vector<StepSequence> sequences;
   std::vector<RequestOutcome> requests;  // [trace.requests.size()]
   std::int64_t pool_blocks = 0;
-  std::int64_t input_tokens = 0;  // of admitted requests
-  std::int64_t hit_tokens = 0;    // at first admissions
-  double hit_rate = 0;            // hit_tokens / input_tokens
-  PrefixCacheStats cache;         // inserted, evicted, expired, peak
-  std::int64_t prefill_tokens = 0;      // computed, recomputation included
+  std::int64_t input_tokens = 0;    // of admitted requests
+  std::int64_t hit_tokens = 0;      // at first admissions
+  double hit_rate = 0;              // hit_tokens / input_tokens
+  PrefixCacheStats cache;           // inserted, evicted, expired, peak
+  std::int64_t prefill_tokens = 0;  // computed, recomputation included
   std::int64_t recomputed_tokens = 0;
   std::int64_t preemptions = 0;
   std::int64_t rejected = 0;
-  std::int64_t decode_tokens = 0;       // sum of step batches
-  double prefill_s = 0, decode_s = 0;   // modeled busy time
-  double end_s = 0;                     // clock when the last request finished (or the cut)
-  bool cut = false;                     // stopped at max_steps
-  double weights_bytes_per_step = 0;    // the modeled step's weight bytes
-  double kv_bytes_per_token = 0;        // all layers
+  std::int64_t decode_tokens = 0;      // sum of step batches
+  double prefill_s = 0, decode_s = 0;  // modeled busy time
+  double end_s = 0;                    // clock when the last request finished (or the cut)
+  bool cut = false;                    // stopped at max_steps
+  double weights_bytes_per_step = 0;   // the modeled step's weight bytes
+  double kv_bytes_per_token = 0;       // all layers
 };
 
 ReplaySchedule simulate_schedule(const Trace& trace, const ScheduleConfig& config);

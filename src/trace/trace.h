@@ -12,9 +12,9 @@
 namespace decodebench {
 
 struct TraceRequest {
-  double arrival_s = 0;  // seconds from the trace's first request
-  int input_tokens = 0;  // prompt tokens, >= 1
-  int output_tokens = 0; // generated tokens, >= 1
+  double arrival_s = 0;   // seconds from the trace's first request
+  int input_tokens = 0;   // prompt tokens, >= 1
+  int output_tokens = 0;  // generated tokens, >= 1
   // The prompt's KV blocks of Trace::block_tokens tokens, as content hashes: equal ids are equal
   // content *and* equal prefix (an id names a block given everything before it), so a leading
   // run of ids found in a cache is a reusable prefix. The last id covers the final, possibly
@@ -29,8 +29,8 @@ std::string_view trace_format_name(TraceFormat f);
 struct Trace {
   std::string source;  // the file, for reports and error messages
   TraceFormat format = TraceFormat::mooncake;
-  int block_tokens = 512;        // tokens per hash id (--trace-block-tokens)
-  bool has_prefix_info = false;  // hash_ids given (mooncake), else every request is a miss
+  int block_tokens = 512;              // tokens per hash id (--trace-block-tokens)
+  bool has_prefix_info = false;        // hash_ids given (mooncake), else every request is a miss
   std::vector<TraceRequest> requests;  // by arrival, ties in file order
 };
 

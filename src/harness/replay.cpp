@@ -28,8 +28,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// A number, or null where it is not available (NaN, infinity, the kNotAvailable marker).
-json number_or_null(double x) { return std::isfinite(x) && x != kNotAvailable ? json(x) : json(); }
+// A number, or null where it is not available (kNotAvailable is NaN).
+json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(); }
 
 json setting_json(const ReplaySetting& s, const ReplaySchedule& schedule, int block_tokens) {
   return {{"kv_pool_bytes", s.kv_pool_bytes},
@@ -304,7 +304,7 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
              {"status", status_name(r.status)},
              {"step_s", number_or_null(t)},
              {"modeled_s", st.modeled_s}});
-        if (t == kNotAvailable && failed.empty()) {
+        if (!std::isfinite(t) && failed.empty()) {
           failed = fmt::format("step {} is {}{}{}", step, status_name(r.status),
                                r.reason.empty() ? "" : ": ", r.reason);
         }
@@ -312,7 +312,7 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
         if (options.progress) {
           options.progress(fmt::format("  [{}] step {} b={} ctx={} {}: {}", kernel, step, st.batch,
                                        context_label(sp.point.spec.context), r.kernel,
-                                       t == kNotAvailable
+                                       !std::isfinite(t)
                                            ? std::string(status_name(r.status)) + " " + r.reason
                                            : fmt::format("{:.4g} s/step", t)));
         }

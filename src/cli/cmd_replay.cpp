@@ -8,6 +8,8 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -203,57 +205,20 @@ int run(CLI::App& cmd, ReplayOptions& o) {
     plan.scope = parse_scope(o.scope);
   }
 
-  install_stop_handlers();
-  if (!o.quiet) std::cerr << "measuring the ceilings of " << backend->name() << "...\n";
-  DeviceInfo device = backend->device_info();
-  device.measured = backend->measure_ceilings();
-  if (!(device.flops_peak > 0)) device.flops_peak = device.measured.fma_flops;
+  if (o.sample_steps < 1) {
+    throw InputError(
+        fmt::format("--sample-steps must be >= 1, got {} (the decode steps measured per setting)",
+                    o.sample_steps));
+  }
   const std::int64_t params = model.num_params > 0      ? model.num_params
                               : model.has_layer_shape() ? params_from_shape(model)
                                                         : 0;
   // The modeled device: this backend's (its memory, its measured read ceiling, its GEMM roof),
   // or a datasheet row (configs/devices.json) for a schedule of another device.
-  double mem = 0, read = 0, flops = 0;
-  std::string flops_basis;
-  if (o.schedule_device == "this") {
-    mem = static_cast<double>(device.mem_bytes);
-    read = device.measured.read;
-    plan.schedule_device = fmt::format("{} '{}' (this backend)", device.backend, device.name);
-    plan.read_rate_basis = "the measured read ceiling of this device";
-    const Backend::GemmCeiling g = backend->gemm_ceiling(weights);
-    device.measured.gemm_flops = g.flops;
-    device.measured.gemm_ceiling_name = g.name;
-    flops = g.flops > 0 ? g.flops : device.flops_peak;
-    flops_basis = g.flops > 0 ? g.name : "the device's fp32 peak";
-  } else {
-    const Datasheet d = datasheet_by_key(o.schedule_device);
-    mem = static_cast<double>(d.mem_bytes);
-    read = d.bandwidth;
-    flops = is_fp8(weights) && d.tensor_fp8_flops > 0 ? d.tensor_fp8_flops : d.tensor_f16_flops;
-    plan.schedule_device = fmt::format("{} (datasheet, configs/devices.json)", d.name);
-    plan.read_rate_basis = "the datasheet memory bandwidth";
-    flops_basis = "the datasheet dense tensor-core peak";
-  }
-  plan.schedule.decode_read_bytes_per_s = read;
-  if (o.decode_read_rate > 0) {
-    plan.schedule.decode_read_bytes_per_s = o.decode_read_rate;
-    plan.read_rate_basis = "given (--decode-read-rate)";
-  }
-  if (o.prefill_rate > 0) {
-    plan.schedule.prefill_tokens_per_s = o.prefill_rate;
-    plan.prefill_rate_basis = "given (--prefill-rate)";
-  } else {
-    if (!(flops > 0) || params <= 0) {
-      throw InputError(
-          "cannot model the prefill rate (no FLOP rate for this device or no parameter count "
-          "for the model); give --prefill-rate TOKENS_PER_S");
-    }
-    plan.schedule.prefill_tokens_per_s = flops / (2.0 * static_cast<double>(params));
-    plan.prefill_rate_basis = fmt::format(
-        "modeled: 2 x {:.3g} parameters per token at {:.3g} FLOP/s ({}); attention FLOPs left "
-        "out",
-        static_cast<double>(params), flops, flops_basis);
-  }
+  DeviceInfo device = backend->device_info();
+  std::optional<Datasheet> sheet;
+  if (o.schedule_device != "this") sheet = datasheet_by_key(o.schedule_device);
+  const double mem = static_cast<double>(sheet ? sheet->mem_bytes : device.mem_bytes);
   const double weight_bytes = static_cast<double>(model_weight_bytes(model, weights));
   const auto default_pool = static_cast<std::int64_t>(mem - weight_bytes);
   if (o.kv_pool.empty() && default_pool <= 0) {
@@ -263,7 +228,9 @@ int run(CLI::App& cmd, ReplayOptions& o) {
         mem / 1e9, weight_bytes / 1e9));
   }
   const std::vector<ReplaySetting> settings = expand_settings(o, default_pool);
-  for (const ReplaySetting& s : settings) {  // every setting's input checked before measuring
+  // Every setting's input checked before anything is measured (the rates are checked with
+  // placeholders here: they are measured or modeled below).
+  for (const ReplaySetting& s : settings) {
     ScheduleConfig c = plan.schedule;
     c.model = model;
     c.kv_dtype = s.kv_dtype;
@@ -272,7 +239,66 @@ int run(CLI::App& cmd, ReplayOptions& o) {
     c.kv_pool_bytes = s.kv_pool_bytes;
     c.policy = s.policy;
     c.ttl_s = s.ttl_s;
+    c.prefill_tokens_per_s = 1;
+    c.decode_read_bytes_per_s = 1;
     validate(c, trace);
+  }
+  if (o.prefill_rate <= 0 && params <= 0) {
+    throw InputError(
+        fmt::format("cannot model the prefill rate: model '{}' has no parameter count "
+                    "(num_params or the layer shape); give --prefill-rate TOKENS_PER_S",
+                    model.name));
+  }
+
+  install_stop_handlers();
+  if (!o.quiet) std::cerr << "measuring the ceilings of " << backend->name() << "...\n";
+  device.measured = backend->measure_ceilings();
+  if (!(device.flops_peak > 0)) device.flops_peak = device.measured.fma_flops;
+  double read = 0, flops = 0;
+  std::string flops_basis;
+  if (!sheet) {
+    read = device.measured.read;
+    plan.schedule_device = fmt::format("{} '{}' (this backend)", device.backend, device.name);
+    plan.read_rate_basis = "the measured read ceiling of this device";
+    if (o.prefill_rate <= 0) {
+      const Backend::GemmCeiling g = backend->gemm_ceiling(weights);
+      device.measured.gemm_flops = g.flops;
+      device.measured.gemm_ceiling_name = g.name;
+      flops = g.flops > 0 ? g.flops : device.flops_peak;
+      flops_basis = g.flops > 0 ? g.name : "the device's fp32 peak";
+    }
+  } else {
+    read = sheet->bandwidth;
+    flops = is_fp8(weights) && sheet->tensor_fp8_flops > 0 ? sheet->tensor_fp8_flops
+                                                           : sheet->tensor_f16_flops;
+    plan.schedule_device = fmt::format("{} (datasheet, configs/devices.json)", sheet->name);
+    plan.read_rate_basis = "the datasheet memory bandwidth";
+    flops_basis = "the datasheet dense tensor-core peak";
+  }
+  plan.schedule.decode_read_bytes_per_s = read;
+  if (o.decode_read_rate > 0) {
+    plan.schedule.decode_read_bytes_per_s = o.decode_read_rate;
+    plan.read_rate_basis = "given (--decode-read-rate)";
+  }
+  if (!(plan.schedule.decode_read_bytes_per_s > 0)) {
+    throw RuntimeFailure(
+        "no read rate for the modeled decode step (the read ceiling measured 0); "
+        "give --decode-read-rate BYTES_PER_S");
+  }
+  if (o.prefill_rate > 0) {
+    plan.schedule.prefill_tokens_per_s = o.prefill_rate;
+    plan.prefill_rate_basis = "given (--prefill-rate)";
+  } else {
+    if (!(flops > 0)) {
+      throw RuntimeFailure(
+          "no FLOP rate to model the prefill with on this device; give --prefill-rate "
+          "TOKENS_PER_S");
+    }
+    plan.schedule.prefill_tokens_per_s = flops / (2.0 * static_cast<double>(params));
+    plan.prefill_rate_basis = fmt::format(
+        "modeled: 2 x {:.3g} parameters per token at {:.3g} FLOP/s ({}); attention FLOPs left "
+        "out",
+        static_cast<double>(params), flops, flops_basis);
   }
   if (!o.quiet) {
     std::cerr << fmt::format(

@@ -1,0 +1,109 @@
+// `decodebench replay` run as a subprocess (cli_run.h) on the committed Mooncake slice, small:
+// a few requests, attention scope, short timing. The table and the report's replay section,
+// --config taking option values with the command line winning, and bad input (exit 2 naming the
+// option) before anything is measured.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cli/cli_run.h"
+
+namespace decodebench::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kSlice = std::string(DECODEBENCH_TRACES) + "/mooncake-conversation-2k.jsonl";
+// Small and quick: 12 requests, the attention alone, two samples per step.
+const std::string kSmall =
+    " --backend cpu --max-requests 12 --scope attention --sample-steps 2"
+    " --min-samples 2 --min-time 0 --timeout 1 --kv-pool 4e9 -q";
+
+TEST(CliReplay, TableAndReportOnTheCommittedSlice) {
+  TempDir dir;
+  const std::string out = (dir / "replay.json").string();
+  const CliResult r =
+      run_cli("replay --trace '" + kSlice + "'" + kSmall +
+                  " --kernel cpu,cascade --policy lru,ttl --ttl 60 --out '" + out + "'",
+              dir.path());
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  for (const char* col : {"kv pool GB", "policy", "hit rate", "evicted", "prefill saved",
+                          "KV MB/step p50", "shareable", "tok/s modeled", "tok/s measured"}) {
+    EXPECT_NE(r.out.find(col), std::string::npos) << col << "\n" << r.out;
+  }
+  const json report = json::parse(read_file(out));
+  EXPECT_EQ(report.at("completion").at("state"), "complete");
+  const json& settings = report.at("replay").at("settings");
+  ASSERT_EQ(settings.size(), 2u);  // lru, ttl 60
+  EXPECT_EQ(settings[1].at("setting").at("ttl_s").get<double>(), 60);
+  EXPECT_EQ(report.at("results").size(), 2u * 2u * 2u);  // settings x kernels x steps
+  for (const json& p : report.at("results")) EXPECT_EQ(p.at("status"), "ok") << p.dump();
+  for (const json& cell : settings) {
+    for (const json& k : cell.at("kernels")) {
+      EXPECT_GT(k.at("measured").at("tokens_per_s").get<double>(), 0) << k.dump();
+    }
+  }
+  // `decodebench report` reads it back like any report.
+  const CliResult back = run_cli("report '" + out + "'", dir.path());
+  EXPECT_EQ(back.code, 0) << back.err;
+}
+
+TEST(CliReplay, ConfigFileTakesOptionsAndTheCommandLineWins) {
+  TempDir dir;
+  const std::string config = (dir / "replay.json").string();
+  {
+    std::ofstream f(config);
+    f << json{{"trace", kSlice},    {"kv_pool", json::array({2e9, 4e9})},
+              {"kernel", "cpu"},    {"policy", "lru"},
+              {"max-requests", 12}, {"out", (dir / "from-config.json").string()}}
+             .dump();
+  }
+  const CliResult r =
+      run_cli("replay --config '" + config + "'" + kSmall + " --format json", dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json replay = json::parse(r.out);
+  // --kv-pool 4e9 on the command line wins over the file's two pools.
+  ASSERT_EQ(replay.at("settings").size(), 1u);
+  EXPECT_EQ(replay.at("settings")[0].at("setting").at("kv_pool_bytes").get<double>(), 4e9);
+  EXPECT_TRUE(std::filesystem::exists(dir / "from-config.json"));
+
+  {
+    std::ofstream f(config);
+    f << json{{"trace", kSlice}, {"kv_pol", 4e9}}.dump();
+  }
+  const CliResult bad = run_cli("replay --config '" + config + "'" + kSmall, dir.path());
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("unknown key 'kv_pol'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("kv-pool"), std::string::npos) << bad.err;  // the valid keys listed
+}
+
+TEST(CliReplay, BadInputExitsTwoNamingTheOption) {
+  TempDir dir;
+  const std::string trace = " --trace '" + kSlice + "'";
+  struct Case {
+    std::string args, says;
+  };
+  const Case cases[] = {
+      {"replay --backend cpu", "--trace"},
+      {"replay --trace '" + (dir / "missing.jsonl").string() + "'", "missing.jsonl"},
+      {"replay" + trace + kSmall + " --kv-pool lots", "--kv-pool"},
+      {"replay" + trace + kSmall + " --policy mru", "mru"},
+      {"replay" + trace + kSmall + " --ttl -5 --policy ttl", "--ttl"},
+      {"replay" + trace + kSmall + " --kv-dtype f64", "f64"},
+      {"replay" + trace + kSmall + " --kernel flash", "flash"},
+      {"replay" + trace + kSmall + " --schedule-device tpu", "tpu"},
+      {"replay" + trace + kSmall + " --rate-scale 0", "--rate-scale"},
+      {"replay" + trace + kSmall + " --block-size 24", "--block-size"},
+      {"replay" + trace + kSmall + " --sample-steps 0", "--sample-steps"},
+      {"replay" + trace + kSmall + " --format yaml", "yaml"},
+      {"replay" + trace + kSmall + " --model no-such-model", "no-such-model"},
+  };
+  for (const Case& c : cases) {
+    const CliResult r = run_cli(c.args, dir.path());
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace decodebench::testing

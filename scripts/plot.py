@@ -15,6 +15,10 @@ and null values are missing values, never 0. Writes <prefix>-<name>.png and .svg
   compare          change of each point against a baseline, with its interval and verdict
                    (from `decodebench compare --format json`; see --compare, --baseline)
   dtype-speedup    t_f16 / t_dtype for every non-f16 KV point that has an f16 twin
+  replay           a `decodebench replay` report's operator table, one row per setting (KV
+                   pool, policy, TTL, KV dtype): hit rate, blocks evicted and expired, prefill
+                   saved (FLOPs), KV bytes per decode step (p10-p90), and tokens/s per kernel, measured
+                   (bars) and modeled (marks), side by side
 A figure with nothing to show (one hit rate only, no f16 twins, no baseline) is skipped with a
 one-line message, not drawn empty.
 
@@ -53,7 +57,7 @@ except ImportError:
              "scripts/bootstrap.sh, or python3 -m pip install matplotlib")
 
 FIGURE_NAMES = ("roofline", "tokens-vs-batch", "layer-knee", "ceiling-heatmap", "hit-rate",
-                "compare", "dtype-speedup")
+                "compare", "dtype-speedup", "replay")
 CACHE_SIM_FIGURES = ("cache-sim",)  # from a `decodebench cache-sim --json` file, not a report
 SCHEMA_VERSION = 1
 COMPARE_KIND, COMPARE_VERSION = "decodebench-compare", 1
@@ -643,6 +647,80 @@ def fig_dtype_speedup(report, points):
     return fig
 
 
+# ---- replay ----------------------------------------------------------------------------------
+
+def replay_setting_label(setting):
+    policy = setting.get("policy", "?")
+    if policy == "ttl" and setting.get("ttl_s") is not None:
+        policy = f"ttl {setting['ttl_s']:g} s"
+    pool = setting.get("kv_pool_bytes")
+    pool = f"{pool / 1e9:.3g} GB" if isinstance(pool, (int, float)) else "?"
+    return f"{pool} {policy} {setting.get('kv_dtype', '?')}"
+
+
+def fig_replay(report):
+    replay = report["replay"]
+    cells = replay.get("settings") or []
+    labels = [replay_setting_label(c.get("setting", {})) for c in cells]
+    kernels = []
+    for c in cells:
+        for k in c.get("kernels", []):
+            if k.get("kernel") not in kernels:
+                kernels.append(k.get("kernel"))
+    fig = new_figure(15, 1.6 + 0.42 * max(len(cells), 2))
+    axes = fig.subplots(1, 5, sharey=True)
+    y = list(range(len(cells)))
+    sched = [c.get("schedule", {}) for c in cells]
+    # A missing value draws no bar (width 0), never a NaN bar.
+    nums = lambda rows, *keys: [num(dig(r, *keys)) for r in rows]  # noqa: E731
+    bar = lambda v: 0 if v is None or math.isnan(v) else v  # noqa: E731
+    hit = [100 * bar(h) for h in nums(sched, "hit_rate")]
+    axes[0].barh(y, hit, color="C0", gid="hit-rate")
+    axes[0].set_xlabel("hit rate (% of prompt tokens)")
+    evicted, expired = nums(sched, "blocks", "evicted"), nums(sched, "blocks", "expired")
+    axes[1].barh(y, [bar(e) for e in evicted], color="C1", label="evicted", gid="evicted")
+    axes[1].barh(y, [bar(e) for e in expired], left=[bar(e) for e in evicted], color="C1",
+                 alpha=0.4, label="expired (ttl)", gid="expired")
+    axes[1].set_xlabel("prefix blocks evicted + expired")
+    axes[1].legend(fontsize=7, loc="lower right")
+    saved = [bar(v) / 1e15 for v in nums(sched, "prefill_flops_saved")]
+    axes[2].barh(y, saved, color="C2", gid="prefill-saved")
+    axes[2].set_xlabel("prefill PFLOP saved (2 x params x hit tokens)")
+    p10, p50, p90 = (nums(sched, "kv_bytes_per_step", q) for q in ("p10", "p50", "p90"))
+    mb = [bar(v) / 1e6 for v in p50]
+    err = [[max(0.0, bar(m) - bar(lo)) / 1e6 for m, lo in zip(p50, p10)],
+           [max(0.0, bar(hi) - bar(m)) / 1e6 for m, hi in zip(p50, p90)]]
+    axes[3].barh(y, mb, xerr=err, color="C4", capsize=2, gid="kv-bytes")
+    axes[3].set_xlabel("KV MB per decode step (p50, p10-p90)")
+    height = 0.8 / max(len(kernels), 1)
+    for n, kernel in enumerate(kernels):
+        measured, modeled = [], []
+        for c in cells:
+            k = next((k for k in c.get("kernels", []) if k.get("kernel") == kernel), {})
+            measured.append(num(dig(k, "measured", "tokens_per_s")))
+            modeled.append(num(dig(c, "schedule", "modeled", "decode_tokens_per_s")))
+        offs = [v - 0.4 + height * (n + 0.5) for v in y]
+        axes[4].barh(offs, [bar(m) for m in measured], height=height, color=f"C{n % 10}",
+                     label=f"{kernel} (measured)", gid=f"tokens-{kernel}")
+        if n == 0:
+            axes[4].plot([m for m in modeled], y, linestyle="none", marker="|", markersize=12,
+                         color="black", label="modeled (the schedule's clock)", gid="modeled")
+    axes[4].set_xlabel("decode tokens/s over the trace")
+    axes[4].legend(fontsize=7, loc="lower right")
+    axes[0].set_yticks(y, labels, fontsize=8)
+    axes[0].invert_yaxis()
+    for ax in axes:
+        ax.grid(True, axis="x", alpha=0.25)
+        ax.set_xlim(left=0)
+    trace = replay.get("trace", {})
+    device = dig(replay, "schedule_model", "device") or "?"
+    fig.suptitle(f"Trace replay: {os.path.basename(str(trace.get('source', '?')))}, "
+                 f"{trace.get('requests', '?')} requests, {replay.get('model', '?')}, scope "
+                 f"{replay.get('scope', '?')}; schedule modeled for {device}; steps measured on "
+                 f"{describe(report, ok_points(report))}", fontsize=8)
+    return fig
+
+
 # ---- cache-sim -------------------------------------------------------------------------------
 
 def is_cache_sim(doc):
@@ -777,6 +855,9 @@ def make_figures(report, compare=None, notes=None, names=FIGURE_NAMES):
         if not any(compare_space(p)[0] is not None for p in compare["points"]) else None,
         "dtype-speedup": f"no non-{BASE_DTYPE} KV point has a {BASE_DTYPE} twin"
         if not dtype_twins(points) else None,
+        "replay": "not a replay report (no 'replay' section)"
+        if not isinstance(report.get("replay"), dict) or not report["replay"].get("settings")
+        else None,
     }
     makers = {
         "roofline": lambda: fig_roofline(report, points),
@@ -786,6 +867,7 @@ def make_figures(report, compare=None, notes=None, names=FIGURE_NAMES):
         "hit-rate": lambda: fig_hit_rate(report, points),
         "compare": lambda: fig_compare(compare, report),
         "dtype-speedup": lambda: fig_dtype_speedup(report, points),
+        "replay": lambda: fig_replay(report),
     }
     figures = {}
     for name in FIGURE_NAMES:

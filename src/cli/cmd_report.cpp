@@ -13,6 +13,7 @@
 #include "common/errors.h"
 #include "report/format.h"
 #include "report/format_html.h"
+#include "report/replay_table.h"
 #include "report/report.h"
 
 namespace decodebench::cli {
@@ -81,7 +82,13 @@ int run(const ReportOptions& o) {
 
   FormatOptions fo;
   fo.max_noise = o.max_noise;
-  emit(html ? format_html(labelled, figures, fo) : format_reports(labelled, format, fo), o.out);
+  std::string text =
+      html ? format_html(labelled, figures, fo) : format_reports(labelled, format, fo);
+  // A replay's report: its steps above, the operator's table of its settings below.
+  if (!html && format != OutputFormat::json && reports.size() == 1 &&
+      reports[0].replay.is_object())
+    text += "\n" + format_replay(reports[0], format);
+  emit(text, o.out);
   return kExitOk;
 }
 

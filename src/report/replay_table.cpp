@@ -29,7 +29,7 @@ struct Column {
 
 constexpr Column kColumns[] = {
     {"kv pool GB"},     {"policy", true}, {"ttl s"},         {"kv", true},
-    {"kernel", true},   {"hit rate"},     {"evicted"},       {"prefill saved"},
+    {"kernel", true},   {"hit rate"},     {"evicted"},       {"PFLOP saved"},
     {"recomputed"},     {"preempt"},      {"steps"},         {"batch p50"},
     {"KV MB/step p50"}, {"shareable"},    {"tok/s modeled"}, {"tok/s measured"}};
 
@@ -47,8 +47,6 @@ std::string format_replay(const Report& r, OutputFormat out) {
   for (const json& cell : settings) {
     const json& s = cell.value("setting", json::object());
     const json& sch = cell.value("schedule", json::object());
-    const double input = num(sch, "input_tokens");
-    const double saved = num(sch, "prefill_tokens_saved");
     const json& modeled = sch.value("modeled", json::object());
     const json& kv = sch.value("kv_bytes_per_step", json::object());
     const json& batch = sch.value("batch", json::object());
@@ -67,7 +65,7 @@ std::string format_replay(const Report& r, OutputFormat out) {
           {fixed(num(s, "kv_pool_bytes") / 1e9, 2), s.value("policy", "?"), ttl,
            s.value("kv_dtype", "?"), k.value("kernel", "?"), fixed(num(sch, "hit_rate"), 3),
            fixed(num(sch.value("blocks", json::object()), "evicted"), 0),
-           input > 0 ? fmt::format("{:.1f}%", 100 * saved / input) : "-",
+           fixed(num(sch, "prefill_flops_saved") / 1e15, 1),
            fixed(num(sch, "recomputed_tokens"), 0), fixed(num(sch, "preemptions"), 0),
            fixed(num(sch, "steps"), 0), fixed(num(batch, "p50"), 0), fixed(num(kv, "p50") / 1e6, 1),
            fmt::format("{:.1f}%", 100 * num(sch, "shareable_fraction")),
@@ -109,8 +107,10 @@ std::string format_replay(const Report& r, OutputFormat out) {
   text += fmt::format("schedule modeled for {}; prefill {}\n", sm.value("device", "?"),
                       sm.value("prefill_rate_basis", "?"));
   text += fmt::format(
-      "tok/s measured: decode tokens over the trace / the sampled steps' times, "
-      "{}\n\n",
+      "tok/s measured: decode tokens over the trace / the sampled steps' times ({}), {}\n\n",
+      r.replay.value("scope", "") == "attention"
+          ? "the attention alone; tok/s modeled counts the weights too"
+          : "every layer and the LM head",
       r.replay.value("interpolation", "?"));
   std::vector<std::string> headers;
   for (const Column& c : kColumns) headers.push_back(c.header);

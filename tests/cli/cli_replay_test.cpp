@@ -27,7 +27,7 @@ TEST(CliReplay, TableAndReportOnTheCommittedSlice) {
                   " --kernel cpu,cascade --policy lru,ttl --ttl 60 --out '" + out + "'",
               dir.path());
   ASSERT_EQ(r.code, 0) << r.err << r.out;
-  for (const char* col : {"kv pool GB", "policy", "hit rate", "evicted", "prefill saved",
+  for (const char* col : {"kv pool GB", "policy", "hit rate", "evicted", "PFLOP saved",
                           "KV MB/step p50", "shareable", "tok/s modeled", "tok/s measured"}) {
     EXPECT_NE(r.out.find(col), std::string::npos) << col << "\n" << r.out;
   }
@@ -46,6 +46,7 @@ TEST(CliReplay, TableAndReportOnTheCommittedSlice) {
   // `decodebench report` reads it back like any report.
   const CliResult back = run_cli("report '" + out + "'", dir.path());
   EXPECT_EQ(back.code, 0) << back.err;
+  EXPECT_NE(back.out.find("tok/s measured"), std::string::npos) << back.out;  // its table too
 }
 
 TEST(CliReplay, ConfigFileTakesOptionsAndTheCommandLineWins) {

@@ -6,6 +6,7 @@ turned wrong, a null fraction, a missing knee) must change what is drawn.
 
   python3 tests/scripts/plot_test.py [-v]
 """
+import collections
 import copy
 import json
 import math
@@ -35,6 +36,7 @@ CPU = fixture("cpu-sweep.json")
 GPU = fixture("gpu-synthetic.json")
 COMPARE = fixture("compare-synthetic.json")
 CACHE_SIM = fixture("cache-sim.json")
+REPLAY = fixture("replay-cpu.json")
 
 
 def ok(report):
@@ -66,6 +68,13 @@ def cells(fig):
 def bars(fig):
     return [p for ax in fig.axes for c in ax.containers if isinstance(c, BarContainer)
             for p in c.patches]
+
+
+def bar_groups(fig):
+    """(gid, BarContainer) of every bar call; a container's gid is its bars' (matplotlib sets the
+    gid on each patch)."""
+    return [(c.patches[0].get_gid(), c) for ax in fig.axes for c in ax.containers
+            if isinstance(c, BarContainer) and c.patches]
 
 
 def turned_wrong(report, index):
@@ -315,7 +324,8 @@ class GpuShapedFigures(unittest.TestCase):
         self.assertIn("synthetic", GPU["host"]["hostname"])
 
     def test_all_but_the_layer_figure(self):
-        self.assertEqual(list(self.figs), [n for n in plot.FIGURE_NAMES if n != "layer-knee"])
+        self.assertEqual(list(self.figs),
+                         [n for n in plot.FIGURE_NAMES if n not in ("layer-knee", "replay")])
 
     def test_roofline_every_roof(self):
         fig = self.figs["roofline"]
@@ -427,6 +437,55 @@ class CacheSimFigure(unittest.TestCase):
             plot.make_cache_sim_figures(doc)
         with self.assertRaisesRegex(plot.PlotError, "not a sweep report"):
             plot.make_figures(CPU, names=["roofline", "cache-sim"])
+
+
+class ReplayFigure(unittest.TestCase):
+    """The real replay report: 2 settings (lru, ttl 120 s) x kernels cpu, cascade x 2 steps."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.notes = []
+        cls.figs = plot.make_figures(REPLAY, notes=cls.notes)
+
+    def test_fixture_shape(self):
+        settings = REPLAY["replay"]["settings"]
+        self.assertEqual([s["setting"]["policy"] for s in settings], ["lru", "ttl"])
+        self.assertEqual(len(REPLAY["results"]), 8)
+        self.assertTrue(all(r["status"] == "ok" for r in REPLAY["results"]))
+
+    def test_one_bar_per_setting_and_kernel(self):
+        fig = self.figs["replay"]
+        self.assertEqual(len(fig.axes), 5)
+        by_gid = collections.Counter(gid for gid, _ in bar_groups(fig))
+        for gid in ("hit-rate", "evicted", "expired", "prefill-saved", "kv-bytes",
+                    "tokens-cpu", "tokens-cascade"):
+            self.assertEqual(by_gid[gid], 1, gid)
+        hit = dict(bar_groups(fig))["hit-rate"]
+        expected = [100 * s["schedule"]["hit_rate"] for s in REPLAY["replay"]["settings"]]
+        self.assertEqual([p.get_width() for p in hit.patches], expected)
+        for kernel in ("cpu", "cascade"):
+            bars_ = dict(bar_groups(fig))[f"tokens-{kernel}"]
+            measured = [next(k for k in s["kernels"] if k["kernel"] == kernel)["measured"]
+                        ["tokens_per_s"] for s in REPLAY["replay"]["settings"]]
+            self.assertEqual([p.get_width() for p in bars_.patches], measured)
+        (modeled,) = lines(fig, "modeled")
+        self.assertEqual(len(modeled.get_xdata()), 2)
+        labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+        self.assertEqual(labels, ["2 GB lru bf16", "2 GB ttl 120 s bf16"])
+
+    def test_a_failed_step_draws_no_tokens_bar(self):
+        doc = copy.deepcopy(REPLAY)
+        doc["replay"]["settings"][1]["kernels"][0]["measured"] = {"reason": "planted"}
+        fig = plot.make_figures(doc, names=["replay"])["replay"]
+        cpu = dict(bar_groups(fig))["tokens-cpu"]
+        self.assertEqual(cpu.patches[1].get_width(), 0)
+        self.assertGreater(cpu.patches[0].get_width(), 0)
+
+    def test_a_sweep_report_has_no_replay_figure(self):
+        notes = []
+        figs = plot.make_figures(CPU, notes=notes, names=["replay"])
+        self.assertEqual(figs, {})
+        self.assertTrue(any(n.startswith("replay: skipped, not a replay report") for n in notes))
 
 
 class Fixtures(unittest.TestCase):

@@ -13,9 +13,29 @@ using nlohmann::json;
 
 namespace {
 
+// The section is kept as read (report.cpp checks only that it is an object), so every access
+// tolerates a missing key or another type: a number or NaN, a string or "?", an object or {}.
+const json& member(const json& j, const char* key) {
+  static const json kNull;
+  return j.is_object() && j.contains(key) ? j.at(key) : kNull;
+}
 double num(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j.at(key).is_number() ? j.at(key).get<double>()
-                                                                   : std::nan("");
+  const json& v = member(j, key);
+  return v.is_number() ? v.get<double>() : std::nan("");
+}
+std::string str(const json& j, const char* key) {
+  const json& v = member(j, key);
+  return v.is_string() ? v.get<std::string>() : v.is_number() ? v.dump() : "?";
+}
+const json& obj(const json& j, const char* key) {
+  static const json kEmpty = json::object();
+  const json& v = member(j, key);
+  return v.is_object() ? v : kEmpty;
+}
+const json& arr(const json& j, const char* key) {
+  static const json kEmpty = json::array();
+  const json& v = member(j, key);
+  return v.is_array() ? v : kEmpty;
 }
 
 std::string fixed(double x, int digits) {
@@ -43,33 +63,30 @@ std::string format_replay(const Report& r, OutputFormat out) {
   }
   if (out == OutputFormat::json) return r.replay.dump(2) + "\n";
   std::vector<std::vector<std::string>> rows;
-  const json& settings = r.replay.value("settings", json::array());
-  for (const json& cell : settings) {
-    const json& s = cell.value("setting", json::object());
-    const json& sch = cell.value("schedule", json::object());
-    const json& modeled = sch.value("modeled", json::object());
-    const json& kv = sch.value("kv_bytes_per_step", json::object());
-    const json& batch = sch.value("batch", json::object());
-    const std::string ttl = s.contains("ttl_s") && s.at("ttl_s").is_number()
-                                ? fixed(s.at("ttl_s").get<double>(), 0)
-                                : "-";
-    for (const json& k : cell.value("kernels", json::array())) {
-      const json& m = k.value("measured", json());
+  for (const json& cell : arr(r.replay, "settings")) {
+    const json& s = obj(cell, "setting");
+    const json& sch = obj(cell, "schedule");
+    const double ttl_s = num(s, "ttl_s");
+    for (const json& k : arr(cell, "kernels")) {
+      const json& m = member(k, "measured");
       std::string measured = "-";
-      if (m.is_object() && m.contains("tokens_per_s") && m.at("tokens_per_s").is_number()) {
-        measured = fixed(m.at("tokens_per_s").get<double>(), 1);
+      if (std::isfinite(num(m, "tokens_per_s"))) {
+        measured = fixed(num(m, "tokens_per_s"), 1);
       } else if (m.is_object() && m.contains("reason")) {
         measured = "failed";
       }
-      rows.push_back(
-          {fixed(num(s, "kv_pool_bytes") / 1e9, 2), s.value("policy", "?"), ttl,
-           s.value("kv_dtype", "?"), k.value("kernel", "?"), fixed(num(sch, "hit_rate"), 3),
-           fixed(num(sch.value("blocks", json::object()), "evicted"), 0),
-           fixed(num(sch, "prefill_flops_saved") / 1e15, 1),
-           fixed(num(sch, "recomputed_tokens"), 0), fixed(num(sch, "preemptions"), 0),
-           fixed(num(sch, "steps"), 0), fixed(num(batch, "p50"), 0), fixed(num(kv, "p50") / 1e6, 1),
-           fmt::format("{:.1f}%", 100 * num(sch, "shareable_fraction")),
-           fixed(num(modeled, "decode_tokens_per_s"), 1), measured});
+      rows.push_back({fixed(num(s, "kv_pool_bytes") / 1e9, 2), str(s, "policy"),
+                      std::isfinite(ttl_s) ? fixed(ttl_s, 0) : "-", str(s, "kv_dtype"),
+                      str(k, "kernel"), fixed(num(sch, "hit_rate"), 3),
+                      fixed(num(obj(sch, "blocks"), "evicted"), 0),
+                      fixed(num(sch, "prefill_flops_saved") / 1e15, 1),
+                      fixed(num(sch, "recomputed_tokens"), 0), fixed(num(sch, "preemptions"), 0),
+                      fixed(num(sch, "steps"), 0), fixed(num(obj(sch, "batch"), "p50"), 0),
+                      fixed(num(obj(sch, "kv_bytes_per_step"), "p50") / 1e6, 1),
+                      std::isfinite(num(sch, "shareable_fraction"))
+                          ? fmt::format("{:.1f}%", 100 * num(sch, "shareable_fraction"))
+                          : "-",
+                      fixed(num(obj(sch, "modeled"), "decode_tokens_per_s"), 1), measured});
     }
   }
   std::string text;
@@ -99,19 +116,18 @@ std::string format_replay(const Report& r, OutputFormat out) {
     }
     return l + "\n";
   };
-  const json& trace = r.replay.value("trace", json::object());
-  const json& sm = r.replay.value("schedule_model", json::object());
-  text += fmt::format("replay of {} ({} requests) with {}, scope {}\n", trace.value("source", "?"),
-                      trace.value("requests", 0), r.replay.value("model", "?"),
-                      r.replay.value("scope", "?"));
-  text += fmt::format("schedule modeled for {}; prefill {}\n", sm.value("device", "?"),
-                      sm.value("prefill_rate_basis", "?"));
+  const json& trace = obj(r.replay, "trace");
+  const json& sm = obj(r.replay, "schedule_model");
+  text += fmt::format("replay of {} ({} requests) with {}, scope {}\n", str(trace, "source"),
+                      str(trace, "requests"), str(r.replay, "model"), str(r.replay, "scope"));
+  text += fmt::format("schedule modeled for {}; prefill {}\n", str(sm, "device"),
+                      str(sm, "prefill_rate_basis"));
   text += fmt::format(
       "tok/s measured: decode tokens over the trace / the sampled steps' times ({}), {}\n\n",
-      r.replay.value("scope", "") == "attention"
+      str(r.replay, "scope") == "attention"
           ? "the attention alone; tok/s modeled counts the weights too"
           : "every layer and the LM head",
-      r.replay.value("interpolation", "?"));
+      str(r.replay, "interpolation"));
   std::vector<std::string> headers;
   for (const Column& c : kColumns) headers.push_back(c.header);
   text += line(headers);

@@ -1,7 +1,7 @@
 // parse_report (what compare, merge and report read) and everything those commands do with a
-// report once read: the printers (results view, every format, html), merge, compare against
-// itself. Bad input is an InputError; a report that reads writes back (to_json) to one that
-// reads.
+// report once read: the printers (results view, every format, html, a replay's table), merge,
+// compare against itself. Bad input is an InputError; a report that reads writes back (to_json)
+// to one that reads.
 #include <string>
 #include <vector>
 
@@ -10,6 +10,7 @@
 #include "report/compare.h"
 #include "report/format.h"
 #include "report/format_html.h"
+#include "report/replay_table.h"
 #include "report/report.h"
 
 namespace {
@@ -44,6 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (OutputFormat f :
        {OutputFormat::table, OutputFormat::json, OutputFormat::csv, OutputFormat::md}) {
     use([&] { (void)format_results(r, f); });
+    use([&] { (void)format_replay(r, f); });  // InputError without a replay section
   }
   const std::vector<LabelledReport> two{{"a", &r}, {"b", &r}};
   for (OutputFormat f : {OutputFormat::table, OutputFormat::csv, OutputFormat::md}) {

@@ -9,8 +9,9 @@
 #   2. an AddressSanitizer+UBSan build of the emulated tests (ctest -L asan);
 #   3. a ThreadSanitizer build of the emulated tests (ctest -L tsan);
 #   4. the fuzz stage: the libFuzzer targets of the file readers (tests/fuzz: sweep configs,
-#      reports, .npy, model presets, datasheets; clang, ASan+UBSan, only the reader libraries
-#      compiled), each run 30 s over its committed corpus (tests/fuzz/run.sh); any crash fails.
+#      reports, .npy, model presets, datasheets, request traces; clang, ASan+UBSan, only the
+#      reader libraries compiled), each run 30 s over its committed corpus (tests/fuzz/run.sh);
+#      any crash fails.
 # Options: --quick skips the sanitizer builds and the fuzz stage. Build dirs: build/
 # ($DECODEBENCH_BUILD_DIR, as for scripts/run.sh), build-asan/, build-tsan/, build-fuzz/.
 set -euo pipefail

@@ -10,6 +10,7 @@
 
 #include "common/errors.h"
 #include "harness/harness_test_util.h"
+#include "trace/shared_traces.h"
 #include "trace/trace.h"
 #include "workload/workload.h"  // configs_dir
 
@@ -416,11 +417,7 @@ void expect_consistent(const Trace& t) {
   EXPECT_EQ(out_of_order, 0u);
 }
 
-std::filesystem::path shared_traces_dir() {
-  // The environment overrides the build's path (a checkout whose ../shared is elsewhere).
-  if (const char* env = std::getenv("DECODEBENCH_SHARED_TRACES_DIR"); env && *env) return env;
-  return DECODEBENCH_SHARED_TRACES_DIR;
-}
+using testing::shared_traces_dir;
 
 TEST(SharedTraces, BothLoadWithEveryBlockCountRight) {
   const auto dir = shared_traces_dir();

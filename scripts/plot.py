@@ -667,7 +667,7 @@ def fig_replay(report):
         for k in c.get("kernels", []):
             if k.get("kernel") not in kernels:
                 kernels.append(k.get("kernel"))
-    fig = new_figure(15, 2.4 + 0.42 * max(len(cells), 2))
+    fig = new_figure(15, 2.0 + 0.42 * max(len(cells), 2))
     axes = fig.subplots(1, 5, sharey=True)
     y = list(range(len(cells)))
     sched = [c.get("schedule", {}) for c in cells]
@@ -682,7 +682,7 @@ def fig_replay(report):
     axes[1].barh(y, [bar(e) for e in expired], left=[bar(e) for e in evicted], color="C1",
                  alpha=0.4, label="expired (ttl)", gid="expired")
     axes[1].set_xlabel("prefix blocks evicted + expired")
-    axes[1].legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
+    axes[1].legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False)
     saved = [bar(v) / 1e15 for v in nums(sched, "prefill_flops_saved")]
     axes[2].barh(y, saved, color="C2", gid="prefill-saved")
     axes[2].set_xlabel("prefill PFLOP saved")
@@ -706,7 +706,7 @@ def fig_replay(report):
             axes[4].plot([m for m in modeled], y, linestyle="none", marker="|", markersize=12,
                          color="black", label="modeled (the schedule's clock)", gid="modeled")
     axes[4].set_xlabel("decode tokens/s over the trace")
-    axes[4].legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
+    axes[4].legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False)
     axes[0].set_yticks(y, labels, fontsize=8)
     axes[0].invert_yaxis()
     for ax in axes:

@@ -48,10 +48,10 @@ struct Column {
 };
 
 constexpr Column kColumns[] = {
-    {"kv pool GB"},     {"policy", true}, {"ttl s"},         {"kv", true},
-    {"kernel", true},   {"hit rate"},     {"evicted"},       {"PFLOP saved"},
-    {"recomputed"},     {"preempt"},      {"steps"},         {"batch p50"},
-    {"KV MB/step p50"}, {"shareable"},    {"tok/s modeled"}, {"tok/s measured"}};
+    {"kv pool GB"},    {"policy", true},  {"ttl s"},       {"kv", true},       {"kernel", true},
+    {"hit rate"},      {"evicted"},       {"PFLOP saved"}, {"recomputed"},     {"preempt"},
+    {"rejected"},      {"steps"},         {"batch p50"},   {"KV MB/step p50"}, {"shareable"},
+    {"tok/s modeled"}, {"tok/s measured"}};
 
 }  // namespace
 
@@ -81,7 +81,8 @@ std::string format_replay(const Report& r, OutputFormat out) {
                       fixed(num(obj(sch, "blocks"), "evicted"), 0),
                       fixed(num(sch, "prefill_flops_saved") / 1e15, 1),
                       fixed(num(sch, "recomputed_tokens"), 0), fixed(num(sch, "preemptions"), 0),
-                      fixed(num(sch, "steps"), 0), fixed(num(obj(sch, "batch"), "p50"), 0),
+                      fixed(num(obj(sch, "requests"), "rejected"), 0), fixed(num(sch, "steps"), 0),
+                      fixed(num(obj(sch, "batch"), "p50"), 0),
                       fixed(num(obj(sch, "kv_bytes_per_step"), "p50") / 1e6, 1),
                       std::isfinite(num(sch, "shareable_fraction"))
                           ? fmt::format("{:.1f}%", 100 * num(sch, "shareable_fraction"))

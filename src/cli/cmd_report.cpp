@@ -85,8 +85,7 @@ int run(const ReportOptions& o) {
   std::string text =
       html ? format_html(labelled, figures, fo) : format_reports(labelled, format, fo);
   // A replay's report: its steps above, the operator's table of its settings below.
-  if (!html && format != OutputFormat::json && reports.size() == 1 &&
-      reports[0].replay.is_object())
+  if (!html && format != OutputFormat::json && reports.size() == 1 && reports[0].replay.is_object())
     text += "\n" + format_replay(reports[0], format);
   emit(text, o.out);
   return kExitOk;

@@ -4,6 +4,7 @@
 // and kernel: the cache's trade next to the decode bytes per step and tokens/s.
 #include <cmath>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -63,7 +64,9 @@ struct ReplayOptions {
 
 // --config FILE: a JSON object whose keys are this command's long option names ('_' or '-'),
 // each value a string, a number, a boolean or an array (joined with ','). An option given on
-// the command line wins over the file.
+// the command line wins over the file. A relative "trace" is relative to the file's directory
+// (configs/sweeps/trace-cpu.json names ../traces/...), so a config runs from any directory and
+// from the GPU bundle.
 void apply_json_config(CLI::App& cmd, const std::string& file) {
   std::ifstream in(file);
   if (!in) throw InputError(fmt::format("--config {}: cannot open the file", file));
@@ -94,7 +97,12 @@ void apply_json_config(CLI::App& cmd, const std::string& file) {
           fmt::format("{}: key '{}': expected a string, number, boolean or array", file, key));
     };
     std::string joined;
-    if (value.is_array()) {
+    if (name == "trace" && value.is_string()) {
+      const std::filesystem::path trace(value.get<std::string>());
+      joined = trace.is_relative()
+                   ? (std::filesystem::path(file).parent_path() / trace).lexically_normal().string()
+                   : trace.string();
+    } else if (value.is_array()) {
       for (const auto& v : value) joined += (joined.empty() ? "" : ",") + text(v);
     } else {
       joined = text(value);

@@ -106,5 +106,30 @@ TEST(CliReplay, BadInputExitsTwoNamingTheOption) {
   }
 }
 
+// The shipped operator tables (configs/sweeps/trace*.json) parse and run: their own pools,
+// policies, TTLs, KV dtypes and rate, shrunk by the command line to a few requests, one step per
+// setting and the attention alone on the CPU (trace.json names the cuda backend and its rungs).
+TEST(CliReplay, ShippedTraceConfigsRun) {
+  TempDir dir;
+  int n = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(DECODEBENCH_CONFIGS) + "/sweeps")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("trace", 0) != 0 || e.path().extension() != ".json") continue;
+    ++n;
+    const std::string out = (dir / (name + ".out.json")).string();
+    // Its trace path is relative to the file: found from the scratch directory too.
+    const CliResult r = run_cli("replay --config '" + e.path().string() +
+                                    "' --backend cpu --kernel cpu --max-requests 6 "
+                                    "--sample-steps 1 --scope attention --min-samples 2 "
+                                    "--min-time 0 --timeout 0.5 -q --out '" +
+                                    out + "'",
+                                dir.path());
+    ASSERT_EQ(r.code, 0) << name << "\n" << r.err;
+    const json report = json::parse(read_file(out));
+    EXPECT_GT(report.at("replay").at("settings").size(), 1u) << name;
+  }
+  EXPECT_GE(n, 2);  // trace-cpu.json, trace.json
+}
 }  // namespace
 }  // namespace decodebench::testing

@@ -1,12 +1,8 @@
 #include "cli/cli_common.h"
 
 #include <algorithm>
-#include <csignal>
-
-#include <signal.h>
-#include <stdlib.h>
-#include <unistd.h>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +10,10 @@
 #include <iterator>
 #include <memory>
 #include <type_traits>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -214,6 +214,21 @@ void check_output_dir(const std::string& path, std::string_view flag) {
     throw InputError(fmt::format("{} {}: exists and is not a directory", flag, path));
   }
   check_can_create_in(path, flag, path);
+}
+
+int results_exit_code(const Report& report) {
+  bool wrong = false, error = false;
+  for (const PointResult& r : report.results) {
+    wrong |= r.status == PointStatus::wrong;
+    error |= r.status == PointStatus::error;
+  }
+  if (wrong) return kExitWrongOrRegression;
+  if (error || report.completion.state == Completion::State::device_failure) {
+    if (!report.completion.reason.empty())
+      std::cerr << "failure: " << report.completion.reason << '\n';
+    return kExitRuntimeFailure;
+  }
+  return kExitOk;
 }
 
 }  // namespace decodebench::cli

@@ -70,6 +70,10 @@ std::string point_label(const SweepPoint& p);
 // Writes `text` to `path` (atomically) or, when path is empty, to stdout.
 void emit(const std::string& text, const std::string& path);
 
+// A finished run's exit code from its points: 1 when one is wrong, else 3 (the completion's
+// reason on stderr) when one is an error or a device failed, else 0.
+int results_exit_code(const Report& report);
+
 // Writes the report to `out` atomically, creating its directory; nothing for an empty path.
 // RuntimeFailure naming the path when it cannot.
 void write_report(const std::string& out, const Report& r);

@@ -345,18 +345,7 @@ int run(CLI::App& cmd, ReplayOptions& o) {
   if (!o.out.empty() && !o.quiet) std::cerr << "report written to " << o.out << '\n';
   if (report.completion.state == Completion::State::interrupted || interrupt_signal() != 0)
     return interrupted_exit_code();
-  bool wrong = false, error = false;
-  for (const PointResult& r : report.results) {
-    wrong |= r.status == PointStatus::wrong;
-    error |= r.status == PointStatus::error;
-  }
-  if (wrong) return kExitWrongOrRegression;
-  if (error || report.completion.state == Completion::State::device_failure) {
-    if (!report.completion.reason.empty())
-      std::cerr << "failure: " << report.completion.reason << '\n';
-    return kExitRuntimeFailure;
-  }
-  return kExitOk;
+  return results_exit_code(report);
 }
 
 }  // namespace

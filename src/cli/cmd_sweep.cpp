@@ -208,18 +208,7 @@ int run(const SweepOptions& o) {
     if (!o.quiet) std::cerr << "dump written to " << o.dump << '\n';
   }
 
-  bool wrong = false, error = false;
-  for (const PointResult& r : report.results) {
-    wrong |= r.status == PointStatus::wrong;
-    error |= r.status == PointStatus::error;
-  }
-  if (wrong) return kExitWrongOrRegression;
-  if (error || report.completion.state == Completion::State::device_failure) {
-    if (!report.completion.reason.empty())
-      std::cerr << "failure: " << report.completion.reason << '\n';
-    return kExitRuntimeFailure;
-  }
-  return kExitOk;
+  return results_exit_code(report);
 }
 
 }  // namespace

@@ -29,6 +29,10 @@
 #                   MLP; bf16 weights), tc against cascade. Its GEMMs need the GPU machine's own
 #                   cuBLASLt (not in the bundle): without it the points come back "skipped" with
 #                   the reason, and the step still passes                 layer.log, layer.json
+#   trace           configs/sweeps/trace.json cut to KV pools 60/120 GB x lru: the committed
+#                   Mooncake slice served on this GPU's modeled schedule, KV bf16/fp8_e4m3, four
+#                   sampled decode steps each validated and timed with tc and cascade (the
+#                   operator's table, `decodebench replay`)                 trace.log, trace.json
 #   ncu-b64-8k      Nsight Compute on one point each (llama-3.1-8b, f16, --kernel auto, batch 64
 #   ncu-b1-32k      x 8192 / batch 1 x 32768): DRAM bytes read, L2 hit rate, issue-slot use of a
 #                   few decode launches, clocks left alone
@@ -275,6 +279,16 @@ sweep_step --partial-ok prefix prefix.json prefix.json 90 --batch 16,64 --contex
 # the summary gives the reason.
 sweep_step --partial-ok layer knee.json layer.json 90 --batch 1,4,16,64,256 --context 8192 \
   --hit-rate 0,0.9
+# Real traffic, a cut of configs/sweeps/trace.json (its trace, rate and kernels): two KV pools,
+# lru, both KV dtypes; the replay measures its own ceilings. What the budget leaves is kept.
+if [ -f "$configs/sweeps/trace.json" ]; then
+  step --partial-ok trace "$outdir/trace.log" 120 "$bin" replay --backend cuda --device "$device" \
+    --config "$configs/sweeps/trace.json" --kv-pool 60e9,120e9 --policy lru --sample-steps 4 \
+    --out "$outdir/trace.json"
+else
+  fail_unrun trace \
+    "$configs/sweeps/trace.json is not in the bundle (rebuild it with scripts/gpu-bundle.sh)"
+fi
 
 # --- Nsight Compute: the byte model against the hardware's DRAM counters ---------------------
 find_ncu() {

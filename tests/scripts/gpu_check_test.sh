@@ -302,6 +302,15 @@ elif cmd == "sweep":
             sys.exit(130)
     else:
         sys.exit(f"fake decodebench: unexpected sweep config '{config}'")
+elif cmd == "replay":  # the trace cut: a report with its replay section, one setting per pool
+    res = [dict(layer_point(k, 8, 8192, 0), context={"kind": "ragged", "values": [512, 8192]})
+           for k in ("tc", "cascade")]
+    out = report(res)
+    out["replay"] = {"trace": {"source": opt("--config", "")}, "settings": [
+        {"setting": {"kv_pool_bytes": float(p)}, "kernels": []}
+        for p in opt("--kv-pool", "").split(",")]}
+    write(opt("--out"), out)
+    print("replay: the operator's table")
 else:
     sys.exit(f"fake decodebench: unexpected command {cmd}")
 EOF
@@ -409,13 +418,14 @@ order="$(sed -E -n \
   -e 's/^decodebench kernels --static.*/static-model/p' \
   -e 's/^decodebench sweep .*prefix.json.*/prefix/p' \
   -e 's/^decodebench sweep .*knee.json.*/layer/p' \
+  -e 's/^decodebench replay .*trace.json.*/trace/p' \
   -e 's/^decodebench sweep .*--batch ([0-9]+).*/ncu-run-\1/p' \
   -e 's/^decodebench sweep .*gpu-targets.json.*/targets/p' \
   -e 's/^decodebench sweep .*gpu-check.json.*/sweep/p' \
   -e 's/^ncu --version.*/ncu-version/p' \
   -e 's/^ncu .*--batch ([0-9]+).*/ncu-\1/p' \
   -e 's/^(cuda_[a-z_]+tests) .*CUDA_VISIBLE_DEVICES=0$/\1/p' clean/calls.log | tr '\n' ' ')"
-want="smi devices check ceilings targets prefix layer ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
+want="smi devices check ceilings targets prefix layer trace ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
 want+=" cuda_backend_tests cuda_plan_tests static-model sweep smi "
 if [ "$order" = "$want" ]; then ok "clean: steps in order"; else
   bad "clean: steps ran as '$order', want '$want'"
@@ -432,13 +442,18 @@ want+=' --ceilings [^ ]*/clean/out/ceilings\.json --out [^ ]*/clean/out/layer\.j
 has clean calls.log "$want" \
   "the layer step runs knee.json cut to batch 1-256 x 8k x h 0/0.9, with the ceilings"
 has clean out.txt 'run  layer \(up to [0-9]+s\)' "the layer step is announced"
+# The trace step: the replay of trace.json cut to two pools and lru, its report in OUTDIR.
+want='^decodebench replay --backend cuda --device 0 --config [^ ]*/bundle/configs/sweeps/trace\.json'
+want+=' --kv-pool 60e9,120e9 --policy lru --sample-steps 4 --out [^ ]*/clean/out/trace\.json$'
+has clean calls.log "$want" "the trace step replays trace.json cut to two pools, lru"
+has clean out/steps.tsv '^trace'$'\t''ok'$'\t' "steps.tsv: the trace step"
 has clean out/steps.tsv '^layer'$'\t''ok'$'\t' "steps.tsv: the layer step"
 has clean calls.log '^ncu --clock-control none .*--kernel-name regex:paged_decode:: .*--launch-count' \
   "ncu leaves the clocks alone and profiles a few decode launches"
 missing=""
 for f in summary.txt steps.tsv bundle.log bundle-manifest.json nvidia-smi.log devices.log \
   check.log check.json ceilings.log ceilings.json targets.log targets.json prefix.log prefix.json \
-  layer.log layer.json \
+  layer.log layer.json trace.log trace.json \
   ncu-b64-8k.log ncu-b64-8k.csv ncu-b64-8k.json ncu-b1-32k.log ncu-b1-32k.csv ncu-b1-32k.json \
   ncu-bytes.log ncu-bytes.md ncu-bytes.json cuda_backend_tests.log cuda_backend_tests.xml \
   cuda_plan_tests.log cuda_plan_tests.xml static-model.log static-model.json sweep.log \
@@ -454,7 +469,7 @@ fi
 # The summary is last: from its header to the end no progress line, and it names every step.
 summary_at="$(grep -n '^== gpu-check summary' clean/out.txt | cut -d: -f1 | tail -n 1)"
 if [ -n "$summary_at" ] && ! tail -n "+$summary_at" clean/out.txt | grep -q '^\[gpu-check' &&
-  tail -n 1 clean/out.txt | grep -q '^RESULT: all 16 steps passed'; then
+  tail -n 1 clean/out.txt | grep -q '^RESULT: all 17 steps passed'; then
   ok "clean: the summary is printed last"
 else
   bad "clean: the summary is not last (header at line '${summary_at:-none}'):"
@@ -508,7 +523,7 @@ run no-blas FAKE_NO_CUBLASLT=1 -- --bundle bundle no-blas/out --budget 60
 rc_is no-blas 0
 step_is no-blas layer ok
 has no-blas out.txt '^layer +ok .*20 points: 20 skipped' "summary: the layer points skipped"
-has no-blas out.txt '^RESULT: all 16 steps passed' "summary: the check passes"
+has no-blas out.txt '^RESULT: all 17 steps passed' "summary: the check passes"
 n="$(grep -c 'cuBLASLt not found' no-blas/out.txt || true)"
 if [ "$n" = 1 ]; then ok "no-blas: the reason printed once"; else
   bad "no-blas: the reason printed $n times, want 1:"; sed 's/^/    /' no-blas/out.txt >&2
@@ -550,7 +565,7 @@ step_is check check FAIL
 for s in ceilings targets ncu-b64-8k ncu-b1-32k ncu-bytes cuda_backend_tests sweep; do
   step_is check "$s" ok
 done
-has check out.txt '^RESULT: FAILED 1 of 16 steps: check' "summary: only check failed"
+has check out.txt '^RESULT: FAILED 1 of 17 steps: check' "summary: only check failed"
 has clean out.txt 'b=64 ctx=8192 f16 .*auto=pipelined .*(static issue bound 4700 GB/s)' \
   "summary: the static model's bound of the instance that ran (group 4: cap 4, not 8)"
 

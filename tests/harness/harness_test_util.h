@@ -1,11 +1,18 @@
-// Helpers shared by the harness tests: temporary files, a tiny model, fake backends.
+// Helpers shared by the tests of the host libraries: temporary files, a tiny model, InputError
+// checks.
 #pragma once
 
 #include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/errors.h"
 
 namespace decodebench::test {
 
@@ -39,6 +46,29 @@ class TempDir {
 inline std::string tiny_model_json() {
   return R"({"name": "tiny", "num_q_heads": 4, "num_kv_heads": 2, "head_dim": 64,
              "num_layers": 3})";
+}
+
+// Expect an InputError whose message contains every one of `parts`.
+template <class F>
+void expect_input_error(F&& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  }
+}
+
+// The message of the InputError `f` throws, or "<no InputError>".
+inline std::string input_error_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "<no InputError>";
 }
 
 }  // namespace decodebench::test

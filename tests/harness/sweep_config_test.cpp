@@ -29,18 +29,7 @@ SweepConfig small_config() {
   return c;
 }
 
-// Expect an InputError whose message contains every one of `parts`.
-template <class F>
-void expect_input_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
+using test::expect_input_error;
 
 TEST(Expand, SizeIsTheProductOfTheAxes) {
   const SweepConfig c = small_config();

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
+#include "harness/harness_test_util.h"
 
 namespace decodebench {
 namespace {
@@ -85,14 +86,7 @@ std::vector<std::int32_t> requests_of(const ReplaySchedule& s, std::size_t step)
   return out;
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "<no InputError>";
-}
+using test::input_error_message;
 
 // ---- the schedule -------------------------------------------------------------------------
 
@@ -401,7 +395,7 @@ TEST(ReplaySchedule, ValidationNamesTheFlag) {
   const auto error_of = [&](const std::function<void(ScheduleConfig&)>& edit) {
     ScheduleConfig c = config_of(100);
     edit(c);
-    return message_of([&] { validate(c, t); });
+    return input_error_message([&] { validate(c, t); });
   };
   EXPECT_EQ(error_of([](ScheduleConfig&) {}), "<no InputError>");
   const auto expect_names = [](const std::string& message, const std::string& flag) {
@@ -443,7 +437,7 @@ TEST(ReplaySchedule, ValidationNamesTheFlag) {
 TEST(ReplaySchedule, ValidationRejectsAnInconsistentTrace) {
   const ScheduleConfig c = config_of(100);
   const auto error_of = [&](std::vector<TraceRequest> rs) {
-    return message_of([&] { validate(c, trace_of(std::move(rs))); });
+    return input_error_message([&] { validate(c, trace_of(std::move(rs))); });
   };
   EXPECT_NE(error_of({request(0, 10, 4, {1, 2})}).find("hash ids"), std::string::npos);
   EXPECT_NE(error_of({request(0, 8, 4, {1, 1})}).find("twice"), std::string::npos);

@@ -17,20 +17,8 @@
 namespace decodebench {
 namespace {
 
+using test::expect_input_error;
 using test::TempDir;
-
-// Expect an InputError whose message contains every one of `parts`.
-template <class F>
-void expect_input_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 Trace jsonl(const std::string& text, int block_tokens = 4) {
   return parse_mooncake_jsonl(text, "t.jsonl", block_tokens);

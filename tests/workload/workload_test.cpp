@@ -16,6 +16,7 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "common/paged_kv.h"
+#include "harness/harness_test_util.h"
 
 namespace decodebench {
 namespace {
@@ -36,14 +37,7 @@ WorkloadSpec spec_of(int batch, ContextSpec ctx, double h, int groups, int block
   return s;
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "<no InputError>";
-}
+using test::input_error_message;
 
 // ---- models -------------------------------------------------------------------------------
 
@@ -90,14 +84,14 @@ class ModelFiles : public ::testing::Test {
 // as nlohmann's out_of_range; a deeply nested value overflowed the stack when the error message
 // printed it.
 TEST(ModelJson, HostileTextIsAnInputError) {
-  std::string msg =
-      message_of([] { parse_model_json(R"({"name": "m", "num_q_heads": 1e400})", "m.json"); });
+  std::string msg = input_error_message(
+      [] { parse_model_json(R"({"name": "m", "num_q_heads": 1e400})", "m.json"); });
   EXPECT_NE(msg.find("m.json: not valid JSON"), std::string::npos) << msg;
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  msg = message_of(
+  msg = input_error_message(
       [&] { parse_model_json(R"({"name": "m", "num_q_heads": )" + deep + "}", "m.json"); });
   EXPECT_NE(msg.find("nested deeper than"), std::string::npos) << msg;
-  msg = message_of([] {
+  msg = input_error_message([] {
     parse_model_json(
         R"({"name": "m", "num_q_heads": 18446744073709551615, "num_kv_heads": 1, "head_dim": 128,
             "num_layers": 1})",
@@ -117,49 +111,50 @@ TEST_F(ModelFiles, ErrorsNameTheFileAndTheKey) {
   const std::string unknown = write(
       "unknown.json",
       R"({"name":"m","num_q_heads":8,"num_kv_heads":2,"head_dim":64,"num_layers":3,"rope_theta":1})");
-  std::string msg = message_of([&] { load_model(unknown); });
+  std::string msg = input_error_message([&] { load_model(unknown); });
   EXPECT_NE(msg.find("unknown.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'rope_theta'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("num_kv_heads"), std::string::npos) << msg;  // lists the valid keys
 
   const std::string missing =
       write("missing.json", R"({"name":"m","num_q_heads":8,"head_dim":64,"num_layers":3})");
-  msg = message_of([&] { load_model(missing); });
+  msg = input_error_message([&] { load_model(missing); });
   EXPECT_NE(msg.find("missing.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("missing key 'num_kv_heads'"), std::string::npos) << msg;
 
   const std::string gqa =
       write("gqa.json",
             R"({"name":"m","num_q_heads":28,"num_kv_heads":8,"head_dim":128,"num_layers":3})");
-  msg = message_of([&] { load_model(gqa); });
+  msg = input_error_message([&] { load_model(gqa); });
   EXPECT_NE(msg.find("gqa.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'num_kv_heads'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("28"), std::string::npos) << msg;
 
   const std::string negative = write(
       "neg.json", R"({"name":"m","num_q_heads":-8,"num_kv_heads":2,"head_dim":64,"num_layers":3})");
-  msg = message_of([&] { load_model(negative); });
+  msg = input_error_message([&] { load_model(negative); });
   EXPECT_NE(msg.find("'num_q_heads' must be a positive integer"), std::string::npos) << msg;
 
   const std::string text =
       write("text.json",
             R"({"name":"m","num_q_heads":"8","num_kv_heads":2,"head_dim":64,"num_layers":3})");
-  msg = message_of([&] { load_model(text); });
+  msg = input_error_message([&] { load_model(text); });
   EXPECT_NE(msg.find("'num_q_heads'"), std::string::npos) << msg;
 
   const std::string broken = write("broken.json", R"({"name":"m",)");
-  msg = message_of([&] { load_model(broken); });
+  msg = input_error_message([&] { load_model(broken); });
   EXPECT_NE(msg.find("broken.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
 }
 
 TEST(Models, UnknownPresetListsThePresets) {
-  const std::string msg = message_of([] { load_model("llama-9"); });
+  const std::string msg = input_error_message([] { load_model("llama-9"); });
   EXPECT_NE(msg.find("unknown model 'llama-9'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("llama-3.1-8b"), std::string::npos) << msg;
   EXPECT_NE(msg.find("gemma-2-9b"), std::string::npos) << msg;
-  EXPECT_NE(message_of([] { load_model("/no/such/model.json"); }).find("/no/such/model.json"),
-            std::string::npos);
+  EXPECT_NE(
+      input_error_message([] { load_model("/no/such/model.json"); }).find("/no/such/model.json"),
+      std::string::npos);
 }
 
 // $DECODEBENCH_CONFIGS first, then configs/ beside the binary's bin/ (a relocated bundle), then
@@ -190,7 +185,7 @@ TEST(Validate, RejectsImpossibleValuesWithTheValidChoices) {
   auto check = [&](auto mutate, const std::string& expected) {
     WorkloadSpec s = good;
     mutate(s);
-    const std::string msg = message_of([&] { validate(s); });
+    const std::string msg = input_error_message([&] { validate(s); });
     EXPECT_NE(msg.find(expected), std::string::npos) << "message: " << msg;
   };
   check([](WorkloadSpec& s) { s.batch = 0; }, "batch must be >= 1");

@@ -1,50 +1,83 @@
 #!/usr/bin/env bash
-# Checks that what decodebench needs to build and test is here, and installs from Debian's
-# packages only what is missing. What is checked is what the build uses, not package names: the
-# commands (cmake, ninja, g++, python3, git, clang-format) on PATH and the CMake packages (fmt,
-# nlohmann_json, CLI11, GTest, benchmark, dnnl: oneDNN, the cpu backend's layer GEMMs) as
-# find_package sees them, in a scratch configure
-# (about a second). So a machine that has them some other way (pip's cmake and ninja, a toolkit
-# of its own) is left alone. Idempotent: run it as often as you like.
+# Checks that what decodebench needs is here, and installs only what is missing, printing one line
+# per install with what it is for. Two sets:
+#   (default)  what building decodebench and running a sweep need (scripts/run.sh): cmake, ninja,
+#              g++, git; fmt, nlohmann_json, CLI11; oneDNN for the cpu backend's layer GEMMs;
+#   --tests    also what the test suite needs (scripts/test.sh): GoogleTest, Google Benchmark,
+#              clang-format, python3 with matplotlib and Pillow (scripts/plot.py), cuobjdump and
+#              nvdisasm when nvcc is present (the spill gate, the static model); optional:
+#              OpenBLAS (the GEMM bench's comparison), Chromium (the results-page test);
+#   --fuzz     also the fuzz stage's clang++, libFuzzer, sanitizer runtimes and OpenMP.
+# What is checked is what the build uses, not package names: the commands on PATH and the CMake
+# packages as find_package sees them in a scratch configure (about a second), so a machine that
+# has them some other way is left alone. Idempotent.
+# oneDNN: Debian's libdnnl-dev (2.x) has bf16 kernels from AVX-512 with the bf16 instructions
+# on; on any other x86-64 CPU the layer GEMMs need oneDNN 3.x, which PyPI's `onednn` has (a
+# 2 GB SYCL build, installed with pip under $DECODEBENCH_ONEDNN_PYPI_ROOT, default
+# ~/.cache/decodebench/onednn, where CMake looks). DECODEBENCH_ONEDNN=debian|pypi forces one
+# (docs/decisions.md "Layer GEMMs on the CPU"). Debian's dnnl-config.cmake calls
+# find_package(OpenCL), fatal without OpenCL's development files (only a recommendation of
+# libdnnl-dev), so those come with it; tests/scripts/bootstrap_deps_test.sh checks that every
+# file the configure reads belongs to a package listed here or to their dependencies.
+# --list-packages prints the Debian packages of the chosen sets, one a line, and exits.
 # When something is missing and cannot be installed (no apt-get, not root and no sudo, apt-get
 # fails or the machine is offline) it fails within seconds, naming what is missing.
-# The CUDA toolkit is optional and is not installed here: when nvcc is on PATH (or in
-# /usr/local/cuda/bin) the build adds the CUDA kernels and backend, and the spill gate
-# (scripts/check-spills.sh) and the static model (`decodebench kernels --static`) need cuobjdump
-# and nvdisasm: when they are not found, the PyPI wheels nvidia-cuda-cuobjdump and
-# nvidia-cuda-nvdisasm of nvcc's major version are installed with pip (once; both tools find
-# them through python3, no PATH change needed).
-# Python: scripts/plot.py needs matplotlib (and Pillow, which it brings) for the python3 on PATH:
-# Debian's python3-matplotlib when that python3 is the system one, else (or when apt fails) pip.
-# OpenBLAS (its OpenMP variant) is optional: bench/bench_gemm.cpp times it next to oneDNN, the
-# layer scope does not use it (docs/decisions.md "Layer GEMMs on the CPU"), so failing to install
-# it is a warning.
-# Chromium is optional: the results-page test (tests/scripts/results_page_test.py) skips
-# without it, so failing to install it is a warning.
-# --fuzz (scripts/test.sh passes it unless --quick): also what the fuzz stage (tests/fuzz)
-# needs, checked by linking a probe fuzz target: clang++, its libFuzzer and sanitizer runtimes
-# (libclang-rt-dev, only a recommendation of clang) and its OpenMP (libomp-dev).
+# The CUDA toolkit is optional and never installed here: with nvcc on PATH (or in
+# /usr/local/cuda/bin) the build adds the CUDA kernels and backend.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-fuzz=0
+tests=0 fuzz=0 list=0
 for arg in "$@"; do
   case "$arg" in
-    --fuzz) fuzz=1 ;;
-    *) echo "bootstrap: unknown argument '$arg' (valid: --fuzz)" >&2; exit 2 ;;
+    --tests) tests=1 ;;
+    --fuzz) fuzz=1 tests=1 ;;
+    --list-packages) list=1 ;;
+    *) echo "bootstrap: unknown argument '$arg' (valid: --tests, --fuzz, --list-packages)" >&2; exit 2 ;;
   esac
 done
 
-# What is needed -> the Debian package that provides it.
+# Which oneDNN this CPU needs (see above).
+onednn="${DECODEBENCH_ONEDNN:-auto}"
+case "$onednn" in
+  auto) if grep -qw avx512_bf16 /proc/cpuinfo 2>/dev/null; then onednn=debian; else onednn=pypi; fi ;;
+  debian | pypi) ;;
+  *) echo "bootstrap: DECODEBENCH_ONEDNN='$onednn' is not valid (valid: auto, debian, pypi)" >&2; exit 2 ;;
+esac
+onednn_root="${DECODEBENCH_ONEDNN_PYPI_ROOT:-$HOME/.cache/decodebench/onednn}"
+
+# What is needed -> the Debian package that provides it, and what it is for.
 declare -A command_package=(
   [cmake]=cmake [ninja]=ninja-build [g++]=g++ [python3]=python3 [git]=git
   [clang-format]=clang-format
 )
 declare -A cmake_package=(
   [fmt]=libfmt-dev [nlohmann_json]=nlohmann-json3-dev [CLI11]=libcli11-dev
-  [GTest]="libgtest-dev libgmock-dev" [benchmark]=libbenchmark-dev [dnnl]=libdnnl-dev
+  [GTest]="libgtest-dev libgmock-dev" [benchmark]=libbenchmark-dev
+  [dnnl]="libdnnl-dev ocl-icd-opencl-dev"
 )
-command_order=(cmake ninja g++ python3 git clang-format)
-cmake_order=(fmt nlohmann_json CLI11 GTest benchmark dnnl)
+declare -A purpose=(
+  [cmake]="the build" [ninja]="the build" [g++]="the build"
+  [git]="the build stamps each report with the checkout's commit"
+  [python3]="scripts/plot.py and the script tests" [clang-format]="the style check"
+  [fmt]="the build" [nlohmann_json]="the build" [CLI11]="the build"
+  [GTest]="the test suites" [benchmark]="the microbenchmarks (bench/)"
+  [dnnl]="the cpu backend's layer GEMMs (oneDNN; its CMake config needs OpenCL's dev files)"
+)
+command_order=(cmake ninja g++ git)
+cmake_order=(fmt nlohmann_json CLI11)
+if [ "$onednn" = debian ]; then cmake_order+=(dnnl); fi
+if ((tests)); then
+  command_order+=(python3 clang-format)
+  cmake_order+=(GTest benchmark)
+fi
+
+if ((list)); then
+  for c in "${command_order[@]}"; do printf '%s\n' ${command_package[$c]}; done
+  for c in "${cmake_order[@]}"; do printf '%s\n' ${cmake_package[$c]}; done
+  # The optional one the configure also looks for (found where CMake looks, below).
+  if ((tests)); then echo libopenblas-openmp-dev; fi
+  exit 0
+fi
 
 # Prints the missing commands and CMake packages, one a line; CMake packages are all reported
 # missing when the scratch configure cannot run (no cmake, no compiler, no build tool).
@@ -116,7 +149,9 @@ if ((${#missing[@]})); then
   debs=()
   for m in "${missing[@]}"; do
     # shellcheck disable=SC2206  # a CMake package may need two Debian packages
-    debs+=(${command_package[$m]:-${cmake_package[$m]}})
+    pkgs=(${command_package[$m]:-${cmake_package[$m]}})
+    echo "bootstrap: installing ${pkgs[*]}: $m, for ${purpose[$m]}" >&2
+    debs+=("${pkgs[@]}")
   done
   what="missing: ${missing[*]} (Debian packages: ${debs[*]})"
   apt_install "$what" "${debs[@]}" || exit 1
@@ -163,6 +198,29 @@ if ((fuzz)); then
   fi
   echo "bootstrap: fuzz stage: $(clang++ --version | head -n 1)" >&2
 fi
+
+# oneDNN from PyPI for a CPU whose layer GEMMs Debian's oneDNN cannot run (see the top).
+onednn_pypi_present() {
+  [ -f "$onednn_root/include/oneapi/dnnl/dnnl.hpp" ] && compgen -G "$onednn_root/lib/libdnnl.so*" >/dev/null
+}
+if [ "$onednn" = pypi ]; then
+  if onednn_pypi_present; then
+    echo "bootstrap: oneDNN (PyPI): $onednn_root" >&2
+  else
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+      echo "bootstrap: installing python3-pip: for oneDNN from PyPI" >&2
+      apt_install "pip missing (to install oneDNN from PyPI)" python3 python3-pip || exit 1
+    fi
+    echo "bootstrap: installing onednn onednn-devel from PyPI into $onednn_root (2 GB): the cpu" \
+      "backend's layer GEMMs on a CPU without AVX512-BF16" >&2
+    pip_install --ignore-installed --no-warn-script-location --prefix "$onednn_root" onednn onednn-devel ||
+      { echo "bootstrap: could not install onednn from PyPI; the layer scope will skip on this CPU" >&2; exit 1; }
+    onednn_pypi_present ||
+      { echo "bootstrap: onednn installed but $onednn_root has no include/oneapi/dnnl/dnnl.hpp or lib/libdnnl.so" >&2; exit 1; }
+  fi
+fi
+
+if ((!tests)); then exit 0; fi
 
 nvcc="$(command -v nvcc 2>/dev/null || true)"
 if [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc; fi
@@ -242,3 +300,4 @@ if chromium="$(find_chromium)"; then
 else
   echo "bootstrap: WARNING: no chromium; tests/scripts/results_page_test.py will skip" >&2
 fi
+

@@ -26,7 +26,7 @@ for arg in "$@"; do
   esac
 done
 
-if [ "$quick" -eq 0 ]; then scripts/bootstrap.sh --fuzz; else scripts/bootstrap.sh; fi
+if [ "$quick" -eq 0 ]; then scripts/bootstrap.sh --fuzz; else scripts/bootstrap.sh --tests; fi
 build_dir="${DECODEBENCH_BUILD_DIR:-build}"
 jobs="$(nproc)"
 start=$SECONDS
@@ -36,7 +36,9 @@ stamp "style"
 scripts/check-style.sh
 
 stamp "normal build"
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
+# Everything on, explicitly: scripts/run.sh's first build of the same dir leaves some of it out.
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDECODEBENCH_BUILD_TESTS=ON \
+  -DDECODEBENCH_BUILD_BENCH=ON -DDECODEBENCH_EMU=ON -DDECODEBENCH_CUDA=ON
 cmake --build "$build_dir" -j"$jobs"
 if [ -d "$build_dir/kernels/CMakeFiles/decodebench_kernels_cuda.dir" ]; then  # nvcc was found
   # The gate reads the built library itself (cuobjdump), so it does not matter which command

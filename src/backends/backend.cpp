@@ -4,8 +4,10 @@
 #include <string>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/emu/emu_backend.h"
 #include "common/errors.h"
+#if defined(DECODEBENCH_WITH_EMU)
+#include "backends/emu/emu_backend.h"
+#endif
 #if defined(DECODEBENCH_WITH_CUDA)
 #include "backends/cuda/cuda_backend.h"
 #endif
@@ -15,7 +17,9 @@ namespace decodebench {
 std::vector<std::string> backend_names() {
   std::vector<std::string> names;
   names.push_back("cpu");
+#if defined(DECODEBENCH_WITH_EMU)
   names.push_back("emu");
+#endif
 #if defined(DECODEBENCH_WITH_CUDA)
   names.push_back("cuda");
 #endif
@@ -38,7 +42,16 @@ std::unique_ptr<Backend> make_backend(std::string_view name, int device_index) {
   if (name == "cpu") {
     return make_cpu_backend();
   }
-  if (name == "emu") return make_emu_backend();
+  if (name == "emu") {
+#if defined(DECODEBENCH_WITH_EMU)
+    return make_emu_backend();
+#else
+    throw RuntimeFailure(
+        "backend 'emu' is not compiled into this build (scripts/run.sh's first build on a machine "
+        "without a GPU leaves it out: -DDECODEBENCH_EMU=OFF); scripts/test.sh builds it, or "
+        "configure with -DDECODEBENCH_EMU=ON");
+#endif
+  }
   if (name == "cuda") {
 #if defined(DECODEBENCH_WITH_CUDA)
     if (!cuda_runtime_device_present()) {

@@ -1,18 +1,33 @@
-// oneDNN behind cpu_gemm.h: the bf16 matmul primitive, bf16 output written by the primitive.
+// oneDNN behind cpu_gemm.h: the matmul primitive on bf16 weights, fp32 accumulation.
 // Entry "packed" (the default) lets the primitive choose its weights layout (format_tag::any) and
 // reorders the weights into it once, as oneDNN is meant to be used for inference; "plain" reads
 // the caller's [n][k] matrix as it is.
+// Two builds of it are used (docs/decisions.md "Layer GEMMs on the CPU"): Debian's oneDNN 2.x
+// (OpenMP) runs bf16 activations on AVX-512; oneDNN 3.x (PyPI `onednn`, SYCL runtime) also runs
+// bf16 weights on AVX2 with fp32 activations, the weights converted in registers as they are
+// read, so they stay 16-bit in memory. A plan converts x to fp32 and the fp32 product to bf16
+// around such a call.
 #include <dnnl.hpp>
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_decode.h"  // advise_huge_pages
 #include "backends/cpu/cpu_gemm.h"
 #include "common/errors.h"
+#include "common/float_formats.h"
+
+// The package that provides it, for the messages that say what to install.
+#ifdef DECODEBENCH_ONEDNN_PYPI
+#define DECODEBENCH_ONEDNN_PACKAGE "onednn (PyPI, installed by scripts/bootstrap.sh)"
+#else
+#define DECODEBENCH_ONEDNN_PACKAGE "libdnnl-dev"
+#endif
 
 namespace decodebench::cpu {
 namespace {
@@ -21,10 +36,57 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
+// A SYCL build of oneDNN (PyPI `onednn`) finds its CPU device through the OpenCL ICD loader,
+// whose vendor file points at a path of the wheel's build machine: name the wheel's own CPU
+// runtime, installed beside libdnnl, unless the caller chose one.
+void point_opencl_at_bundled_cpu_runtime() {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_SYCL
+  if (std::getenv("OCL_ICD_FILENAMES") != nullptr) return;
+  const std::filesystem::path lib = library_path(reinterpret_cast<const void*>(&dnnl_version));
+  const std::filesystem::path runtime = lib.parent_path() / "libintelocl.so";
+  std::error_code ec;
+  if (std::filesystem::exists(runtime, ec)) setenv("OCL_ICD_FILENAMES", runtime.c_str(), 0);
+#endif
+}
+
+dnnl::engine make_engine() {
+  point_opencl_at_bundled_cpu_runtime();
+  return dnnl::engine(dnnl::engine::kind::cpu, 0);
+}
+
 struct Context {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::engine engine = make_engine();
   dnnl::stream stream{engine};
 };
+
+// The 2.x and 3.x APIs create a matmul differently; everything after creation is the same.
+dnnl::matmul::primitive_desc matmul_pd(const dnnl::engine& engine, const memory::desc& src,
+                                       const memory::desc& wei, const memory::desc& dst) {
+#if DNNL_VERSION_MAJOR >= 3
+  return dnnl::matmul::primitive_desc(engine, src, wei, dst);
+#else
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), engine);
+#endif
+}
+
+// The activations a product runs on: bf16 (AVX-512 kernels) or fp32 around bf16 weights.
+enum class Activations { none, bf16, f32 };
+
+// What this CPU runs, probed once on a small product; a reference implementation does not count.
+Activations probe_activations(const dnnl::engine& engine) {
+  for (const dt act : {dt::bf16, dt::f32}) {
+    try {
+      const memory::desc src({8, 64}, act, tag::ab);
+      const memory::desc wei({64, 64}, dt::bf16, tag::any);
+      const memory::desc dst({8, 64}, act, tag::ab);
+      const auto pd = matmul_pd(engine, src, wei, dst);
+      if (std::string_view(pd.impl_info_str()).rfind("ref", 0) != 0)
+        return act == dt::bf16 ? Activations::bf16 : Activations::f32;
+    } catch (const dnnl::error&) {
+    }
+  }
+  return Activations::none;
+}
 
 class DnnlWeights final : public GemmWeights {
  public:
@@ -78,29 +140,36 @@ constexpr std::array<const char*, 3> kEntryNames = {"packed", "packed_strided", 
 
 class DnnlPlan final : public GemmPlan {
  public:
-  DnnlPlan(const Context& ctx, DnnlWeights& w, std::int64_t m, std::int64_t lda, Entry entry)
-      : ctx_(ctx), entry_(entry) {
+  DnnlPlan(const Context& ctx, DnnlWeights& w, std::int64_t m, std::int64_t lda, Entry entry,
+           Activations act)
+      : ctx_(ctx), entry_(entry), rows_(m), k_(w.k), n_(w.n), lda_(lda) {
     // One row's stride is irrelevant: dense for m = 1.
     const bool strided = lda != w.k && m > 1;
-    if (strided && entry != Entry::packed_strided) {
+    if (act == Activations::f32) {
+      // x is converted to a dense fp32 copy in any case, so the stride costs nothing more.
+      x32_.resize(static_cast<std::size_t>(m * w.k));
+      y32_.resize(static_cast<std::size_t>(m * w.n));
+    } else if (strided && entry != Entry::packed_strided) {
       dense_.resize(static_cast<std::size_t>(m * w.k) * 2);
-      rows_ = m, row_bytes_ = static_cast<std::size_t>(w.k) * 2,
+      row_bytes_ = static_cast<std::size_t>(w.k) * 2,
       stride_bytes_ = static_cast<std::size_t>(lda) * 2;
     }
-    const memory::desc src({m, w.k}, dt::bf16,
-                           memory::dims{strided && entry == Entry::packed_strided ? lda : w.k, 1});
+    const dt adt = act == Activations::f32 ? dt::f32 : dt::bf16;
+    const bool in_place_stride =
+        strided && entry == Entry::packed_strided && act != Activations::f32;
+    const memory::desc src({m, w.k}, adt, memory::dims{in_place_stride ? lda : w.k, 1});
     const memory::desc wei = entry == Entry::plain
                                  ? memory::desc({w.k, w.n}, dt::bf16, memory::dims{1, w.k})
                                  : memory::desc({w.k, w.n}, dt::bf16, tag::any);
-    const memory::desc dst({m, w.n}, dt::bf16, tag::ab);
+    const memory::desc dst({m, w.n}, adt, tag::ab);
     dnnl::matmul::primitive_desc pd;
     try {
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), ctx.engine);
+      pd = matmul_pd(ctx.engine, src, wei, dst);
     } catch (const dnnl::error& e) {
       throw RuntimeFailure(fmt::format(
-          "oneDNN: no bf16 matmul for m = {}, n = {}, k = {} on this CPU ({}): its bf16 kernels "
-          "need AVX-512",
-          m, w.n, w.k, e.what()));
+          "oneDNN: no matmul on bf16 weights with {} activations for m = {}, n = {}, k = {} on "
+          "this CPU ({})",
+          act == Activations::f32 ? "fp32" : "bf16", m, w.n, w.k, e.what()));
     }
     weights_ = w.for_layout(pd.weights_desc());
     src_ = memory(src, ctx.engine, DNNL_MEMORY_NONE);
@@ -110,6 +179,10 @@ class DnnlPlan final : public GemmPlan {
   }
 
   void run(const std::byte* x, std::byte* y) override {
+    if (!x32_.empty()) {
+      run_f32(x, y);
+      return;
+    }
     if (!dense_.empty()) {
       for (std::int64_t r = 0; r < rows_; ++r)
         std::memcpy(dense_.data() + r * row_bytes_, x + r * stride_bytes_, row_bytes_);
@@ -124,9 +197,14 @@ class DnnlPlan final : public GemmPlan {
 
   std::string entry_point() const override {
     return fmt::format("dnnl matmul {} ({}{})", impl_, kEntryNames[static_cast<int>(entry_)],
-                       dense_.empty() ? "" : ", strided x copied dense");
+                       !x32_.empty()    ? ", fp32 activations"
+                       : dense_.empty() ? ""
+                                        : ", strided x copied dense");
   }
   std::vector<Span> buffers() const override {
+    if (!x32_.empty())
+      return {{x32_.data(), x32_.size() * sizeof(float)},
+              {y32_.data(), y32_.size() * sizeof(float)}};
     if (dense_.empty()) return {};
     return {{dense_.data(), dense_.size()}};
   }
@@ -138,8 +216,24 @@ class DnnlPlan final : public GemmPlan {
   dnnl::matmul matmul_;
   std::string impl_;
   std::vector<std::byte> dense_;  // [m][k] bf16: a strided x made dense
-  std::int64_t rows_ = 0;
+  std::vector<float> x32_, y32_;  // [m][k], [m][n]: fp32 activations around the product
+  std::int64_t rows_ = 0, k_ = 0, n_ = 0, lda_ = 0;
   std::size_t row_bytes_ = 0, stride_bytes_ = 0;
+
+  // bf16 x -> fp32, the product, fp32 -> bf16 y: both conversions are part of the stage's time,
+  // as the quantize-and-cast around a real engine's GEMM would be.
+  void run_f32(const std::byte* x, std::byte* y) {
+    const auto* xb = reinterpret_cast<const std::uint16_t*>(x);
+    for (std::int64_t r = 0; r < rows_; ++r)
+      for (std::int64_t c = 0; c < k_; ++c)
+        x32_[static_cast<std::size_t>(r * k_ + c)] = floatfmt::bf16_to_float(xb[r * lda_ + c]);
+    src_.set_data_handle(x32_.data());
+    dst_.set_data_handle(y32_.data());
+    matmul_.execute(ctx_.stream,
+                    {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}});
+    ctx_.stream.wait();
+    store_bf16(y32_.data(), y32_.size(), y);
+  }
 };
 
 class Onednn final : public GemmLibrary {
@@ -148,34 +242,27 @@ class Onednn final : public GemmLibrary {
 
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
-    const char* runtime = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other";
+    const char* runtime = v->cpu_runtime == DNNL_RUNTIME_OMP    ? "OpenMP"
+                          : v->cpu_runtime == DNNL_RUNTIME_SYCL ? "SYCL"
+                          : v->cpu_runtime == DNNL_RUNTIME_TBB  ? "TBB"
+                                                                : "other";
     return fmt::format("{}.{}.{} ({} threads, {})", v->major, v->minor, v->patch, runtime,
                        library_path(reinterpret_cast<const void*>(&dnnl_version)));
   }
 
-  std::string package() const override { return "libdnnl-dev"; }
+  std::string package() const override { return DECODEBENCH_ONEDNN_PACKAGE; }
 
-  // oneDNN 2.6 has bf16 matmul kernels from AVX-512 on (avx512_core, the bf16 instructions
-  // where the core has them); below, at most its reference implementation, which does not
-  // count. Probed once on a small product.
+  // oneDNN 2.x has bf16 matmul kernels from AVX-512 on (avx512_core, the bf16 instructions
+  // where the core has them); 3.x also has AVX2 kernels for bf16 weights with fp32 activations.
+  // Below that, at most a reference implementation, which does not count.
   std::string unsupported_reason(DType weights) const override {
     if (weights != DType::bf16)
       return fmt::format("oneDNN {} runs no {} matmul on this CPU (bf16 only)", version(),
                          dtype_name(weights));
-    static const bool bf16 = [this] {
-      try {
-        const memory::desc src({8, 64}, dt::bf16, tag::ab);
-        const memory::desc wei({64, 64}, dt::bf16, tag::any);
-        const memory::desc dst({8, 64}, dt::bf16, tag::ab);
-        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), ctx_.engine);
-        return std::string_view(pd.impl_info_str()).rfind("ref", 0) != 0;
-      } catch (const dnnl::error&) {
-        return false;
-      }
-    }();
-    if (!bf16)
+    if (activations_ == Activations::none)
       return "oneDNN " + version() +
-             " has no bf16 matmul kernel for this CPU (its bf16 kernels need AVX-512)";
+             " has no bf16 matmul kernel for this CPU (oneDNN 2.x needs AVX-512; on an AVX2 CPU "
+             "scripts/bootstrap.sh installs oneDNN 3.x from PyPI, `onednn`, which has them)";
     return "";
   }
 
@@ -194,18 +281,22 @@ class Onednn final : public GemmLibrary {
     }
     const auto e = static_cast<Entry>(std::find(kEntryNames.begin(), kEntryNames.end(), entry) -
                                       kEntryNames.begin());
-    return std::make_unique<DnnlPlan>(ctx_, static_cast<DnnlWeights&>(weights), m, lda, e);
+    return std::make_unique<DnnlPlan>(ctx_, static_cast<DnnlWeights&>(weights), m, lda, e,
+                                      activations_);
   }
 
   std::vector<std::string> entries(std::int64_t m, std::int64_t k,
                                    std::int64_t lda) const override {
     std::vector<std::string> e = {kEntryNames[0], kEntryNames[2]};
-    if (m > 1 && lda != k) e.insert(e.begin() + 1, kEntryNames[1]);
+    // fp32 activations are a converted dense copy: no strided entry.
+    if (m > 1 && lda != k && activations_ == Activations::bf16)
+      e.insert(e.begin() + 1, kEntryNames[1]);
     return e;
   }
 
  private:
   Context ctx_;
+  Activations activations_ = probe_activations(ctx_.engine);
 };
 
 }  // namespace

@@ -114,15 +114,21 @@ std::string ladder_names();
 //   shape:  what a sweep point decides (head_dim, dtypes, block size, heads, GQA group, batch);
 //           pointers and the pool size are not looked at, so a layout-only view can be checked
 //           (skip reasons, `--kernel auto`).
-//   launch: shape, plus what a launch needs: non-null tensors, a non-empty block table and pool,
-//           16-byte aligned K/V, positive scales, for a workspace rung num_splits and the
-//           workspace pointers, and for a prefix-aware rung a valid prefix plan
-//           (prefix_plan_error, which reads the plan and the tables: host pointers) with its
-//           chunk and tile counts.
-//   launch_device: launch with p's pointers on the device (the CUDA target): the plan's
-//           contents are not read, only its counts and pointers; the backend checks its host
-//           copy with prefix_plan_error before it binds the device copy.
-enum class CheckScope { shape, launch, launch_device };
+//   layout: shape, plus the paged layout the host block tables describe: block_tables and
+//           context_lens set, a non-empty table and pool, every context length in
+//           1..max_blocks_per_seq x block_size, and every entry a context reads (the first
+//           ceil(context / block_size) of its row) in [0, num_blocks); later entries are never
+//           read, whatever they hold. The kernels index the cache with these unchecked, so
+//           every backend checks this at prepare, before it plans, uploads or launches, and
+//           outside the timed steps. O(batch + blocks read).
+//   launch: layout, plus what a launch needs: non-null tensors, 16-byte aligned K/V, positive
+//           scales, for a workspace rung num_splits and the workspace pointers, and for a
+//           prefix-aware rung a valid prefix plan (prefix_plan_error, which reads the plan and
+//           the tables: host pointers) with its chunk and tile counts.
+//   launch_device: launch with p's pointers on the device (the CUDA target): neither the
+//           tables nor the plan's contents are read, only the plan's counts and pointers; the
+//           backend checked its host copies (layout scope, prefix_plan_error) before uploading.
+enum class CheckScope { shape, layout, launch, launch_device };
 std::string unsupported_reason(const KernelInfo& kernel, const PagedDecodeParams& p,
                                CheckScope scope = CheckScope::shape);
 

@@ -129,23 +129,65 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
   }
   if (scope == CheckScope::shape) return {};
 
+  // The layout scope needs only the tables; the tensors come with the launch.
+  const bool tables_only = scope == CheckScope::layout;
+  struct Pointer {
+    const char* name;
+    const void* ptr;
+    bool table;
+  };
   std::string null;  // "k_cache, out"
-  for (const auto& [name, ptr] : {std::pair<const char*, const void*>{"q", p.q},
-                                  {"out", p.out},
-                                  {"k_cache", p.k_cache},
-                                  {"v_cache", p.v_cache},
-                                  {"block_tables", p.block_tables},
-                                  {"context_lens", p.context_lens}}) {
-    if (ptr == nullptr) null += (null.empty() ? "" : ", ") + std::string(name);
+  for (const Pointer& t :
+       {Pointer{"q", p.q, false}, Pointer{"out", p.out, false},
+        Pointer{"k_cache", p.k_cache, false}, Pointer{"v_cache", p.v_cache, false},
+        Pointer{"block_tables", p.block_tables, true},
+        Pointer{"context_lens", p.context_lens, true}}) {
+    if (t.ptr == nullptr && (t.table || !tables_only)) {
+      null += (null.empty() ? "" : ", ") + std::string(t.name);
+    }
   }
   if (!null.empty()) {
-    return refuse("a null " + null,
-                  "q, out, k_cache, v_cache, block_tables and context_lens all set");
+    return refuse("a null " + null, tables_only ? "block_tables and context_lens both set"
+                                                : "q, out, k_cache, v_cache, block_tables and "
+                                                  "context_lens all set");
   }
   if (p.max_blocks_per_seq < 1) {
     return refuse("max_blocks_per_seq " + std::to_string(p.max_blocks_per_seq), ">= 1");
   }
   if (p.num_blocks < 1) return refuse("num_blocks " + std::to_string(p.num_blocks), ">= 1");
+  // The kernels index the cache through the tables unchecked: a context longer than its row or
+  // an entry outside the pool would be an illegal address on a GPU. Device pointers are not
+  // read here: the backend checked its host copy at layout scope.
+  if (scope != CheckScope::launch_device) {
+    const std::int64_t capacity = static_cast<std::int64_t>(p.max_blocks_per_seq) * p.block_size;
+    for (std::int32_t b = 0; b < p.batch; ++b) {
+      const std::int64_t len = p.context_lens[b];
+      const auto seq = [b] { return std::to_string(b); };  // built only for a refusal
+      if (len < 1 || len > capacity) {
+        return refuse(
+            "context_lens[" + seq() + "] = " + std::to_string(len) +
+                (len > capacity ? ", more tokens than sequence " + seq() + "'s block table holds"
+                                : ""),
+            "1.." + std::to_string(capacity) + " = max_blocks_per_seq " +
+                std::to_string(p.max_blocks_per_seq) + " x block_size " +
+                std::to_string(p.block_size));
+      }
+      // Only the entries the context reads: the rest may hold anything (-1 by convention).
+      const std::int64_t used = (len + p.block_size - 1) / p.block_size;
+      const std::int32_t* row = p.block_tables + static_cast<std::size_t>(b) * p.max_blocks_per_seq;
+      for (std::int64_t j = 0; j < used; ++j) {
+        if (row[j] < 0 || row[j] >= p.num_blocks) {
+          return refuse("block_tables[" + seq() + "][" + std::to_string(j) +
+                            "] = " + std::to_string(row[j]) + ", one of the " +
+                            std::to_string(used) + " entries sequence " + seq() +
+                            " reads for its " + std::to_string(len) + " tokens",
+                        "0.." + std::to_string(p.num_blocks - 1) + ", num_blocks " +
+                            std::to_string(p.num_blocks) + " in the pool");
+        }
+      }
+    }
+  }
+  if (tables_only) return {};
   const auto aligned16 = [](const void* ptr) {
     return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0;
   };

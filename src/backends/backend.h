@@ -110,7 +110,9 @@ class Backend {
   // with q, k_cache and/or v_cache left EMPTY; a backend that accepts this (cuda) generates
   // the missing tensors where they live with the same counter-based values make_workload()
   // would have written (kernels::launch_fill), so the harness can still validate a subset
-  // built on the host. A backend that cannot throws InputError.
+  // built on the host. A backend that cannot throws InputError. So does every backend, before
+  // it uploads or launches anything, for w's block tables that kernels::unsupported_reason
+  // refuses at layout scope (a context longer than its table, an entry read outside the pool).
   virtual std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
                                                  const TimingOptions& timing) = 0;
 

@@ -8,7 +8,9 @@
 #include "backends/backend.h"
 #include "backends/datasheet.h"
 #include "backends/emu/emu_backend.h"
+#include "backends/planted_tables.h"
 #include "common/errors.h"
+#include "harness/harness_test_util.h"
 #include "reference/reference.h"
 
 namespace decodebench {
@@ -294,6 +296,43 @@ TEST(EmuBackend, UnwrittenOutputIsCaughtAndARunMatchesTheReference) {
   Workload layout_only = w;
   layout_only.k_cache.clear();
   EXPECT_THROW(emu->prepare(layout_only, "naive", TimingOptions{}), InputError);
+}
+
+// Planted faults in the block tables: every rung refuses them at prepare with the registry's
+// sentence, so no point exists to run, and the launcher's own check (launch scope) refuses them
+// too without writing the output. An out-of-range entry its sequence never reads is accepted,
+// and the point matches the reference.
+TEST(EmuBackend, BadBlockTablesAreRefusedBeforeAnyLaunch) {
+  auto emu = make_emu_backend();
+  for (const test::PlantedTable& c : test::planted_tables(tiny_spec(3, 40, 8, 2))) {
+    const Workload& w = c.workload;
+    const std::vector<float> ref = c.refusal.empty() ? reference_decode(w) : std::vector<float>{};
+    for (const std::string& kernel : emu->kernel_names()) {
+      SCOPED_TRACE(c.name + ", kernel " + kernel);
+      if (c.refusal.empty()) {
+        auto point = emu->prepare(w, kernel, TimingOptions{});
+        point->run();
+        const auto cmp = compare_outputs(point->output(), ref, 8, 128,
+                                         tolerance_for(w.spec.q_dtype, w.spec.kv_dtype));
+        EXPECT_TRUE(cmp.ok) << cmp.report;
+        continue;
+      }
+      std::vector<std::string> parts = c.refusal;
+      parts.push_back("emu backend: kernel '" + kernel + "' does not take ");
+      test::expect_input_error([&] { (void)emu->prepare(w, kernel, TimingOptions{}); }, parts);
+
+      const std::vector<std::byte> unwritten(w.q.size(), std::byte{0xFF});
+      std::vector<std::byte> out = unwritten;
+      kernels::PagedDecodeParams p = w.params();
+      p.out = out.data();
+      const kernels::LaunchResult r = kernels::emu::launch_paged_decode(kernel, p, nullptr);
+      EXPECT_EQ(r.status, kernels::LaunchStatus::unsupported) << r.message;
+      for (const std::string& part : c.refusal) {
+        EXPECT_NE(r.message.find(part), std::string::npos) << r.message;
+      }
+      EXPECT_TRUE(out == unwritten);
+    }
+  }
 }
 
 TEST(EmuBackend, CeilingKernelsCheckOut) {

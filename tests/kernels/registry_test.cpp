@@ -279,6 +279,72 @@ TEST(UnsupportedReason, LaunchMessages) {
   expect_refusal(split, p, {"a null partial_lse", "split_kv_workspace()"}, launch);
 }
 
+// Layout scope reads the host tables, and nothing else: every context within its row's
+// capacity, every entry a context reads inside the pool, each refusal naming the sequence, the
+// entry, the value and the valid range. Launch scope checks the same; the device launch scope
+// cannot read the tables (the backend checks its host copy).
+TEST(UnsupportedReason, LayoutScopeBoundsContextsAndTheEntriesTheyRead) {
+  const k::KernelInfo gqa = full_ladder()[1];
+  const auto layout = k::CheckScope::layout;
+  const auto launch = k::CheckScope::launch;
+  Buffers b;
+  // Two sequences of 4 entries each in a pool of 4 blocks of 16 tokens; sequence 1 reads 3.
+  std::vector<std::int32_t> tables = {0, 1, 2, 3, /**/ 3, 2, 1, -1};
+  std::vector<std::int32_t> lens = {64, 33};
+  k::PagedDecodeParams p = launchable(b);
+  p.batch = 2;
+  p.block_tables = tables.data();
+  p.context_lens = lens.data();
+  for (const k::CheckScope scope : {layout, launch, k::CheckScope::launch_device}) {
+    EXPECT_EQ(k::unsupported_reason(gqa, p, scope), "");
+  }
+  // The tensors are not the layout's business.
+  k::PagedDecodeParams tables_only = p;
+  tables_only.q = tables_only.k_cache = tables_only.v_cache = nullptr;
+  tables_only.out = nullptr;
+  EXPECT_EQ(k::unsupported_reason(gqa, tables_only, layout), "");
+  tables_only.context_lens = nullptr;
+  expect_refusal(gqa, tables_only, {"a null context_lens", "block_tables and context_lens"},
+                 layout);
+
+  lens[1] = 65;
+  for (const k::CheckScope scope : {layout, launch}) {
+    expect_refusal(gqa, p,
+                   {"context_lens[1] = 65, more tokens than sequence 1's block table holds",
+                    "(valid: 1..64 = max_blocks_per_seq 4 x block_size 16)"},
+                   scope);
+  }
+  EXPECT_EQ(k::unsupported_reason(gqa, p, k::CheckScope::launch_device), "");
+  for (const std::int32_t len : {0, -5}) {
+    lens[1] = len;
+    expect_refusal(gqa, p, {"context_lens[1] = " + std::to_string(len) + " (valid: 1..64"}, layout);
+  }
+  lens[1] = 33;
+
+  tables[5] = 4;  // == num_blocks
+  for (const k::CheckScope scope : {layout, launch}) {
+    expect_refusal(gqa, p,
+                   {"block_tables[1][1] = 4, one of the 3 entries sequence 1 reads for its 33 "
+                    "tokens",
+                    "(valid: 0..3, num_blocks 4 in the pool)"},
+                   scope);
+  }
+  EXPECT_EQ(k::unsupported_reason(gqa, p, k::CheckScope::launch_device), "");
+  tables[5] = -1;
+  expect_refusal(gqa, p, {"block_tables[1][1] = -1", "valid: 0..3"}, layout);
+  tables[5] = 2;
+
+  // Entries past the ones a context reads are never read: anything goes there.
+  for (const std::int32_t junk : {4, -7, 1 << 30}) {
+    tables[7] = junk;
+    EXPECT_EQ(k::unsupported_reason(gqa, p, layout), "") << junk;
+    EXPECT_EQ(k::unsupported_reason(gqa, p, launch), "") << junk;
+  }
+  // Shape scope stays pointer-free: a layout-only view is checked there without the tables.
+  lens[0] = 1000;
+  EXPECT_EQ(k::unsupported_reason(gqa, p), "");
+}
+
 TEST(UnsupportedReason, ARungWithoutLimitsTakesAnyGroupAndBatch) {
   // The CPU decode's terms: any group, any batch, any power-of-two block size.
   k::KernelInfo cpu = full_ladder()[0];
@@ -333,10 +399,11 @@ TEST(UnsupportedReason, PrefixAwareRungChecksThePlan) {
   const k::KernelInfo cascade = cascade_like();
   k::PagedDecodeParams p = launchable(b);
   EXPECT_EQ(k::unsupported_reason(cascade, p, k::CheckScope::launch), "");  // no plan
-  // Two sequences sharing their first block (16 tokens each of 4 blocks).
-  const std::vector<std::int32_t> tables = {0, 1, -1, -1, /**/ 0, 2, -1, -1};
+  // Two sequences of 40 tokens (3 blocks of 16) sharing their first block, in a pool of 5.
+  const std::vector<std::int32_t> tables = {0, 1, 3, -1, /**/ 0, 2, 4, -1};
   const std::vector<std::int32_t> lens = {40, 40};
   p.batch = 2;
+  p.num_blocks = 5;
   p.block_tables = tables.data();
   p.context_lens = lens.data();
   const k::PrefixPlan plan = k::plan_prefixes(p);

@@ -117,8 +117,8 @@ const kernels::KernelInfo& decode_info() {
   return info;
 }
 
-std::string unsupported_reason(const kernels::PagedDecodeParams& p) {
-  return kernels::unsupported_reason(decode_info(), p, kernels::CheckScope::shape);
+std::string unsupported_reason(const kernels::PagedDecodeParams& p, kernels::CheckScope scope) {
+  return kernels::unsupported_reason(decode_info(), p, scope);
 }
 
 int plan_cpu_splits(const kernels::PagedDecodeParams& p, int num_threads) {

@@ -59,8 +59,10 @@ const char* resolved_path_name(DecodePath path);
 // by the same function and with the same wording as the GPU rungs.
 const kernels::KernelInfo& decode_info();
 // Empty if the CPU decode can run `p`; otherwise why not, with the valid choices
-// (kernels::unsupported_reason of decode_info(), shape scope).
-std::string unsupported_reason(const kernels::PagedDecodeParams& p);
+// (kernels::unsupported_reason of decode_info() at `scope`). paged_decode checks the shape
+// only and trusts the tables: the backend checks the layout once, at prepare.
+std::string unsupported_reason(const kernels::PagedDecodeParams& p,
+                               kernels::CheckScope scope = kernels::CheckScope::shape);
 
 // How many context splits the planner uses for `p` on `num_threads` threads: the fewest that
 // give every thread an even share of the (sequence, split) work items (1 when the batch

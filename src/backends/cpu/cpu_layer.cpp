@@ -19,7 +19,10 @@ namespace decodebench::cpu {
 
 CpuAttention::CpuAttention(const Workload& w, bool cascade)
     : params_(w.params()), cascade_(cascade) {
-  if (const std::string why = unsupported_reason(params_); !why.empty()) throw InputError(why);
+  // The layout too: the planner below and every timed step read the tables unchecked.
+  if (const std::string why = unsupported_reason(params_, kernels::CheckScope::layout);
+      !why.empty())
+    throw InputError(why);
   // A layout-only workload (backend.h) is refused here, so the harness materializes it.
   if (w.q.empty() || w.k_cache.empty() || w.v_cache.empty())
     throw InputError("the cpu backend needs the workload's host tensors (q, k_cache, v_cache)");

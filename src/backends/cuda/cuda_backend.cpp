@@ -259,13 +259,16 @@ class CudaBackend final : public Backend {
   }
 
   // The ladder entry of `kernel`, which must run `w`: what prepare() and prepare_layer() share.
+  // Checks w's host block tables (layout scope) before anything is uploaded: the launch sees
+  // only the device copy and cannot read it.
   const k::KernelInfo& runnable_kernel(const Workload& w, std::string_view kernel) const {
     const k::KernelInfo* info = find_kernel(kernel);
     if (info == nullptr) {
       throw InputError("cuda backend: unknown kernel '" + std::string(kernel) +
                        "' (valid: " + ladder_names() + ")");
     }
-    if (std::string reason = k::unsupported_reason(*info, w.params()); !reason.empty()) {
+    if (std::string reason = k::unsupported_reason(*info, w.params(), k::CheckScope::layout);
+        !reason.empty()) {
       throw InputError("cuda backend: " + reason);
     }
     return *info;

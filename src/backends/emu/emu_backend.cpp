@@ -39,9 +39,10 @@ class EmuPoint final : public PreparedPoint {
       throw InputError("emu backend: unknown kernel '" + kernel_ + "' (valid: " + ladder_names() +
                        ")");
     }
-    // Shapes now, so the output is never sized for a dtype the kernel does not write; the
-    // launch checks the rest.
-    if (std::string why = k::unsupported_reason(*info, params_); !why.empty()) {
+    // Shapes and the layout now: the output is never sized for a dtype the kernel does not
+    // write, and the planners below read the block tables. The launch checks the rest.
+    if (std::string why = k::unsupported_reason(*info, params_, k::CheckScope::layout);
+        !why.empty()) {
       throw InputError("emu backend: " + why);
     }
     // [rows][Hq][d] q_dtype. Filled with 0xFF (NaN in f16 and bf16) so an element the kernel

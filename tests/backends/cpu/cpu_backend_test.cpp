@@ -10,8 +10,10 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_ceilings.h"
+#include "backends/planted_tables.h"
 #include "common/errors.h"
 #include "common/host_facts.h"
+#include "harness/harness_test_util.h"
 #include "reference/reference.h"
 #include "workload/workload.h"
 
@@ -69,6 +71,30 @@ TEST(CpuBackend, PreparedPointMatchesReference) {
   EXPECT_TRUE(cmp.ok) << cmp.report;
   EXPECT_GT(point->time_one(), 0.0);
   EXPECT_THROW(backend->prepare(w, "naive", {}), InputError);
+}
+
+// Planted faults in the block tables: both kernels refuse them at prepare with the registry's
+// sentence, so no point exists to run (the decode itself trusts the tables). An out-of-range
+// entry its sequence never reads is accepted, and the point matches the reference.
+TEST(CpuBackend, BadBlockTablesAreRefusedAtPrepare) {
+  auto backend = make_cpu_backend();
+  for (const test::PlantedTable& c : test::planted_tables(small_spec())) {
+    const Workload& w = c.workload;
+    for (const char* kernel : {"cpu", "cascade"}) {
+      SCOPED_TRACE(c.name + ", kernel " + kernel);
+      if (c.refusal.empty()) {
+        auto point = backend->prepare(w, kernel, {});
+        point->run();
+        const Comparison cmp = compare_outputs(point->output(), reference_decode(w), 8, 128,
+                                               tolerance_for(DType::f16, DType::f16));
+        EXPECT_TRUE(cmp.ok) << cmp.report;
+        continue;
+      }
+      std::vector<std::string> parts = c.refusal;
+      parts.push_back("kernel 'cpu' does not take ");  // the CPU decode's terms, both kernels
+      test::expect_input_error([&] { (void)backend->prepare(w, kernel, {}); }, parts);
+    }
+  }
 }
 
 TEST(CpuCeilings, SelfChecksPass) {

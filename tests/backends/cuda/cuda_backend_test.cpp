@@ -14,8 +14,10 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/cuda_resources.h"
+#include "backends/planted_tables.h"
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "harness/harness_test_util.h"
 #include "kernels.h"
 #include "reference/reference.h"
 #include "workload/workload.h"
@@ -306,19 +308,73 @@ TEST(CudaGpu, SkipReasons) {
   EXPECT_EQ(b->skip_reason(odd_spec(kernel, 1, ContextSpec::fixed(8)), chosen), "") << chosen;
 }
 
-// A planted device fault (block-table entries far outside the pool: an illegal address) must
-// surface as a RuntimeFailure, the harness's signal to end the sweep and keep what it has.
-TEST(CudaGpu, DeviceFaultSurfacesAsRuntimeFailure) {
+// Planted faults in the block tables: every rung refuses them at prepare, on the host, with the
+// registry's sentence, before anything is uploaded or launched (the kernels would fault on
+// them). An out-of-range entry its sequence never reads is accepted, and the point matches the
+// reference.
+TEST(CudaGpu, BadBlockTablesAreRefusedBeforeAnyLaunch) {
   DECODEBENCH_REQUIRE_GPU();
   auto b = make_cuda_backend(0);
-  const k::KernelInfo& kernel = k::kernel_ladder().front();
-  Workload w = make_workload(odd_spec(kernel, 3, ContextSpec::fixed(64)));
-  for (std::int32_t& id : w.layout.block_tables) {
+  for (const k::KernelInfo& kernel : k::kernel_ladder()) {
+    for (const test::PlantedTable& c :
+         test::planted_tables(odd_spec(kernel, 3, ContextSpec::fixed(40)))) {
+      SCOPED_TRACE(c.name + ", kernel " + kernel.name);
+      const Workload& w = c.workload;
+      if (c.refusal.empty()) {
+        const Comparison cmp = compare_outputs(run_point(*b, w, kernel.name), reference_decode(w),
+                                               w.spec.model.num_q_heads, w.spec.model.head_dim,
+                                               tolerance_for(w.spec.q_dtype, w.spec.kv_dtype));
+        EXPECT_TRUE(cmp.ok) << cmp.report;
+        continue;
+      }
+      std::vector<std::string> parts = c.refusal;
+      parts.push_back("cuda backend: kernel '" + kernel.name + "' does not take ");
+      test::expect_input_error([&] { (void)b->prepare(w, kernel.name, TimingOptions{}); }, parts);
+    }
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // nothing faulted
+}
+
+// A planted device fault (block-table entries far outside the pool: an illegal address) must
+// surface as a RuntimeFailure, the harness's signal to end the sweep and keep what it has.
+// prepare() refuses such tables on the host, so the fault is launched past it, straight through
+// the launcher, whose device scope cannot read the tables.
+TEST(CudaGpu, DeviceFaultSurfacesAsRuntimeFailure) {
+  DECODEBENCH_REQUIRE_GPU();
+  const k::KernelInfo* kernel = nullptr;  // a rung that needs neither workspace nor plan
+  for (const k::KernelInfo& info : k::kernel_ladder()) {
+    if (!kernel && !info.uses_workspace && !info.prefix_aware) kernel = &info;
+  }
+  if (!kernel) GTEST_SKIP() << "every compiled rung needs a workspace or a prefix plan";
+  auto b = make_cuda_backend(0);
+  const Workload w = make_workload(odd_spec(*kernel, 3, ContextSpec::fixed(64)));
+  auto point = b->prepare(w, kernel->name, TimingOptions{});
+  point->run();
+
+  std::vector<std::int32_t> bad = w.layout.block_tables;
+  for (std::int32_t& id : bad) {
     if (id >= 0) id = 1 << 30;
   }
-  auto point = b->prepare(w, kernel.name, TimingOptions{});
-  EXPECT_THROW(point->run(), RuntimeFailure);
+  k::PagedDecodeParams host = w.params();
+  host.block_tables = bad.data();
+  EXPECT_NE(k::unsupported_reason(*kernel, host, k::CheckScope::layout), "");
+  cuda::DeviceBuffer q(w.q.size()), out(w.q.size()), k_cache(w.k_cache.size()),
+      v_cache(w.v_cache.size()), tables(bad.size() * sizeof(std::int32_t)),
+      lens(w.layout.context_lens.size() * sizeof(std::int32_t));
+  tables.upload(bad.data(), tables.bytes(), /*stream=*/nullptr);
+  lens.upload(w.layout.context_lens.data(), lens.bytes(), /*stream=*/nullptr);
+  k::PagedDecodeParams device = host;
+  device.q = q.get();
+  device.out = out.get();
+  device.k_cache = k_cache.get();
+  device.v_cache = v_cache.get();
+  device.block_tables = tables.as<std::int32_t>();
+  device.context_lens = lens.as<std::int32_t>();
+  const k::LaunchResult r = k::cuda::launch_paged_decode(kernel->name, device, /*stream=*/nullptr);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_NE(cudaDeviceSynchronize(), cudaSuccess);
   // The error is sticky: whatever comes next fails the same way rather than returning garbage.
+  EXPECT_THROW(point->run(), RuntimeFailure);
   EXPECT_THROW((void)point->output(), RuntimeFailure);
 }
 

@@ -498,7 +498,11 @@ TEST(FormatHtml, SeveralReportsAndClashingFigureNames) {
   EXPECT_TRUE(has(page, "<th class=\"num\">b/a</th>")) << page;
   EXPECT_TRUE(has(page, "only in a")) << page;
   EXPECT_TRUE(has(page, "<summary>config of b</summary>")) << page;
-  EXPECT_FALSE(has(page, "<figure")) << "no figures, no figure section";
+  // No figure given: none inlined, and the page says where figures come from.
+  EXPECT_FALSE(has(page, "<figure")) << page;
+  EXPECT_TRUE(has(page, "No figures: decodebench inlines only the SVGs given with --figure"))
+      << page;
+  EXPECT_TRUE(has(page, "scripts/plot.py REPORT --html PAGE")) << page;
   const HtmlFigure f = read_svg_figure(dir.write("x.svg", "<svg></svg>"));
   const std::vector<HtmlFigure> twice{f, f};
   EXPECT_THROW(format_html(reports, twice), InputError);

@@ -259,13 +259,24 @@ TEST(CliSweep, ShardsMergeAndCompare) {
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(read_json(dir / fmt::format("s{}.json", i)).at("results").size(), 2u);
   }
-  const CliResult m = run_cli(fmt::format("merge '{}' '{}' '{}'", (dir / "all.json").string(),
-                                          (dir / "s0.json").string(), (dir / "s1.json").string()),
-                              dir.path());
+  const std::string shards =
+      fmt::format("'{}' '{}'", (dir / "s0.json").string(), (dir / "s1.json").string());
+  const CliResult m =
+      run_cli(fmt::format("merge --out '{}' {}", (dir / "all.json").string(), shards), dir.path());
   ASSERT_EQ(m.code, 0) << m.err;
   const json merged = read_json(dir / "all.json");
   ASSERT_EQ(merged.at("results").size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(merged.at("results")[i].at("index"), i);
+  // The output named as every other command names it (--out); the form before it, OUT first,
+  // still merges the same points; one file alone names the missing --out.
+  const CliResult old =
+      run_cli(fmt::format("merge '{}' {}", (dir / "old.json").string(), shards), dir.path());
+  ASSERT_EQ(old.code, 0) << old.err;
+  EXPECT_EQ(read_json(dir / "old.json").at("results"), merged.at("results"));
+  const CliResult lone =
+      run_cli(fmt::format("merge {}", shards.substr(0, shards.find(' '))), dir.path());
+  EXPECT_EQ(lone.code, 2) << lone.err;
+  EXPECT_NE(lone.err.find("--out"), std::string::npos) << lone.err;
 
   // Against itself: no regression.
   const std::string all = (dir / "all.json").string();

@@ -153,6 +153,46 @@ TEST(CliHelp, EverySubcommandHasHelp) {
   }
 }
 
+// README.md's "Commands" block stays true: every subcommand is listed, and every flag a
+// command's lines name (outside `quoted` cross-references) is in that command's --help.
+TEST(CliHelp, ReadmeCommandsNameOnlyFlagsTheCommandsHave) {
+  TempDir dir;
+  const std::string readme = read_file(DECODEBENCH_README);
+  const std::size_t start = readme.find("## Commands\n\n```\n");
+  ASSERT_NE(start, std::string::npos);
+  const std::size_t body = readme.find('\n', readme.find("```", start)) + 1;
+  const std::string block = readme.substr(body, readme.find("```", body) - body);
+  std::map<std::string, std::string> text;  // command -> its lines
+  std::string command;
+  std::istringstream lines(block);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("decodebench ", 0) == 0) {
+      std::istringstream words(line.substr(12));
+      words >> command;
+    }
+    text[command] += line + "\n";
+  }
+  const CliResult top = run_cli("--help", dir.path());
+  for (const char* cmd : {"sweep", "check", "ceilings", "devices", "kernels", "model", "compare",
+                          "merge", "report", "cache-sim", "replay"}) {
+    EXPECT_NE(top.out.find(cmd), std::string::npos) << cmd;
+    ASSERT_TRUE(text.count(cmd)) << "README.md Commands lacks " << cmd;
+    std::string t = text[cmd];
+    for (std::size_t q; (q = t.find('`')) != std::string::npos;) {
+      t.erase(q, t.find('`', q + 1) - q + 1);
+    }
+    const CliResult help = run_cli(std::string(cmd) + " --help", dir.path());
+    ASSERT_EQ(help.code, 0) << cmd;
+    for (std::size_t i = t.find("--"); i != std::string::npos; i = t.find("--", i + 2)) {
+      std::size_t j = i + 2;
+      while (j < t.size() && (std::isalnum(static_cast<unsigned char>(t[j])) || t[j] == '-')) ++j;
+      const std::string flag = t.substr(i, j - i);
+      EXPECT_NE(help.out.find(flag + " "), std::string::npos)
+          << "README.md: " << cmd << " " << flag << " is not in its --help";
+    }
+  }
+}
+
 // ------------------------------------------------------------------------------- sweeps
 
 TEST(CliSweep, TinyCpuSweepWritesAValidReport) {

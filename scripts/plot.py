@@ -22,7 +22,7 @@ and null values are missing values, never 0. Writes <prefix>-<name>.png and .svg
 A figure with nothing to show (one hit rate only, no f16 twins, no baseline) is skipped with a
 one-line message, not drawn empty.
 
-Given the JSON of `decodebench cache-sim --json FILE` instead of a report (docs/report-schema.md
+Given the JSON of `decodebench cache-sim --out FILE` instead of a report (docs/report-schema.md
 "cache_sim"), it draws one figure:
   cache-sim        hit rate and blocks evicted vs cache capacity (log x), one line per policy
                    (and ttl); an infinite capacity drawn apart at the right edge, the
@@ -31,7 +31,7 @@ Given the JSON of `decodebench cache-sim --json FILE` instead of a report (docs/
   scripts/plot.py results/latest.json                  # results/latest-*.png|svg
   scripts/plot.py new.json --baseline old.json         # runs decodebench compare
   scripts/plot.py results/latest.json --html results/latest.html   # the results page
-  scripts/plot.py cache.json                           # cache.json from cache-sim --json
+  scripts/plot.py cache.json                           # cache.json from cache-sim --out
 
 Importable: make_figures(report, compare) returns {name: matplotlib Figure}. Needs matplotlib
 (scripts/bootstrap.sh installs it). Exit status: 0 written, 2 bad input, 3 a decodebench
@@ -58,7 +58,7 @@ except ImportError:
 
 FIGURE_NAMES = ("roofline", "tokens-vs-batch", "layer-knee", "ceiling-heatmap", "hit-rate",
                 "compare", "dtype-speedup", "replay")
-CACHE_SIM_FIGURES = ("cache-sim",)  # from a `decodebench cache-sim --json` file, not a report
+CACHE_SIM_FIGURES = ("cache-sim",)  # from a `decodebench cache-sim --out` file, not a report
 SCHEMA_VERSION = 1
 COMPARE_KIND, COMPARE_VERSION = "decodebench-compare", 1
 VERDICT_COLORS = {"SAME": "tab:gray", "SLOWER": "tab:red", "FASTER": "tab:green",
@@ -728,7 +728,7 @@ def is_cache_sim(doc):
 
 
 def check_cache_sim(doc, path="cache-sim"):
-    """Raises PlotError unless `doc` is a schema-1 `decodebench cache-sim --json` file."""
+    """Raises PlotError unless `doc` is a schema-1 `decodebench cache-sim --out` file."""
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise PlotError(f"{path}: schema_version {doc.get('schema_version')!r} is not "
                         f"{SCHEMA_VERSION}, the only version plot.py reads")
@@ -814,7 +814,7 @@ def fig_cache_sim(doc):
 
 
 def make_cache_sim_figures(doc, notes=None, names=CACHE_SIM_FIGURES):
-    """{name: Figure} of a loaded `decodebench cache-sim --json` file (checked here)."""
+    """{name: Figure} of a loaded `decodebench cache-sim --out` file (checked here)."""
     check_cache_sim(doc)
     unknown = sorted(set(names) - set(CACHE_SIM_FIGURES))
     if unknown:
@@ -836,7 +836,7 @@ def make_figures(report, compare=None, notes=None, names=FIGURE_NAMES):
         check_compare(compare)
     if set(names) & set(CACHE_SIM_FIGURES):
         raise PlotError(f"{', '.join(sorted(set(names) & set(CACHE_SIM_FIGURES)))}: drawn from a "
-                        "`decodebench cache-sim --json` file, not a sweep report")
+                        "`decodebench cache-sim --out` file, not a sweep report")
     unknown = sorted(set(names) - set(FIGURE_NAMES))
     if unknown:
         raise PlotError(f"unknown figure {', '.join(unknown)}; valid: {', '.join(FIGURE_NAMES)}")
@@ -946,7 +946,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("report", help="decodebench report (JSON, schema_version 1), or the JSON "
-                    "of `decodebench cache-sim --json`")
+                    "of `decodebench cache-sim --out`")
     ap.add_argument("--out-prefix", help="write <prefix>-<name>.png|svg (default: the report "
                     "path without .json)")
     src = ap.add_mutually_exclusive_group()

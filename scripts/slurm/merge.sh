@@ -36,4 +36,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "merge.sh: missing shard reports: ${missing[*]} (re-run those array tasks)" >&2
   exit 2
 fi
-exec "$bin" merge "$outdir/merged.json" "${inputs[@]}"
+exec "$bin" merge --out "$outdir/merged.json" "${inputs[@]}"

@@ -3,15 +3,10 @@
 // infinite cache, the block traffic, and the prefill tokens and FLOPs the hits save. Nothing runs
 // on a device; the model and KV dtype only turn tokens into FLOPs and bytes.
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -42,7 +37,8 @@ struct CacheSimOptions {
   CLI::Option* ttl_option = nullptr;
   std::string model = "llama-3.1-8b";
   std::string kv_dtype = "bf16";
-  std::string json;
+  std::string out;         // --out FILE: the JSON document
+  std::string json_alias;  // --json FILE: the name --out had before, hidden
   std::string format = "table";
 };
 
@@ -100,26 +96,6 @@ std::vector<CacheSimSetting> settings_of(const CacheSimOptions& o) {
     }
   }
   return out;
-}
-
-// Before the replay: the --json file can be created (atomic writes need its directory).
-void check_json_path(const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path p(path);
-  if (std::filesystem::is_directory(p)) {
-    throw InputError(fmt::format("--json {}: is a directory; give a file name", path));
-  }
-  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  std::string probe = (dir / ".decodebench-probe-XXXXXX").string();
-  const int fd = ec ? -1 : ::mkstemp(probe.data());
-  if (fd < 0) {
-    throw InputError(fmt::format("--json {}: cannot create a file in {} ({})", path, dir.string(),
-                                 ec ? ec.message() : std::strerror(errno)));
-  }
-  ::close(fd);
-  ::unlink(probe.c_str());
 }
 
 std::string tokens_label(double tokens) {
@@ -238,6 +214,9 @@ int run(const CacheSimOptions& o) {
     throw InputError(fmt::format(
         "--max-requests: {} is not valid; valid: >= 1, or 0 for the whole trace", o.max_requests));
   }
+  // --json is the old name of --out; error messages name the flag that was given.
+  const std::string& out = o.out.empty() ? o.json_alias : o.out;
+  const char* out_flag = o.out.empty() && !o.json_alias.empty() ? "--json" : "--out";
   const std::vector<CacheSimSetting> settings = settings_of(o);
   const DType kv = parse_dtype(o.kv_dtype, "--kv-dtype");
   ModelShape model;
@@ -246,7 +225,8 @@ int run(const CacheSimOptions& o) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("--model: {}", e.what()));
   }
-  check_json_path(o.json);
+  // Before the replay: the file can be created (atomic writes need its directory).
+  check_output_file(out, out_flag);
   Trace trace;
   try {
     trace = load_trace(o.trace, o.trace_format, o.block_tokens, o.max_requests);
@@ -254,10 +234,10 @@ int run(const CacheSimOptions& o) {
     throw InputError(fmt::format("--trace: {}", e.what()));
   }
   const std::vector<CacheSimResult> results = simulate_cache(trace, settings, model, kv);
-  const std::string json = o.json.empty() && o.format != "json"
+  const std::string json = out.empty() && o.format != "json"
                                ? std::string()
                                : document(trace, model, kv, results).dump(2);
-  if (!o.json.empty()) write_text_atomic(o.json, json);
+  if (!out.empty()) write_text_atomic(out, json);
   if (o.format == "json") {
     emit(json, "");
   } else if (o.format == "csv") {
@@ -303,8 +283,10 @@ void add_cache_sim_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV dtype of the cache's bytes")
       ->capture_default_str();
-  cmd->add_option("--json", o->json,
-                  "Also write the results as JSON (docs/report-schema.md \"cache_sim\")");
+  CLI::Option* out = cmd->add_option(
+      "--out", o->out, "Also write the results as JSON (docs/report-schema.md \"cache_sim\")");
+  // Hidden: --out's old name, kept so files and scripts written for it still run.
+  cmd->add_option("--json", o->json_alias, "Old name of --out")->group("")->excludes(out);
   cmd->add_option("--format", o->format, "table, csv or json (stdout)")->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }

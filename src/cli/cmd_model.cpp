@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <span>
@@ -684,6 +685,64 @@ double workspace_bytes_per_sequence(const ModelShape& m, DType weights, DType ac
   return bytes + 2.0 * m.num_q_heads * m.head_dim * static_cast<double>(dtype_size(act));
 }
 
+// A model whose weights alone take the device's memory: no batch of it can run there, so it
+// gets this instead of rows of throughput. What would fit: tensor parallel over enough devices
+// to leave room for a KV cache, or a smaller weights dtype.
+struct DoesNotFit {
+  std::string model;
+  std::string weights;  // "bf16 weights", or "--weights-bytes"
+  double weight_bytes = 0, mem_bytes = 0;
+  int devices_needed = 0;                      // weights split evenly, some memory left on each
+  std::vector<DType> weights_dtypes_that_fit;  // empty with --weights-bytes
+  std::string message;
+};
+
+// One decimal of GB: 3 significant digits would print 141.1 GB of weights and 141 GB of memory
+// both as "141 GB".
+std::string gigabytes(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e9); }
+
+DoesNotFit does_not_fit(const ModelShape& m, const Datasheet& device, DType weights,
+                        double weight_bytes, bool bytes_given) {
+  DoesNotFit d;
+  d.model = m.name;
+  d.weights =
+      bytes_given ? std::string("--weights-bytes") : fmt::format("{} weights", dtype_name(weights));
+  d.weight_bytes = weight_bytes;
+  d.mem_bytes = static_cast<double>(device.mem_bytes);
+  d.devices_needed = static_cast<int>(std::floor(weight_bytes / d.mem_bytes)) + 1;
+  if (!bytes_given) {
+    for (DType w : {DType::bf16, DType::f16, DType::fp8_e4m3}) {
+      if (dtype_size(w) < dtype_size(weights) &&
+          static_cast<double>(model_weight_bytes(m, w)) < d.mem_bytes) {
+        d.weights_dtypes_that_fit.push_back(w);
+      }
+    }
+  }
+  std::string fits = fmt::format("{} devices ({} of weights each, tensor parallel)",
+                                 d.devices_needed, gigabytes(weight_bytes / d.devices_needed));
+  for (DType w : d.weights_dtypes_that_fit) {
+    fits += fmt::format(" or one with --weights-dtype {} ({})", dtype_name(w),
+                        gigabytes(static_cast<double>(model_weight_bytes(m, w))));
+  }
+  d.message = fmt::format(
+      "{} does not fit {}: its {} take {}, the device has {} of memory, so no batch can run and "
+      "no throughput is given; it would fit on {}.",
+      m.name, device.key == "report" ? device.name : device.key, d.weights, gigabytes(weight_bytes),
+      gigabytes(d.mem_bytes), fits);
+  return d;
+}
+
+nlohmann::json to_json(const DoesNotFit& d) {
+  nlohmann::json dtypes = nlohmann::json::array();
+  for (DType w : d.weights_dtypes_that_fit) dtypes.push_back(dtype_name(w));
+  return {{"model", d.model},
+          {"weight_bytes_in_memory", d.weight_bytes},
+          {"mem_bytes", d.mem_bytes},
+          {"devices_needed", d.devices_needed},
+          {"weights_dtypes_that_fit", dtypes},
+          {"message", d.message}};
+}
+
 int run_layer(const ModelOptions& o, const Roofs& roofs, DType weights) {
   const OutputFormat format = parse_format(o.format);
   const Datasheet& device = roofs.sheet;
@@ -720,10 +779,16 @@ int run_layer(const ModelOptions& o, const Roofs& roofs, DType weights) {
 
   std::vector<LayerRow> rows;
   std::vector<Series> series;
+  std::vector<DoesNotFit> not_fitting;
   for (const ModelShape& model : shapes) {
     const double weights_mem =
         o.weights_bytes.value_or(static_cast<double>(model_weight_bytes(model, weights)));
     const double budget = static_cast<double>(device.mem_bytes) - weights_mem;
+    if (budget <= 0) {
+      not_fitting.push_back(
+          does_not_fit(model, device, weights, weights_mem, o.weights_bytes.has_value()));
+      continue;
+    }
     const double workspace = workspace_bytes_per_sequence(model, weights, act);
     for (DType kv : kv_dtypes) {
       for (const ContextSpec& ctx : contexts) {
@@ -743,12 +808,10 @@ int run_layer(const ModelOptions& o, const Roofs& roofs, DType weights) {
             const PagedLayout layout = build_layout(spec);
             const LayerModel lm = layer_model(spec, layout, weights);
             const ByteModel& bm = lm.attention;
-            const std::optional<std::int64_t> max_batch =
-                budget <= 0 ? std::optional<std::int64_t>(0)
-                            : max_batch_in_memory(spec,
-                                                  static_cast<double>(bm.kv_bytes_per_token) *
-                                                      spec.block_size * model.num_layers,
-                                                  budget, workspace);
+            const std::optional<std::int64_t> max_batch = max_batch_in_memory(
+                spec,
+                static_cast<double>(bm.kv_bytes_per_token) * spec.block_size * model.num_layers,
+                budget, workspace);
             const double layers = model.num_layers;
             for (std::size_t ki = 0; ki < kinds.size(); ++ki) {
               const KernelKind& kind = kinds[ki];
@@ -864,8 +927,10 @@ int run_layer(const ModelOptions& o, const Roofs& roofs, DType weights) {
                         {"left_out", left_out},
                         {"knees_definition", kLayerKneesDefinition},
                         {"rows", nlohmann::json::array()},
-                        {"knees", nlohmann::json::array()}};
+                        {"knees", nlohmann::json::array()},
+                        {"does_not_fit", nlohmann::json::array()}};
     for (const LayerRow& r : rows) j["rows"].push_back(to_json(r, series[r.series]));
+    for (const DoesNotFit& d : not_fitting) j["does_not_fit"].push_back(to_json(d));
     for (const Series& s : series) {
       if (s.knee) j["knees"].push_back(to_json(s));
     }
@@ -873,6 +938,8 @@ int run_layer(const ModelOptions& o, const Roofs& roofs, DType weights) {
     return kExitOk;
   }
   if (format == OutputFormat::csv) {
+    // A CSV has no place for a sentence: the models left out are named on stderr.
+    for (const DoesNotFit& d : not_fitting) std::cerr << "note: " << d.message << '\n';
     std::string s =
         "model,device,weights_dtype,activation_dtype,kv_dtype,context,hit_rate,hit_rate_actual,"
         "batch,num_layers,kernel_kind,prefix_aware,weight_bytes_per_step,"
@@ -910,7 +977,8 @@ int run_layer(const ModelOptions& o, const Roofs& roofs, DType weights) {
       "stages whose FLOP term wins (memory: none).\n"
       "Left out: {}.\n"
       "Max batch: all weights once + KV of all layers in whole {}-token blocks (shared prefix "
-      "blocks once per group) + the batch's activations <= memory.\n\n",
+      "blocks once per group) + the batch's activations <= memory; tok/s is '-' for a batch "
+      "above it (it cannot run there).\n\n",
       device.name, device.key, format_bandwidth(bw), roofs.bandwidth_name,
       peak_label(roofs.gemm_flops), roofs.gemm_name, peak_label(device.fp32_flops), roofs.fma_name,
       peak_label(device.tensor_f16_flops), roofs.tensor_name,
@@ -926,11 +994,14 @@ int run_layer(const ModelOptions& o, const Roofs& roofs, DType weights) {
                      fmt::format("{:g}/{:.3f}", r.hit_rate, r.hit_rate_actual),
                      std::to_string(r.batch), r.kernel_kind, format_bytes(r.weight_bytes_step),
                      format_bytes(r.kv_streamed_step), format_bytes(r.activation_bytes_step),
-                     format_seconds(r.t_step_s), r.bound_by, tokens_text(r.tokens_per_s),
+                     format_seconds(r.t_step_s), r.bound_by,
+                     !r.max_batch || r.batch <= *r.max_batch ? tokens_text(r.tokens_per_s) : "-",
                      fmt::format("{:.1f}", 100 * r.weight_share),
                      fmt::format("{:.1f}", 100 * r.kv_share), max_batch_label(r.max_batch)});
   }
-  s += render_table(header, cells, md);
+  for (const DoesNotFit& d : not_fitting) s += d.message + "\n";
+  if (!not_fitting.empty() && !rows.empty()) s += "\n";
+  if (!rows.empty()) s += render_table(header, cells, md);
   static constexpr const char* knee_header[] = {"model",
                                                 "kv",
                                                 "context",
@@ -951,12 +1022,20 @@ int run_layer(const ModelOptions& o, const Roofs& roofs, DType weights) {
     if (se.max_batch && se.knee->knee_batch > *se.max_batch) {
       note += std::string(note.empty() ? "" : "; ") + "beyond memory";
     }
+    // The curve's shape is kept (its batches); a batch that cannot run gets no tok/s.
+    const auto fits = [&](int b) { return !se.max_batch || b <= *se.max_batch; };
     knee_cells.push_back(
         {se.model, se.kv_dtype, se.context, fmt::format("{:g}", se.hit_rate), se.kernel_kind,
-         std::to_string(se.knee->knee_batch), tokens_text(se.knee->knee_value),
-         fmt::format("{} ({})", tokens_text(se.knee->plateau), se.knee->plateau_batch),
+         std::to_string(se.knee->knee_batch),
+         fits(se.knee->knee_batch) ? tokens_text(se.knee->knee_value) : "-",
+         fmt::format("{} ({})", fits(se.knee->plateau_batch) ? tokens_text(se.knee->plateau) : "-",
+                     se.knee->plateau_batch),
          fmt::format("{:.1f}", 100 * se.at_knee->weight_share),
          fmt::format("{:.1f}", 100 * se.at_knee->kv_share), max_batch_label(se.max_batch), note});
+  }
+  if (rows.empty()) {
+    emit(s, "");
+    return kExitOk;
   }
   s += "\nKnees: the smallest listed batch reaching 90 % of the plateau (the largest tokens/s "
        "over the listed batches), per model, KV dtype, context, hit rate and kernel kind.\n";

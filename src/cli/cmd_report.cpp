@@ -99,8 +99,10 @@ void add_report_command(CLI::App& app, int& exit_code) {
       "report",
       "Print saved reports again: one as the sweep prints it, several side by side where their "
       "points match (by identity, not index), with each later report's median over the "
-      "first's. --format html writes one self-contained page with the devices, figures, "
-      "results, knees and config.");
+      "first's. --format html writes one self-contained page with the devices, results, knees "
+      "and config, and the SVG figures given with --figure: this command draws none "
+      "(scripts/plot.py REPORT draws them; scripts/plot.py REPORT --html PAGE draws them and "
+      "writes the page with all of them).");
   cmd->add_option("files", o->files, "Reports (JSON) written by sweep or merge")->required();
   cmd->add_option("--format", o->format, "Output: table, md, csv, html")->capture_default_str();
   cmd->add_option("--out", o->out, "Write to this file (atomically) instead of stdout");
@@ -108,7 +110,8 @@ void add_report_command(CLI::App& app, int& exit_code) {
                   "Mark points whose noise is above this fraction (default: each report's "
                   "measure.max_noise, else 0.005)");
   cmd->add_option("--figure", o->figures,
-                  "An SVG figure to inline in the page (repeatable; --format html only)")
+                  "An SVG figure to inline in the page, e.g. one scripts/plot.py drew "
+                  "(repeatable; --format html only; without it the page has no figures)")
       ->allow_extra_args(false);
   cmd->add_option("--label", o->labels,
                   "Column label per report, in file order (repeatable; default: file stems)")

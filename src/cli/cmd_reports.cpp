@@ -48,8 +48,8 @@ int run_compare(const CompareArgs& a) {
 }
 
 struct MergeArgs {
-  std::string out;
-  std::vector<std::string> inputs;
+  std::string out;                 // --out FILE
+  std::vector<std::string> files;  // the shard reports; without --out the first is OUT
   bool allow_partial = false;
 };
 
@@ -76,13 +76,23 @@ std::vector<PointResult> planned_points(const Report& shard, const std::string& 
   }
 }
 
-int run_merge(const MergeArgs& a) {
+int run_merge(const MergeArgs& given) {
+  MergeArgs a = given;
+  // `merge OUT IN...`, the form before --out, is still read so scripts written for it run.
+  if (a.out.empty()) {
+    if (a.files.size() < 2) {
+      throw InputError("merge: --out FILE is required (the merged report to write)");
+    }
+    a.out = a.files.front();
+    a.files.erase(a.files.begin());
+  }
+  const std::vector<std::string>& inputs = a.files;
   std::vector<Report> shards;
-  for (const std::string& in : a.inputs) shards.push_back(read_report(in));
+  for (const std::string& in : inputs) shards.push_back(read_report(in));
   MergeOptions options;
   options.allow_partial = a.allow_partial;
-  options.names = a.inputs;
-  options.planned_points = [&] { return planned_points(shards.at(0), a.inputs.at(0)); };
+  options.names = inputs;
+  options.planned_points = [&] { return planned_points(shards.at(0), inputs.at(0)); };
   const Report merged = merge_reports(shards, options);
   write_report_atomic(a.out, merged);
   std::cout << fmt::format("merged {} reports, {} of {} points finished -> {}\n", shards.size(),
@@ -126,11 +136,11 @@ void add_merge_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<MergeArgs>();
   CLI::App* cmd = app.add_subcommand(
       "merge",
-      "Merge the reports of the shards of one sweep (--shard i/n) into OUT. The set must be "
-      "whole: shards 0..n-1 of one n, each once and each complete; else exit 2 naming what is "
-      "missing.");
-  cmd->add_option("out", o->out, "Merged report to write (atomically)")->required();
-  cmd->add_option("inputs", o->inputs, "Shard reports")->required();
+      "Merge the reports of the shards of one sweep (--shard i/n) into the --out report. The "
+      "set must be whole: shards 0..n-1 of one n, each once and each complete; else exit 2 "
+      "naming what is missing.");
+  cmd->add_option("--out", o->out, "Merged report to write (atomically)");
+  cmd->add_option("inputs", o->files, "Shard reports")->required();
   cmd->add_flag("--allow-partial", o->allow_partial,
                 "Merge an incomplete set anyway: the merged report's completion is partial and "
                 "lists the missing points as not_run");

@@ -2,15 +2,19 @@
 // and write the JSON report (atomically, and again after every point so a crash, a kill or
 // Ctrl-C loses nothing measured); `--resume REPORT` runs only what REPORT lacks.
 // docs/design.md "Sweeps that survive".
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -24,7 +28,13 @@
 #include "cli/dump.h"
 #include "common/errors.h"
 #include "harness/runner.h"
+#include "harness/sweep_axes.h"
+#include "report/format.h"
 #include "report/report.h"
+#include "report/results_view.h"
+#include "workload/byte_model.h"
+#include "workload/layer_model.h"
+#include "workload/workload.h"
 
 namespace decodebench::cli {
 namespace {
@@ -37,6 +47,7 @@ struct SweepOptions {
   std::string ceilings;  // --ceilings FILE: reuse what `decodebench ceilings --out FILE` measured
   std::string resume;    // --resume REPORT
   bool quiet = false;
+  bool plan = false;                  // --plan: print what would run, run nothing
   CLI::Option* out_option = nullptr;  // whether --out was given (a resume writes REPORT otherwise)
 };
 
@@ -66,11 +77,13 @@ Ceilings load_ceilings(const std::string& file, Backend& backend) {
 
 // One line per finished point on stderr: "[3/12] elapsed 4.1 s, ETA 12 s — gqa llama... ok".
 // One line per point (not a \r-updated line) so logs of CI jobs and Slurm arrays read well.
-// `kept`: points a resumed sweep took from its report (not part of the rate).
-void print_progress(int done, int kept, int total, double elapsed_s, const PointResult& r) {
+// `kept`: points a resumed sweep took from its report (not part of the rate). The status is the
+// table's (status_text: "ok*~" where the table will say so), judged by the sweep's config.
+void print_progress(int done, int kept, int total, double elapsed_s, const PointResult& r,
+                    const nlohmann::json& config, double max_noise) {
   const int ran = done - kept;
   const double eta = ran > 0 ? elapsed_s / ran * (total - done) : 0;
-  std::string result(status_name(r.status));
+  std::string result = status_text(r, config, max_noise);
   if (r.status == PointStatus::ok) {
     result += fmt::format(" {}", format_seconds(r.time_s.median));
   } else if (!r.reason.empty()) {
@@ -78,6 +91,131 @@ void print_progress(int done, int kept, int total, double elapsed_s, const Point
   }
   std::cerr << fmt::format("[{}/{}] elapsed {:.1f} s, ETA {:.0f} s \u2014 {}: {}\n", done, total,
                            elapsed_s, eta, point_label(r), result);
+}
+
+// --plan's per-sample figure where nothing better is known: a few cores of a small VM read
+// about this much (README's results: 19-27 GB/s on 2 vCPUs).
+constexpr double kNominalHostBandwidth = 20e9;
+
+// "4.00 s", "12 min 30 s", "3 h 5 min": a duration as a person plans around it.
+std::string duration_text(double s) {
+  if (s < 60) return format_seconds(s);
+  const auto whole = static_cast<long long>(std::llround(s));
+  if (whole < 3600) return fmt::format("{} min {} s", whole / 60, whole % 60);
+  return fmt::format("{} h {} min", whole / 3600, whole % 3600 / 60);
+}
+
+// "1, 8, 64": an axis' values as the config holds them.
+template <class Axis>
+std::string axis_values_text(const Axis& axis, const SweepConfig& cfg) {
+  std::string out;
+  for (const auto& v : cfg.*axis.values) {
+    const nlohmann::json j = axis.write_json(v);
+    const std::string text = j.is_string()         ? j.get<std::string>()
+                             : j.is_number_float() ? fmt::format("{:g}", j.get<double>())
+                                                   : j.dump();
+    out += (out.empty() ? "" : ", ") + text;
+  }
+  return out;
+}
+
+// --plan: the points this sweep would run and a rough estimate of its time; nothing is run or
+// written. Per point the measurement loop stops at min(timeout, max(min_time, min_samples x one
+// sample)) when the noise allows; one sample is estimated as the step's bytes (plus, cold, the
+// cache flush before it: twice the last-level cache) over a bandwidth: --ceilings' measured
+// read, else the datasheet's, else a nominal host figure. Points the backend would skip take
+// no time. Validation, warm-up and the ceilings' measurement are left out and said so.
+void print_plan(const SweepConfig& cfg, Backend& backend, const std::vector<SweepPoint>& points,
+                const Report* previous, const std::optional<Ceilings>& ceilings) {
+  const DeviceInfo device = backend.device_info();
+  double bandwidth = kNominalHostBandwidth;
+  std::string bandwidth_source = fmt::format("nominal {}", format_bandwidth(bandwidth));
+  if (ceilings && ceilings->read > 0) {
+    bandwidth = ceilings->read;
+    bandwidth_source = fmt::format("{} measured read (--ceilings)", format_bandwidth(bandwidth));
+  } else if (device.bandwidth_datasheet > 0) {
+    bandwidth = device.bandwidth_datasheet;
+    bandwidth_source = fmt::format("{} datasheet", format_bandwidth(bandwidth));
+  }
+  const double flush_bytes = cfg.measure.warm_l2 ? 0.0 : 2.0 * static_cast<double>(device.l2_bytes);
+
+  std::set<int> finished;  // a resume runs only what its report lacks
+  if (previous) {
+    for (const PointResult& r : previous->results) {
+      if (r.status != PointStatus::not_run) finished.insert(r.index);
+    }
+  }
+  const MeasureOptions& m = cfg.measure;
+  int to_run = 0, skipped = 0;
+  double eta_s = 0;
+  std::map<std::string, int> skip_reasons;
+  for (const SweepPoint& p : points) {
+    if (finished.count(p.index) > 0) continue;
+    ++to_run;
+    const PagedLayout layout = build_layout(p.spec);
+    const std::string kernel =
+        p.kernel == "auto" ? backend.choose_kernel(p.spec, layout) : p.kernel;
+    const bool layer = p.scope == Scope::layer;
+    std::string skip = backend.skip_reason(p.spec, layout, kernel);
+    if (layer && skip.empty()) {
+      skip = layer_support_error(p.spec.model, cfg.weights_dtype, p.spec.q_dtype);
+      if (skip.empty()) {
+        skip = backend.layer_skip_reason(p.spec, layout, kernel, LayerOptions{cfg.weights_dtype});
+      }
+    }
+    if (!skip.empty()) {
+      ++skipped;
+      ++skip_reasons[skip];
+      continue;
+    }
+    const double bytes =
+        layer ? static_cast<double>(layer_model(p.spec, layout, cfg.weights_dtype).bytes_min)
+              : static_cast<double>(byte_model(p.spec, layout).min);
+    const double per_sample = (bytes + flush_bytes) / bandwidth;
+    eta_s += std::min(m.timeout_s, std::max(m.min_time_s, m.min_samples * per_sample));
+  }
+
+  std::string out =
+      fmt::format("plan: {} points on {} \"{}\"", to_run, backend.name(), device.name);
+  if (cfg.shard_count > 1) out += fmt::format(" (shard {}/{})", cfg.shard_index, cfg.shard_count);
+  if (previous) {
+    out += fmt::format(" ({} of {} already in the report)", points.size() - to_run, points.size());
+  }
+  if (skipped > 0) out += fmt::format(", {} of them skipped by the backend", skipped);
+  out += "\naxes:\n";
+  for_each_axis([&](const auto& axis) {
+    out += fmt::format("  {:<16} {}\n", axis.flag, axis_values_text(axis, cfg));
+  });
+  const bool any_layer = std::any_of(points.begin(), points.end(),
+                                     [](const SweepPoint& p) { return p.scope == Scope::layer; });
+  if (any_layer)
+    out += fmt::format("  {:<16} {}\n", "--weights-dtype", dtype_name(cfg.weights_dtype));
+  for (const auto& [reason, n] : skip_reasons) out += fmt::format("skipped ({}): {}\n", n, reason);
+  out += fmt::format(
+      "measure: each point samples until it has >= {} samples over >= {} with noise <= "
+      "{:.2f}%, or until its timeout ({}){}\n",
+      m.min_samples, format_seconds(m.min_time_s), 100 * m.max_noise, format_seconds(m.timeout_s),
+      m.warm_l2 ? ", warm" : "");
+  out += fmt::format(
+      "ETA: about {} of timing (an estimate: per point min(timeout, max(min time, min samples "
+      "x one sample)), one sample = {} / {}; noise may keep a point sampling up to its "
+      "timeout)\n",
+      duration_text(eta_s),
+      flush_bytes > 0 ? "(the step's bytes + the cache flush before it)" : "the step's bytes",
+      bandwidth_source);
+  out += fmt::format(
+      "not counted, and often longer on a CPU: validation against the CPU reference and the "
+      "warm-up run of each point{}\n",
+      ceilings || (previous && !previous->devices.empty() && previous->devices[0].measured.read > 0)
+          ? ""
+          : ", the ceilings' measurement at the start (--ceilings FILE reuses one)");
+  if (backend.name() == "emu") {
+    out +=
+        "note: backend emu runs the CUDA kernels in an emulator, far slower than this "
+        "estimate\n";
+  }
+  out += "nothing was run (--plan)\n";
+  emit(out, "");
 }
 
 bool any_config_given(const SweepFlags& f) {
@@ -153,6 +291,15 @@ int run(const SweepOptions& o) {
           points.size()));
     }
   }
+  if (o.plan) {
+    // Nothing is created or written: the output checks below make directories.
+    for (const SweepPoint& p : points) validate(p.spec);
+    if (previous) check_resumable(*previous, cfg, backend->device_info(), points, backend->name());
+    std::optional<Ceilings> ceilings;
+    if (!o.ceilings.empty()) ceilings = load_ceilings(o.ceilings, *backend);
+    print_plan(cfg, *backend, points, previous ? &*previous : nullptr, ceilings);
+    return kExitOk;
+  }
   Ending ending;
   ending.out = previous && o.out_option->count() == 0 ? o.resume : o.out;
   // Every output is checked before anything is measured.
@@ -173,8 +320,10 @@ int run(const SweepOptions& o) {
   int kept = 0;
   if (previous) kept = points_finished(*previous);
   if (!o.quiet) {
-    run_options.progress = [kept](int done, int total, double elapsed_s, const PointResult& r) {
-      print_progress(done, kept, total, elapsed_s, r);
+    // The config the report will carry, so the marks match the table's.
+    run_options.progress = [kept, config = to_json(cfg), max_noise = cfg.measure.max_noise](
+                               int done, int total, double elapsed_s, const PointResult& r) {
+      print_progress(done, kept, total, elapsed_s, r, config, max_noise);
     };
   }
   if (!o.ceilings.empty()) run_options.ceilings = load_ceilings(o.ceilings, *backend);
@@ -240,6 +389,12 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
                   "Reuse the ceilings `decodebench ceilings --out FILE` measured on this device "
                   "instead of measuring them again");
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
+  cmd->add_flag("--plan", o->plan,
+                "Run nothing: print the points the sweep would run (their count, each axis' "
+                "values) and an ETA, then exit 0. The ETA is an estimate: per point min(timeout, "
+                "max(min time, min samples x one sample)), one sample guessed from the step's "
+                "bytes over a bandwidth (--ceilings' read, the datasheet's, or a nominal 20 GB/s); "
+                "validation, warm-up and the ceilings' measurement are not counted");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

@@ -221,8 +221,9 @@ std::string side_text(const ReportSide& s) {
 
 std::string rule_text(const CompareOptions& o) {
   return fmt::format(
-      "alpha {:g}, threshold {:g}%: SLOWER/FASTER when p < alpha and the median ratio is beyond "
-      "1+threshold (or its inverse); SAME when the {} interval lies within; else AMBIGUOUS",
+      "alpha {:g}, threshold {:g}%: SLOWER/FASTER when p < alpha, the median ratio is beyond "
+      "1+threshold (or its inverse) and the {} interval excludes 1 on that side; SAME when the "
+      "interval lies within; else AMBIGUOUS",
       o.alpha, 100 * o.threshold, confidence_text(o.alpha));
 }
 

@@ -331,7 +331,14 @@ std::string format_html(std::span<const LabelledReport> reports,
 
   out += "<h2>Device and ceilings</h2>\n" + devices_table(reports);
 
-  if (!figures.empty()) out += "<h2>Figures</h2>\n";
+  out += "<h2>Figures</h2>\n";
+  // This page draws nothing itself; say where figures come from rather than leave a gap.
+  if (figures.empty()) {
+    out +=
+        "<p class=\"db-note\">No figures: decodebench inlines only the SVGs given with "
+        "--figure. scripts/plot.py REPORT draws them; scripts/plot.py REPORT --html PAGE writes "
+        "this page with every figure.</p>\n";
+  }
   for (const HtmlFigure& f : figures) {
     out += fmt::format(
         "<figure class=\"db-figure\" id=\"fig-{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>\n",

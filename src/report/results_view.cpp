@@ -94,7 +94,7 @@ std::string weight_share(const PointResult& p) {
   return total > 0 ? format_percent(p.layer->weight_bytes / total) : kNa;
 }
 
-std::vector<std::string> single_row(const PointResult& p, const Marks& m) {
+std::vector<std::string> single_row(const PointResult& p, const std::string& status) {
   const bool ok = p.status == PointStatus::ok;
   return {std::string(scope_name(p.scope)),
           kernel_label(p),
@@ -103,7 +103,7 @@ std::vector<std::string> single_row(const PointResult& p, const Marks& m) {
           fmt::format("{}", p.batch),
           context_text(p.context),
           fmt::format("{:.2f}/{:.2f}", p.hit_rate, p.hit_rate_actual),
-          std::string(status_name(p.status)) + (ok ? m.text() : ""),
+          status,
           ok ? format_seconds(p.time_s.median) : kNa,
           ok ? gbps(p.bandwidth.achieved) : kNa,
           ok ? gbps(p.bandwidth.logical) : kNa,
@@ -152,7 +152,38 @@ std::string not_ok_line(const PointResult& p) {
                      status_name(p.status), p.reason);
 }
 
-void add_column_legend(const TextTable& t, std::vector<std::string>& legend, bool single) {
+// Which scopes the listed points measured: the tok/s legend names what was timed.
+struct ScopesListed {
+  bool attention = false, layer = false;
+};
+ScopesListed scopes_listed(std::span<const LabelledReport> reports) {
+  ScopesListed s;
+  for (const LabelledReport& lr : reports) {
+    for (const PointResult& p : lr.report->results) {
+      (p.scope == Scope::layer ? s.layer : s.attention) = true;
+    }
+  }
+  return s;
+}
+
+std::string tokens_legend(const TextTable& t, ScopesListed scopes) {
+  const std::string lm_head =
+      shown(t, "tok/s +lm_head") ? "; +lm_head adds the LM head's time once per step" : "";
+  if (scopes.layer && scopes.attention) {
+    return "tok/s: batch / (step time x layers): the layer's whole step (GEMMs and attention) "
+           "at scope layer, attention only at scope attention" +
+           lm_head + ".";
+  }
+  if (scopes.layer) {
+    return "tok/s: batch / (step time x layers), the step being one layer's whole decode step "
+           "(GEMMs and attention)" +
+           lm_head + ".";
+  }
+  return "tok/s counts attention only: batch / (step time x layers).";
+}
+
+void add_column_legend(const TextTable& t, std::vector<std::string>& legend, bool single,
+                       ScopesListed scopes) {
   legend.push_back(
       single ? "GB/s unique: the bytes a step must read (shared prefix blocks once, bytes.min) "
                "over the median time; GB/s logical: the same with the KV bytes a prefix-unaware "
@@ -185,12 +216,8 @@ void add_column_legend(const TextTable& t, std::vector<std::string>& legend, boo
         "names fma on a CPU, tc on a GPU); t weights / t kv: "
         "the medians of its GEMM stages summed / of its attention stage; weights % bytes: the "
         "weights' share of weight + KV bytes.");
-    legend.push_back(
-        "tok/s: batch / (step time x layers): the model's layers at scope layer, attention "
-        "only at scope attention; +lm_head adds the LM head's time once per step.");
-  } else {
-    legend.push_back("tok/s counts attention only: batch / (step time x layers).");
   }
+  legend.push_back(tokens_legend(t, scopes));
 }
 
 // `max_noises`: "0.50%", or side by side "a 0.50%, b 1.00%" where the reports differ.
@@ -266,13 +293,13 @@ ResultsView single_view(const LabelledReport& lr, const FormatOptions& o) {
     const Marks m = marks_of(p, r, max_noise);
     any_timeout |= m.timeout;
     any_noisy |= m.noisy;
-    rows.push_back(single_row(p, m));
+    rows.push_back(single_row(p, status_text(p, r.config, max_noise)));
     if (p.status != PointStatus::ok) v.not_ok.push_back(not_ok_line(p));
   }
   const bool any_layer = std::any_of(r.results.begin(), r.results.end(),
                                      [](const PointResult& p) { return p.scope == Scope::layer; });
   v.results = drop_columns(single_columns(any_layer), rows);
-  add_column_legend(v.results, v.legend, /*single=*/true);
+  add_column_legend(v.results, v.legend, /*single=*/true, scopes_listed({&lr, 1}));
   add_mark_legend(any_timeout, any_noisy, fmt::format("{:.2f}%", 100 * max_noise),
                   /*single=*/true, v.legend);
   v.knees = knees_table({&lr, 1});
@@ -375,7 +402,7 @@ ResultsView side_by_side_view(std::span<const LabelledReport> reports, const For
     rows.push_back(std::move(row));
   }
   v.results = drop_columns(defs, rows);
-  add_column_legend(v.results, v.legend, /*single=*/false);
+  add_column_legend(v.results, v.legend, /*single=*/false, scopes_listed(reports));
   if (reports.size() > 1) {
     v.legend.push_back(
         fmt::format("{}/{}: a median time over {}'s for the same point (above 1: slower than {}).",
@@ -427,6 +454,11 @@ bool stopped_at_timeout(const PointResult& p, const nlohmann::json& config) {
   // With a single sample there is no noise estimate; min_samples = 1 means "don't care".
   const bool quiet = n == 1 ? min_samples == 1 : p.time_s.rel_noise <= max_noise;
   return !(n >= min_samples && measured >= min_time_s && quiet);
+}
+
+std::string status_text(const PointResult& p, const nlohmann::json& config, double max_noise) {
+  const Marks m{stopped_at_timeout(p, config), noise_exceeded(p, max_noise)};
+  return std::string(status_name(p.status)) + (p.status == PointStatus::ok ? m.text() : "");
 }
 
 std::string device_line(const DeviceRecord& d) {

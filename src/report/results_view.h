@@ -40,6 +40,11 @@ bool noise_exceeded(const PointResult& p, double max_noise);
 // with a reason", the only ok points the runner gives one.
 bool stopped_at_timeout(const PointResult& p, const nlohmann::json& config);
 
+// The status cell of the results table: "ok" with its marks ("ok*": stopped at the timeout,
+// "ok~": noise above `max_noise`, "ok*~": both), else the status's name. The sweep's progress
+// line prints the same text.
+std::string status_text(const PointResult& p, const nlohmann::json& config, double max_noise);
+
 struct TextTable {
   struct Column {
     std::string title;

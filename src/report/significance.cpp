@@ -126,9 +126,12 @@ SpaceComparison compare_samples(std::span<const double> baseline, std::span<cons
   c.ci = bootstrap_median_ratio(baseline, current, 1 - alpha);
   const double hi = 1 + threshold, lo = 1 / (1 + threshold);
   const bool significant = c.p_value < alpha;
-  if (significant && c.ratio > hi) {
+  // A gap needs the printed interval to exclude 1 as well: the rank test can reject on a shift
+  // of the whole distribution while the medians' interval still crosses 1, and a verdict the
+  // interval beside it contradicts cannot be trusted.
+  if (significant && c.ratio > hi && c.ci.lo > 1) {
     c.verdict = Verdict::slower;
-  } else if (significant && c.ratio < lo) {
+  } else if (significant && c.ratio < lo && c.ci.hi < 1) {
     c.verdict = Verdict::faster;
   } else if (c.ci.lo >= lo && c.ci.hi <= hi) {
     c.verdict = Verdict::same;

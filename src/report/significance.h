@@ -45,11 +45,11 @@ struct SpaceComparison {
   std::string reason;  // why ambiguous without a test ("no samples"); else empty
 };
 
-// SLOWER:    p < alpha and ratio > 1 + threshold
-// FASTER:    p < alpha and ratio < 1 / (1 + threshold)
+// SLOWER:    p < alpha, ratio > 1 + threshold and the interval above 1 (ci.lo > 1)
+// FASTER:    p < alpha, ratio < 1 / (1 + threshold) and the interval below 1 (ci.hi < 1)
 // SAME:      otherwise, when the interval lies within [1 / (1 + threshold), 1 + threshold]
-// AMBIGUOUS: otherwise (a shift not shown significant, or an interval too wide to rule one out);
-//            also with fewer than 2 samples on a side.
+// AMBIGUOUS: otherwise (a shift not shown significant, an interval crossing 1, or one too wide
+//            to rule a shift out); also with fewer than 2 samples on a side.
 SpaceComparison compare_samples(std::span<const double> baseline, std::span<const double> current,
                                 double alpha, double threshold);
 

@@ -1,7 +1,9 @@
 // `decodebench cache-sim` run as a subprocess (cli_run.h) on the committed Mooncake slice and on
 // small traces written here: the table's and the JSON's shape, one setting per combination, the
-// --json file, a CSV trace without prefix information, and bad input (exit 2 naming the flag).
+// --out file (and --json, its old hidden name), a CSV trace without prefix information, and bad
+// input (exit 2 naming the flag).
 #include <cmath>
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <string>
@@ -53,7 +55,7 @@ TEST(CliCacheSim, JsonShape) {
   const std::string file = (dir / "sub/cache.json").string();
   const CliResult r = run_cli("cache-sim --trace '" + kSlice +
                                   "' --capacity 1e6,inf --policy lru,ttl --ttl 60,600 "
-                                  "--kv-dtype fp8_e4m3 --max-requests 500 --format json --json '" +
+                                  "--kv-dtype fp8_e4m3 --max-requests 500 --format json --out '" +
                                   file + "'",
                               dir.path());
   ASSERT_EQ(r.code, 0) << r.err;
@@ -93,6 +95,34 @@ TEST(CliCacheSim, JsonShape) {
   EXPECT_EQ(s[0].at("capacity_blocks"), 1953);  // floor(1e6 / 512)
   EXPECT_GT(s[1].at("hit_rate").get<double>(), 0);
   EXPECT_DOUBLE_EQ(s[1].at("hit_rate").get<double>(), s[1].at("hit_rate_ceiling").get<double>());
+}
+
+// --out names the JSON file as sweep and replay do; --json, its old name, still works for
+// scripts written before, but the help shows only --out.
+TEST(CliCacheSim, OutWritesTheJsonAndJsonIsItsHiddenOldName) {
+  TempDir dir;
+  const std::string t = "cache-sim --trace '" + kSlice + "' --capacity 1e6 --max-requests 100 ";
+  const CliResult out = run_cli(t + "--out '" + (dir / "out.json").string() + "'", dir.path());
+  ASSERT_EQ(out.code, 0) << out.err;
+  const CliResult old = run_cli(t + "--json '" + (dir / "old.json").string() + "'", dir.path());
+  ASSERT_EQ(old.code, 0) << old.err;
+  // The same settings' results, but for the time each replay took.
+  json a = read_json(dir / "out.json").at("cache_sim").at("settings");
+  json b = read_json(dir / "old.json").at("cache_sim").at("settings");
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  a[0].erase("elapsed_s");
+  b[0].erase("elapsed_s");
+  EXPECT_EQ(a, b);
+  const CliResult both = run_cli(
+      t + "--out '" + (dir / "a.json").string() + "' --json '" + (dir / "b.json").string() + "'",
+      dir.path());
+  EXPECT_EQ(both.code, 2) << both.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "a.json"));
+  const CliResult help = run_cli("cache-sim --help", dir.path());
+  ASSERT_EQ(help.code, 0) << help.err;
+  EXPECT_NE(help.out.find("--out"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("--json"), std::string::npos) << help.out;
 }
 
 TEST(CliCacheSim, CsvOutputAndHandMadeTrace) {
@@ -140,6 +170,7 @@ TEST(CliCacheSim, BadInputNamesTheOption) {
       {t + "--model no-such-model", {"--model", "no-such-model"}},
       {"--trace /nonexistent/trace.jsonl", {"--trace", "/nonexistent/trace.jsonl"}},
       {"--trace '" + kSlice + "' --trace-block-tokens 256", {"--trace", "hash_ids"}},
+      {t + "--out /", {"--out", "directory"}},
       {t + "--json /", {"--json", "directory"}},
   };
   for (const auto& [args, messages] : bad) {

@@ -82,6 +82,42 @@ TEST(CliCompare, FormatsAndOut) {
   EXPECT_EQ(last_line(md.out), "result: fail") << md.out;
 }
 
+// A point whose rank test rejects (p 0.019, ratio 1.126) while the 95 % interval of the median
+// ratio is [0.982, 1.327]: the line once read SLOWER beside that interval. Verdict and interval
+// now agree: AMBIGUOUS, the gate passes, and any SLOWER line's interval lies above 1.
+TEST(CliCompare, VerdictAgreesWithThePrintedInterval) {
+  TempDir dir;
+  const std::vector<double> base_samples = {1.04e-3, 1.10e-3, 1.03e-3, 1.02e-3, 1.00e-3,
+                                            1.01e-3, 1.00e-3, 1.08e-3, 1.10e-3};
+  const std::vector<double> cur_samples = {1.08e-3, 1.36e-3, 1.06e-3, 1.16e-3,
+                                           1.34e-3, 1.34e-3, 1.04e-3};
+  const std::string base =
+      write(dir, "base.json", test::cpu_report({test::timed_point(0, 1, base_samples)}));
+  const std::string cur =
+      write(dir, "cur.json", test::cpu_report({test::timed_point(0, 1, cur_samples)}));
+  const CliResult r = run_cli(fmt::format("compare '{}' '{}'", base, cur), dir.path());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("\nAMBIGUOUS  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1.126  [0.982, 1.327]"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\nSLOWER "), std::string::npos) << r.out;
+
+  const CliResult j =
+      run_cli(fmt::format("compare '{}' '{}' --format json", base, cur), dir.path());
+  const json point = json::parse(j.out).at("points").at(0);
+  EXPECT_EQ(point.at("verdict"), "AMBIGUOUS") << point.dump();
+
+  // The planted 20 % slowdown stays SLOWER, its interval above 1.
+  const CliResult slow =
+      run_cli(fmt::format("compare '{}' '{}' --format json", write(dir, "b.json", gate_report(1)),
+                          write(dir, "s.json", gate_report(2, 1.2))),
+              dir.path());
+  for (const json& p : json::parse(slow.out).at("points")) {
+    if (p.at("verdict") != "SLOWER") continue;
+    EXPECT_GT(p.at("raw").at("ci").at(0).get<double>(), 1) << p.dump();
+  }
+  EXPECT_EQ(json::parse(slow.out).at("counts").at("SLOWER"), 1);
+}
+
 TEST(CliCompare, MismatchedSetupsExitTwoUnlessAllowed) {
   TempDir dir;
   const std::string base = write(dir, "base.json", gate_report(1));

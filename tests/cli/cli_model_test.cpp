@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -402,6 +403,115 @@ TEST(CliModelLayer, DefaultIsLayerScopeOverABatchSweep) {
   ASSERT_EQ(m.code, 0) << m.err;
   EXPECT_NE(m.out.find("| knee batch |"), std::string::npos) << m.out;
   EXPECT_NE(m.out.find("| t_step |"), std::string::npos) << m.out;
+}
+
+// The cells of each Markdown row of the first table whose first cell is `model` (header and
+// separator left out).
+std::vector<std::vector<std::string>> md_rows(const std::string& md, const std::string& model) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(md);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| " + model + " |", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::istringstream cols(line.substr(1));
+    for (std::string cell; std::getline(cols, cell, '|');) {
+      cells.push_back(cell.substr(1, cell.size() - 2));
+    }
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+// llama-3.1-70b's bf16 weights (70.55 B x 2 = 141.1 GB) exceed the H200's 141 GB before any KV:
+// no batch can run, so no row of throughput (it printed 54 rows of "max batch 0" with tok/s up
+// to 5,004), one line saying so and what would fit instead: 2 devices, or fp8 weights.
+TEST(CliModelLayer, WeightsThatDoNotFitGetOneLineNoThroughput) {
+  TempDir dir;
+  const std::string args = "--model llama-3.1-70b --device h200 --hit-rate 0,0.9";
+  const CliResult t = run_cli("model " + args, dir.path());
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("llama-3.1-70b does not fit h200: its bf16 weights take 141.1 GB, the "
+                       "device has 141.0 GB of memory, so no batch can run and no throughput "
+                       "is given; it would fit on 2 devices (70.6 GB of weights each, tensor "
+                       "parallel) or one with --weights-dtype fp8_e4m3 (70.6 GB)."),
+            std::string::npos)
+      << t.out;
+  EXPECT_EQ(t.out.find("kernel kind"), std::string::npos) << "no table: " << t.out;
+  EXPECT_EQ(t.out.find("Knees:"), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("\nllama-3.1-70b  "), std::string::npos) << "no row: " << t.out;
+
+  const json j = model_json(args, dir);
+  EXPECT_TRUE(j.at("rows").empty()) << j.dump();
+  EXPECT_TRUE(j.at("knees").empty()) << j.dump();
+  ASSERT_EQ(j.at("does_not_fit").size(), 1u) << j.dump();
+  const json& d = j.at("does_not_fit")[0];
+  EXPECT_EQ(d.at("model"), "llama-3.1-70b");
+  EXPECT_EQ(d.at("weight_bytes_in_memory").get<double>(), 141107412992.0);
+  EXPECT_EQ(d.at("mem_bytes").get<double>(), 141e9);
+  EXPECT_EQ(d.at("devices_needed"), 2);
+  EXPECT_EQ(d.at("weights_dtypes_that_fit"), json::array({"fp8_e4m3"}));
+
+  // Beside a model that fits: its rows alone, the other named; CSV names it on stderr.
+  const json both = model_json("--model llama-3.1-8b,llama-3.1-70b --device h200", dir);
+  EXPECT_EQ(both.at("rows").size(), 9u * 3);
+  for (const json& r : both.at("rows")) EXPECT_EQ(r.at("model"), "llama-3.1-8b");
+  EXPECT_EQ(both.at("does_not_fit").size(), 1u);
+  const CliResult csv = run_cli("model " + args + " --format csv", dir.path());
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 1) << "header only: " << csv.out;
+  EXPECT_NE(csv.err.find("llama-3.1-70b does not fit h200"), std::string::npos) << csv.err;
+  // --weights-bytes over the memory: the same, naming the flag, no dtype to suggest.
+  const json given = model_json("--model llama-3.1-8b --device h200 --weights-bytes 300e9", dir);
+  ASSERT_EQ(given.at("does_not_fit").size(), 1u);
+  EXPECT_EQ(given.at("does_not_fit")[0].at("devices_needed"), 3);
+  EXPECT_TRUE(given.at("does_not_fit")[0].at("weights_dtypes_that_fit").empty());
+  EXPECT_NE(given.at("does_not_fit")[0].at("message").get<std::string>().find("--weights-bytes"),
+            std::string::npos);
+  // With fp8 weights it fits: rows, and no such line.
+  const json fp8 = model_json(args + " --weights-dtype fp8_e4m3", dir);
+  EXPECT_EQ(fp8.at("rows").size(), 9u * 3 * 2);
+  EXPECT_TRUE(fp8.at("does_not_fit").empty());
+}
+
+// A batch above the largest that fits cannot run: the table gives it no tok/s. llama-3.1-8b at
+// 8k f16 KV fits 116 sequences on the H200 (Llama8bOnH200Batch1ByHand): 128 and 256 do not.
+TEST(CliModelLayer, NoThroughputForABatchAboveTheMaxBatch) {
+  TempDir dir;
+  const CliResult m = run_cli(
+      "model --model llama-3.1-8b --device h200 --kernel-kind tensor-core --format md", dir.path());
+  ASSERT_EQ(m.code, 0) << m.err;
+  const auto rows = md_rows(m.out, "llama-3.1-8b");
+  ASSERT_EQ(rows.size(), 9u + 1) << m.out;  // the batch rows, then the knee's
+  constexpr std::size_t kBatch = 4, kTokens = 11, kMaxBatch = 14;
+  for (std::size_t i = 0; i < 9; ++i) {
+    ASSERT_EQ(rows[i].size(), 15u) << m.out;
+    EXPECT_EQ(rows[i][kMaxBatch], "116");
+    const int batch = std::stoi(rows[i][kBatch]);
+    if (batch > 116) {
+      EXPECT_EQ(rows[i][kTokens], "-") << batch;
+    } else {
+      EXPECT_GT(std::stod(rows[i][kTokens]), 0) << batch;
+    }
+  }
+  EXPECT_NE(m.out.find("tok/s is '-' for a batch above it"), std::string::npos) << m.out;
+  // The knee (128) and the plateau (256) are batches beyond memory: named, without tok/s.
+  const std::vector<std::string>& knee = rows[9];
+  ASSERT_EQ(knee.size(), 12u) << m.out;
+  EXPECT_EQ(knee[5], "128");
+  EXPECT_EQ(knee[6], "-");
+  EXPECT_EQ(knee[7], "- (256)");
+  EXPECT_EQ(knee[11], "beyond memory");
+  // Where the knee fits (4k context, h = 0.9 shares most of the KV), its tok/s is given.
+  const CliResult fits = run_cli(
+      "model --model llama-3.1-8b --device h200 --kernel-kind cascade --context 4096 "
+      "--hit-rate 0.9 --batch 1,2,4,8 --format md",
+      dir.path());
+  ASSERT_EQ(fits.code, 0) << fits.err;
+  const auto small = md_rows(fits.out, "llama-3.1-8b");
+  ASSERT_EQ(small.size(), 4u + 1) << fits.out;
+  EXPECT_GT(std::stod(small[4][6]), 0) << fits.out;
+  EXPECT_NE(small[4][7].find(" (8)"), std::string::npos) << fits.out;
+  EXPECT_NE(small[4][7][0], '-') << fits.out;
 }
 
 // ------------------------------------------------------------------------------- attention scope

@@ -1,6 +1,8 @@
 // `decodebench report FILE...` as a user runs it: formats, --out, side by side with labels, the
 // HTML page with figures, and exit 2 with a message naming the problem for each kind of bad
 // input. The reports are the report tests' fixtures written to disk (no sweep runs).
+#include <cctype>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -92,6 +94,35 @@ TEST(CliReport, HtmlPageWithFigures) {
   EXPECT_TRUE(has(html, "<figure class=\"db-figure\" id=\"fig-batch\">")) << html;
   EXPECT_TRUE(has(html, "<table class=\"db-results\">")) << html;
   EXPECT_FALSE(has(html, "http")) << html;
+  EXPECT_FALSE(has(html, "No figures")) << html;
+}
+
+// The page draws no figure itself: the help says where they come from (--figure, plot.py) rather
+// than promising figures, and a page made without --figure says so in place of them.
+TEST(CliReport, HtmlWithoutFiguresSaysWhereTheyComeFrom) {
+  Files f;
+  const CliResult help = run_cli("report --help", f.dir.path());
+  ASSERT_EQ(help.code, 0) << help.err;
+  // CLI11 wraps the description: compare it with its whitespace squeezed.
+  std::string text;
+  for (char c : help.out) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (!text.empty() && text.back() != ' ') text += ' ';
+    } else {
+      text += c;
+    }
+  }
+  EXPECT_FALSE(has(text, "devices, figures")) << text;
+  EXPECT_TRUE(has(text, "the SVG figures given with --figure: this command draws none")) << text;
+  EXPECT_TRUE(has(text, "scripts/plot.py REPORT --html PAGE")) << text;
+  const std::filesystem::path page = f.dir / "page.html";
+  const CliResult r = run_cli(
+      fmt::format("report --format html '{}' --out '{}'", f.a, page.string()), f.dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(page);
+  EXPECT_FALSE(has(html, "<figure")) << html;
+  EXPECT_TRUE(has(html, "No figures: decodebench inlines only the SVGs given with --figure"))
+      << html;
 }
 
 TEST(CliReport, BadInputExitsTwoNamingTheProblem) {

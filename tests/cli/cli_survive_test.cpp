@@ -441,7 +441,7 @@ TEST_F(Survive, ThreeShardsMergeToTheUnshardedPointSet) {
   }
   const auto merged = dir_ / "m.json";
   const CliResult m = run_cli(
-      fmt::format("merge '{}' '{}' '{}' '{}'", merged.string(), shard[2], shard[0], shard[1]),
+      fmt::format("merge --out '{}' '{}' '{}' '{}'", merged.string(), shard[2], shard[0], shard[1]),
       dir_.path());
   ASSERT_EQ(m.code, 0) << m.err;
   EXPECT_EQ(identities(read_json(merged)), identities(read_json(full)));
@@ -476,7 +476,7 @@ TEST_F(Survive, MergeRefusesAnIncompleteOrMixedShardSet) {
            {{"a0.json", "a0.json", "a1.json"}, "shard 0/3 is given twice"},
            {{"a0.json", "a1.json", "p2.json"}, "p2.json) is interrupted: planted"},
        }) {
-    std::string args = fmt::format("merge '{}'", out);
+    std::string args = fmt::format("merge --out '{}'", out);
     for (const auto& in : c.inputs) args += " '" + s(in) + "'";
     const CliResult r = run_cli(args, dir_.path());
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
@@ -485,9 +485,9 @@ TEST_F(Survive, MergeRefusesAnIncompleteOrMixedShardSet) {
   }
 
   // --allow-partial: the merged report lists what is missing.
-  const CliResult r =
-      run_cli(fmt::format("merge --allow-partial '{}' '{}' '{}'", out, s("a0.json"), s("a1.json")),
-              dir_.path());
+  const CliResult r = run_cli(
+      fmt::format("merge --allow-partial --out '{}' '{}' '{}'", out, s("a0.json"), s("a1.json")),
+      dir_.path());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("is partial"), std::string::npos) << r.err;
   const json m = read_json(out);

@@ -1,7 +1,11 @@
 // `decodebench` as a user runs it: exit codes and messages, reports, formats, dump, merge,
 // compare, Ctrl-C. The binary runs as a subprocess (cli_run.h). CPU backend only; kept fast by
 // giving the sweeps precomputed ceilings (--ceilings) instead of measuring them.
+#include <cctype>
 #include <cmath>
+#include <filesystem>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -149,6 +153,46 @@ TEST(CliHelp, EverySubcommandHasHelp) {
   }
 }
 
+// README.md's "Commands" block stays true: every subcommand is listed, and every flag a
+// command's lines name (outside `quoted` cross-references) is in that command's --help.
+TEST(CliHelp, ReadmeCommandsNameOnlyFlagsTheCommandsHave) {
+  TempDir dir;
+  const std::string readme = read_file(DECODEBENCH_README);
+  const std::size_t start = readme.find("## Commands\n\n```\n");
+  ASSERT_NE(start, std::string::npos);
+  const std::size_t body = readme.find('\n', readme.find("```", start)) + 1;
+  const std::string block = readme.substr(body, readme.find("```", body) - body);
+  std::map<std::string, std::string> text;  // command -> its lines
+  std::string command;
+  std::istringstream lines(block);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("decodebench ", 0) == 0) {
+      std::istringstream words(line.substr(12));
+      words >> command;
+    }
+    text[command] += line + "\n";
+  }
+  const CliResult top = run_cli("--help", dir.path());
+  for (const char* cmd : {"sweep", "check", "ceilings", "devices", "kernels", "model", "compare",
+                          "merge", "report", "cache-sim", "replay"}) {
+    EXPECT_NE(top.out.find(cmd), std::string::npos) << cmd;
+    ASSERT_TRUE(text.count(cmd)) << "README.md Commands lacks " << cmd;
+    std::string t = text[cmd];
+    for (std::size_t q; (q = t.find('`')) != std::string::npos;) {
+      t.erase(q, t.find('`', q + 1) - q + 1);
+    }
+    const CliResult help = run_cli(std::string(cmd) + " --help", dir.path());
+    ASSERT_EQ(help.code, 0) << cmd;
+    for (std::size_t i = t.find("--"); i != std::string::npos; i = t.find("--", i + 2)) {
+      std::size_t j = i + 2;
+      while (j < t.size() && (std::isalnum(static_cast<unsigned char>(t[j])) || t[j] == '-')) ++j;
+      const std::string flag = t.substr(i, j - i);
+      EXPECT_NE(help.out.find(flag + " "), std::string::npos)
+          << "README.md: " << cmd << " " << flag << " is not in its --help";
+    }
+  }
+}
+
 // ------------------------------------------------------------------------------- sweeps
 
 TEST(CliSweep, TinyCpuSweepWritesAValidReport) {
@@ -228,6 +272,98 @@ TEST(CliSweep, OutputFormats) {
   EXPECT_EQ(json::parse(js.out).at("results").size(), 1u);
 }
 
+// The progress line's status is the table's: a point that stopped at the timeout with its noise
+// above --max-noise reads "ok*~" in both, never a bare "ok" on stderr.
+TEST(CliSweep, ProgressLineShowsTheTablesStatus) {
+  TempDir dir;
+  const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
+  // More samples than the timeout allows and no noise is low enough: the point stops at the
+  // timeout, noisy.
+  const CliResult r = run_cli(
+      fmt::format("sweep --backend cpu --batch 2 --context 17 --min-samples 1000000 --min-time 0 "
+                  "--max-noise 0 --timeout 0.3 --ceilings '{}' --out ''",
+                  ceilings.string()),
+      dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string status;
+  std::istringstream rows(r.out);
+  for (std::string line; std::getline(rows, line);) {
+    if (line.find("llama-3.1-8b") == std::string::npos) continue;
+    std::istringstream words(line);
+    for (std::string w; words >> w;) {
+      if (w.rfind("ok", 0) == 0) status = w;
+    }
+  }
+  EXPECT_EQ(status.rfind("ok*", 0), 0u) << "stopped at the timeout: " << r.out;
+  EXPECT_NE(r.err.find("[1/1] elapsed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(": " + status + " "), std::string::npos)
+      << "progress line lacks '" << status << "':\n"
+      << r.err;
+}
+
+// --plan runs nothing and writes nothing: the points, each axis' values and an ETA from the
+// measure settings, min(timeout, max(min time, min samples x bytes / bandwidth)) per point. The
+// fake ceilings' read (1e10 B/s) and --warm (no cache flush) make the estimate exact here.
+TEST(CliSweep, PlanPrintsPointsAxesAndAnEtaWithoutRunning) {
+  TempDir dir;
+  const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
+  const std::filesystem::path out = dir / "sub" / "never.json";
+  const std::string base =
+      fmt::format("sweep --backend cpu --plan --warm --ceilings '{}' --out '{}' ",
+                  ceilings.string(), out.string());
+  const CliResult r = run_cli(
+      base +
+          "--batch 1,8,64 --context 1k,4k --kv-dtype f16,bf16 --min-samples 10 --min-time 2 "
+          "--timeout 10",
+      dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan: 12 points on cpu"), std::string::npos) << r.out;
+  for (const auto& [flag, values] :
+       std::vector<std::pair<std::string, std::string>>{{"--batch", "1, 8, 64"},
+                                                        {"--context", "1024, 4096"},
+                                                        {"--kv-dtype", "f16, bf16"},
+                                                        {"--model", "llama-3.1-8b"},
+                                                        {"--kernel", "auto"},
+                                                        {"--hit-rate", "0"}}) {
+    const std::string line = fmt::format("  {:<16} {}\n", flag, values);
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << r.out;
+  }
+  EXPECT_NE(r.out.find("ETA: about "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("an estimate"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nothing was run"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("elapsed"), std::string::npos) << "no point ran: " << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out.parent_path())) << "nothing created";
+
+  // Each term of the estimate in turn, one point each.
+  struct Case {
+    std::string args, eta;
+  };
+  for (const Case& c : std::vector<Case>{
+           // 4 MB of KV: 0.4 ms a sample, 10 of them, below the min time: 2 s x 2 points
+           {"--batch 1,2 --context 1024 --min-samples 10 --min-time 2 --timeout 10",
+            "ETA: about 4.00 s "},
+           // a million samples would take 400 s: the timeout caps it
+           {"--batch 1 --context 1024 --min-samples 1000000 --min-time 0 --timeout 3",
+            "ETA: about 3.00 s "},
+           // 1074856192 bytes (KV, q, out, tables) per step: 0.107 s a sample, 10 of them
+           {"--batch 64 --context 4096 --min-samples 10 --min-time 0 --timeout 100",
+            "ETA: about 1.07 s "},
+           // 3 points at their 100 s timeout
+           {"--batch 1,2,3 --context 1024 --min-samples 1000000 --min-time 0 --timeout 100",
+            "ETA: about 5 min 0 s "},
+       }) {
+    const CliResult p = run_cli(base + c.args, dir.path());
+    ASSERT_EQ(p.code, 0) << c.args << "\n" << p.err;
+    EXPECT_NE(p.out.find(c.eta), std::string::npos) << c.args << "\n" << p.out;
+  }
+  // Bad input is still bad input.
+  EXPECT_EQ(run_cli(base + "--batch 0", dir.path()).code, 2);
+  // The help says the ETA is an estimate.
+  const CliResult help = run_cli("sweep --help", dir.path());
+  EXPECT_NE(help.out.find("--plan"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("estimate"), std::string::npos) << help.out;
+}
+
 TEST(CliSweep, ConfigFileThenFlagsOverrideItsAxes) {
   TempDir dir;
   const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
@@ -259,13 +395,24 @@ TEST(CliSweep, ShardsMergeAndCompare) {
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(read_json(dir / fmt::format("s{}.json", i)).at("results").size(), 2u);
   }
-  const CliResult m = run_cli(fmt::format("merge '{}' '{}' '{}'", (dir / "all.json").string(),
-                                          (dir / "s0.json").string(), (dir / "s1.json").string()),
-                              dir.path());
+  const std::string shards =
+      fmt::format("'{}' '{}'", (dir / "s0.json").string(), (dir / "s1.json").string());
+  const CliResult m =
+      run_cli(fmt::format("merge --out '{}' {}", (dir / "all.json").string(), shards), dir.path());
   ASSERT_EQ(m.code, 0) << m.err;
   const json merged = read_json(dir / "all.json");
   ASSERT_EQ(merged.at("results").size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(merged.at("results")[i].at("index"), i);
+  // The output named as every other command names it (--out); the form before it, OUT first,
+  // still merges the same points; one file alone names the missing --out.
+  const CliResult old =
+      run_cli(fmt::format("merge '{}' {}", (dir / "old.json").string(), shards), dir.path());
+  ASSERT_EQ(old.code, 0) << old.err;
+  EXPECT_EQ(read_json(dir / "old.json").at("results"), merged.at("results"));
+  const CliResult lone =
+      run_cli(fmt::format("merge {}", shards.substr(0, shards.find(' '))), dir.path());
+  EXPECT_EQ(lone.code, 2) << lone.err;
+  EXPECT_NE(lone.err.find("--out"), std::string::npos) << lone.err;
 
   // Against itself: no regression.
   const std::string all = (dir / "all.json").string();

@@ -247,6 +247,73 @@ TEST(FormatColumns, BoundNamesItsComputeCeiling) {
   EXPECT_TRUE(has(row_of_batch(t, 8), " compute ")) << t;
 }
 
+// ------------------------------------------------------------------------------- legend
+
+// A sample report whose points timed scope layer (the layer step split into weights and KV).
+Report layer_report() {
+  Report r = sample_report();
+  for (PointResult& p : r.results) {
+    p.scope = Scope::layer;
+    LayerRecord l;
+    l.weight_bytes = 4.36e8;
+    l.kv_bytes = 1e9 * p.batch;
+    if (p.status == PointStatus::ok) {
+      l.time_weights_s = 0.6 * p.time_s.median;
+      l.time_kv_s = 0.4 * p.time_s.median;
+      l.tokens_per_s_with_lm_head = 0.9 * p.tokens_per_s;
+    }
+    p.layer = l;
+  }
+  return r;
+}
+
+bool any_legend_line(const std::string& text, std::string_view prefix, std::string_view what) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0 && has(line, what)) return true;
+  }
+  return false;
+}
+
+// The tok/s legend names what was timed: the layer's step at scope layer, attention only at
+// scope attention, both when a table mixes them; alone, side by side, in every format.
+TEST(FormatLegend, TokensPerSecondSaysWhatWasMeasured) {
+  const Report attention = sample_report();
+  const Report layer = layer_report();
+  Report mixed = sample_report();
+  mixed.results[1] = layer.results[1];
+  const Report layer_b = layer_report();
+  const std::vector<LabelledReport> layer_pair{{"a", &layer}, {"b", &layer_b}};
+  const std::vector<LabelledReport> attention_pair{{"a", &attention}, {"b", &attention}};
+
+  for (OutputFormat f : {OutputFormat::table, OutputFormat::md}) {
+    for (const std::string& t : {format_results(layer, f), format_reports(layer_pair, f)}) {
+      EXPECT_TRUE(has(t, "one layer's whole decode step (GEMMs and attention)")) << t;
+      EXPECT_FALSE(has(t, "attention only")) << t;
+    }
+    for (const std::string& t : {format_results(attention, f), format_reports(attention_pair, f)}) {
+      EXPECT_TRUE(has(t, "tok/s counts attention only")) << t;
+      EXPECT_FALSE(has(t, "whole step")) << t;
+    }
+    const std::string m = format_results(mixed, f);
+    EXPECT_TRUE(has(m,
+                    "the layer's whole step (GEMMs and attention) at scope layer, attention "
+                    "only at scope attention"))
+        << m;
+  }
+  // +lm_head is explained only where its column is shown.
+  EXPECT_TRUE(any_legend_line(format_results(layer, OutputFormat::table), "tok/s:", "+lm_head"));
+  EXPECT_FALSE(
+      any_legend_line(format_reports(layer_pair, OutputFormat::table), "tok/s:", "+lm_head"));
+  // The page shows the same legend.
+  const std::string page = format_html(layer_pair, {});
+  EXPECT_TRUE(has(page, "one layer&#39;s whole decode step") ||
+              has(page, "one layer's whole decode step"))
+      << page;
+  EXPECT_FALSE(has(page, "attention only")) << page;
+}
+
 TEST(FormatKnees, ListedAfterTheTable) {
   Report r = sample_report();
   r.knees = compute_knees(r.results);  // batches 1, 8, 64 at 1, 3, 4 TB/s: knee 64 (>= 3.6)
@@ -498,7 +565,11 @@ TEST(FormatHtml, SeveralReportsAndClashingFigureNames) {
   EXPECT_TRUE(has(page, "<th class=\"num\">b/a</th>")) << page;
   EXPECT_TRUE(has(page, "only in a")) << page;
   EXPECT_TRUE(has(page, "<summary>config of b</summary>")) << page;
-  EXPECT_FALSE(has(page, "<figure")) << "no figures, no figure section";
+  // No figure given: none inlined, and the page says where figures come from.
+  EXPECT_FALSE(has(page, "<figure")) << page;
+  EXPECT_TRUE(has(page, "No figures: decodebench inlines only the SVGs given with --figure"))
+      << page;
+  EXPECT_TRUE(has(page, "scripts/plot.py REPORT --html PAGE")) << page;
   const HtmlFigure f = read_svg_figure(dir.write("x.svg", "<svg></svg>"));
   const std::vector<HtmlFigure> twice{f, f};
   EXPECT_THROW(format_html(reports, twice), InputError);

@@ -120,6 +120,41 @@ TEST(Verdict, TooFewSamplesIsAmbiguousWithAReason) {
   EXPECT_DOUBLE_EQ(c.ratio, 1.0);  // the medians still give a ratio
 }
 
+// Samples where the rank test rejects (p 0.019) and the median ratio is 1.126, yet the medians'
+// 95 % interval is [0.98, 1.33]: most current samples a little slower, a few much slower. The
+// rule once said SLOWER here beside an interval that crosses 1; the verdict must follow the
+// interval printed with it. Swapped, the same holds for FASTER.
+const std::vector<double> kTightBase = {1.04e-3, 1.10e-3, 1.03e-3, 1.02e-3, 1.00e-3,
+                                        1.01e-3, 1.00e-3, 1.08e-3, 1.10e-3};
+const std::vector<double> kSpreadSlower = {1.08e-3, 1.36e-3, 1.06e-3, 1.16e-3,
+                                           1.34e-3, 1.34e-3, 1.04e-3};
+
+TEST(Verdict, AGapNeedsTheIntervalToExcludeOne) {
+  const SpaceComparison slower = compare_samples(kTightBase, kSpreadSlower, 0.05, 0.05);
+  // The case's premises: significant and beyond the threshold, the interval crossing 1.
+  ASSERT_LT(slower.p_value, 0.05);
+  ASSERT_GT(slower.ratio, 1.05);
+  ASSERT_LT(slower.ci.lo, 1);
+  ASSERT_GT(slower.ci.hi, 1);
+  EXPECT_EQ(slower.verdict, Verdict::ambiguous);
+
+  const SpaceComparison faster = compare_samples(kSpreadSlower, kTightBase, 0.05, 0.05);
+  ASSERT_LT(faster.p_value, 0.05);
+  ASSERT_LT(faster.ratio, 1 / 1.05);
+  ASSERT_GT(faster.ci.hi, 1);
+  EXPECT_EQ(faster.verdict, Verdict::ambiguous);
+
+  // Over many draws: every SLOWER's interval lies above 1, every FASTER's below.
+  for (int s = 0; s < 300; ++s) {
+    std::mt19937_64 rng(7000 + s);
+    const auto base = lognormal_samples(rng, 2e-3, 0.1, 8);
+    const auto cur = lognormal_samples(rng, 2e-3 * (s % 2 ? 1.15 : 1 / 1.15), 0.1, 8);
+    const SpaceComparison c = compare_samples(base, cur, 0.05, 0.05);
+    if (c.verdict == Verdict::slower) EXPECT_GT(c.ci.lo, 1) << s;
+    if (c.verdict == Verdict::faster) EXPECT_LT(c.ci.hi, 1) << s;
+  }
+}
+
 TEST(Verdict, CombinationTable) {
   using V = Verdict;
   struct Row {

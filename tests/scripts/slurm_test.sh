@@ -167,7 +167,7 @@ pass "complete task 0: nothing to do"
 mv "$out/shard-2-of-3.json" shard-2-aside.json
 expect_fail "merge.sh with shard 2 of 3 missing" bash "$scripts/slurm/merge.sh" "$out" 3
 grep -q "shard-2-of-3.json" expect_fail.log || fail "merge.sh did not name the missing shard"
-expect_fail "decodebench merge of 2 of 3 shards" "$bin" merge "$work/m2.json" "$out/shard-0-of-3.json" "$shard1"
+expect_fail "decodebench merge of 2 of 3 shards" "$bin" merge --out "$work/m2.json" "$out/shard-0-of-3.json" "$shard1"
 mv shard-2-aside.json "$out/shard-2-of-3.json"
 bash "$scripts/slurm/merge.sh" "$out" 3 >merge.log 2>&1 || fail "merge.sh (see $work/merge.log)"
 same_points "$out/merged.json" full.json || fail "merged shards differ from the unsharded run"

@@ -222,7 +222,7 @@ TEST(SweepAxes, ResolvedConfigJsonIsThatOfBefore) {
     "prefix_groups": [1], "kv_dtype": ["f16", "fp8_e4m3"], "q_dtype": ["f16"],
     "block_size": [16], "kernel": ["auto"], "backend": "auto", "seed": 0,
     "validate_max_rows": 64, "shard": "0/1", "scope": ["attention"], "weights_dtype": "bf16",
-    "measure": {"min_samples": 10, "min_time_s": 0.3, "max_noise": 0.005, "timeout_s": 4.0,
+    "measure": {"min_samples": 10, "min_time_s": 0.3, "max_noise": 0.02, "timeout_s": 4.0,
                 "warm_l2": false}})")
                                                                                  .dump());
 

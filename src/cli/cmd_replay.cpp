@@ -187,7 +187,7 @@ int run(CLI::App& cmd, ReplayOptions& o) {
   plan.kernels = kernels;
   plan.block_size = o.block_size;
   plan.sample_steps = o.sample_steps;
-  plan.q_dtype = DType::bf16;
+  plan.q_dtype = default_activation_dtype(weights, DType::bf16);
   plan.measure.measure = o.measure;
   plan.measure.validate_max_rows = o.validate_max_rows;
   plan.measure.weights_dtype = weights;

@@ -35,7 +35,7 @@ struct ReplayPlan {
   ModelShape model;
   Scope scope = Scope::layer;                // what each sampled step times
   std::vector<std::string> kernels{"auto"};  // each sampled step runs with each
-  DType q_dtype = DType::bf16;               // the activations' dtype (layer scope: bf16)
+  DType q_dtype = DType::bf16;               // the activations': 16-bit weights' own, else bf16
   int block_size = 16;                       // the kernels' page size (and the schedule's)
   int sample_steps = 8;                      // steps measured per setting
   // The schedule's fixed inputs (kv_pool_bytes, policy, ttl_s and kv_dtype come per setting).

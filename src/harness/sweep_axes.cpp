@@ -35,6 +35,18 @@ T parse_number(std::string_view item, std::string_view flag, const char* what) {
   return value;
 }
 
+// "auto" or a dtype name; an unknown name is told the q dtypes (InputError naming `what`).
+QDtypeChoice parse_q_dtype(std::string_view text, std::string_view what) {
+  if (text == "auto") return QDtypeChoice::automatic();
+  try {
+    return parse_dtype(text, what);
+  } catch (const InputError&) {
+    throw InputError(fmt::format(
+        "{}: unknown q dtype '{}'; valid: auto, f16, bf16 (aliases fp16, float16, half, bfloat16)",
+        what, text));
+  }
+}
+
 // The part of workload_key() for one field; a new field type needs its overload here.
 std::string key_part(int v) { return fmt::format("{}", v); }
 std::string key_part(double v) { return fmt::format("{}", v); }
@@ -59,6 +71,10 @@ DType read_dtype(const JsonIn& v) {
   return rethrow_at(v, [&] { return parse_dtype(v.string(), "dtype"); });
 }
 
+QDtypeChoice read_q_dtype(const JsonIn& v) {
+  return rethrow_at(v, [&] { return parse_q_dtype(v.string(), "dtype"); });
+}
+
 Scope read_scope(const JsonIn& v) {
   return rethrow_at(v, [&] { return parse_scope(v.string()); });
 }
@@ -80,6 +96,7 @@ Shard read_shard(const JsonIn& v) {
 }
 
 nlohmann::json dtype(const DType& t) { return dtype_name(t); }
+nlohmann::json q_dtype(const QDtypeChoice& q) { return q_dtype_name(q); }
 
 nlohmann::json context(const ContextSpec& c) {
   if (c.kind == ContextSpec::Kind::fixed) return c.lo;
@@ -141,6 +158,12 @@ std::vector<ContextSpec> parse_context_list(std::string_view text, std::string_v
 std::vector<DType> parse_dtype_list(std::string_view text, std::string_view flag) {
   std::vector<DType> out;
   for (const std::string& item : split_list(text, flag)) out.push_back(parse_dtype(item, flag));
+  return out;
+}
+
+std::vector<QDtypeChoice> parse_q_dtype_list(std::string_view text, std::string_view flag) {
+  std::vector<QDtypeChoice> out;
+  for (const std::string& item : split_list(text, flag)) out.push_back(parse_q_dtype(item, flag));
   return out;
 }
 

@@ -43,12 +43,15 @@ namespace decodebench {
 //   Target WorkloadSpec (the value shapes the workload, so it is part of workload_key()) or
 //          SweepPoint (it does not: the kernel)
 //   F      the field it sets; T except for the model (a name in the config, a shape in the
-//          point)
-template <class T, class Target_, class F = T>
+//          point) and the q dtype (auto in the config, a dtype in the point)
+//   R      what resolve() makes of a config value, once per sweep; F unless bind() makes the
+//          field of it per point (q auto: it depends on the point's scope)
+template <class T, class Target_, class F = T, class R = F>
 struct AxisDef {
   using Value = T;
   using Target = Target_;
   using Field = F;
+  using Resolved = R;
   std::string_view json_key;  // the config file's key
   std::string_view flag;      // the command-line flag: a comma-separated list
   std::string_view help;
@@ -65,10 +68,14 @@ struct AxisDef {
   // The point values one config value stands for (the model's shape; "all" kernels); null:
   // the value itself.
   void (*resolve)(const T&, std::span<const std::string> all_kernels,
-                  std::vector<F>& out) = nullptr;
+                  std::vector<R>& out) = nullptr;
   // How many points values resolve() makes of one config value, without loading anything;
   // null: 1.
   std::size_t (*count)(const T&, std::size_t num_kernels_for_all) = nullptr;
+  // The field of one point from a resolved value that stands for different values at different
+  // points (q auto). It may read the settings and the axes before this one in kAxes, which are
+  // set by then. Null: the resolved value itself (R is F).
+  F (*bind)(const R&, const SweepPoint& p, const SweepConfig& c) = nullptr;
   // A valid value other than the default, as the flag takes it (tests perturb the axis with it).
   std::string_view example;
 };
@@ -111,16 +118,18 @@ std::string read_string(const JsonIn& v);
 int read_int(const JsonIn& v);
 double read_number(const JsonIn& v);
 DType read_dtype(const JsonIn& v);
-ContextSpec read_context(const JsonIn& v);  // 1024, "8k", "512:4096"
-Scope read_scope(const JsonIn& v);          // "attention", "layer"
-Shard read_shard(const JsonIn& v);          // "i/n"
+QDtypeChoice read_q_dtype(const JsonIn& v);  // "auto" or a dtype
+ContextSpec read_context(const JsonIn& v);   // 1024, "8k", "512:4096"
+Scope read_scope(const JsonIn& v);           // "attention", "layer"
+Shard read_shard(const JsonIn& v);           // "i/n"
 template <class T>
 nlohmann::json plain(const T& v) {
   return v;
 }
-nlohmann::json dtype(const DType& t);          // "f16"
-nlohmann::json context(const ContextSpec& c);  // 1024 or "512:4096"
-nlohmann::json scope(const Scope& s);          // "layer"
+nlohmann::json dtype(const DType& t);           // "f16"
+nlohmann::json q_dtype(const QDtypeChoice& q);  // "auto" or "f16"
+nlohmann::json context(const ContextSpec& c);   // 1024 or "512:4096"
+nlohmann::json scope(const Scope& s);           // "layer"
 }  // namespace axis_values
 
 // "1,8,64" -> {1, 8, 64}. Each parser throws InputError naming the flag and the bad item.
@@ -131,6 +140,8 @@ std::vector<double> parse_double_list(std::string_view text, std::string_view fl
 // spelling of the ragged range "512:4096".
 std::vector<ContextSpec> parse_context_list(std::string_view text, std::string_view flag);
 std::vector<DType> parse_dtype_list(std::string_view text, std::string_view flag);
+// Items "auto" or dtype names.
+std::vector<QDtypeChoice> parse_q_dtype_list(std::string_view text, std::string_view flag);
 std::vector<Scope> parse_scope_list(std::string_view text, std::string_view flag);
 
 // --- the axes ---------------------------------------------------------------------------------
@@ -208,19 +219,24 @@ inline constexpr auto kAxes = std::tuple{
         .write_json = axis_values::dtype,
         .example = "fp8_e4m3",
     },
-    AxisDef<DType, WorkloadSpec>{
+    AxisDef<QDtypeChoice, WorkloadSpec, DType, QDtypeChoice>{
         .json_key = "q_dtype",
         .flag = "--q-dtype",
-        .help = "Q/output dtypes: f16, bf16",
+        .help = "Q/output (at scope layer: activation) dtypes: auto (the default: at scope "
+                "layer the weights' dtype when they are 16-bit, else f16), f16, bf16",
         .values = &SweepConfig::q_dtypes,
         .field = &WorkloadSpec::q_dtype,
-        .read_json = axis_values::read_dtype,
-        .parse_flag = parse_dtype_list,
-        .check = [](const DType& t) -> std::string {
-          if (t == DType::f16 || t == DType::bf16) return "";
-          return fmt::format("q dtype must be f16 or bf16, got {}", dtype_name(t));
+        .read_json = axis_values::read_q_dtype,
+        .parse_flag = parse_q_dtype_list,
+        .check = [](const QDtypeChoice& q) -> std::string {
+          if (q.is_auto() || q.dtype == DType::f16 || q.dtype == DType::bf16) return "";
+          return fmt::format("q dtype must be auto, f16 or bf16, got {}", q_dtype_name(q));
         },
-        .write_json = axis_values::dtype,
+        .write_json = axis_values::q_dtype,
+        .bind =
+            [](const QDtypeChoice& q, const SweepPoint& p, const SweepConfig& c) {
+              return q.dtype ? *q.dtype : auto_q_dtype(p.scope, c.weights_dtype);
+            },
         .example = "bf16",
     },
     AxisDef<int, WorkloadSpec>{
@@ -322,7 +338,7 @@ inline constexpr auto kSettings = std::tuple{
         .group = "",
         .flag = "--weights-dtype",
         .help = "Layer scope: the weights' dtype, bf16, f16 or fp8_e4m3 (default bf16; 16-bit "
-                "weights take activations of their type: --q-dtype the same)",
+                "weights take activations of their type: --q-dtype auto or the same)",
         .members = 1,
         .get = [](const SweepConfig& c) { return c.weights_dtype; },
         .set = [](SweepConfig& c, const DType& v) { c.weights_dtype = v; },
@@ -539,13 +555,17 @@ constexpr std::size_t setting_members(std::string_view group) {
   for_each_setting([&](const auto& s) { n += s.group == group ? s.members : 0; });
   return n;
 }
-// An axis whose point field is not its config value (the model: name -> shape) has resolve.
+// An axis whose point field is not its config value has resolve (the model: name -> shape) or
+// bind (q: auto -> the point's dtype), whichever conversion its types name.
 constexpr bool every_converting_axis_resolves() {
   bool ok = true;
   for_each_axis([&](const auto& a) {
     using A = std::remove_cvref_t<decltype(a)>;
-    if constexpr (!std::is_same_v<typename A::Value, typename A::Field>) {
+    if constexpr (!std::is_same_v<typename A::Value, typename A::Resolved>) {
       ok = ok && a.resolve != nullptr;
+    }
+    if constexpr (!std::is_same_v<typename A::Resolved, typename A::Field>) {
+      ok = ok && a.bind != nullptr;
     }
   });
   return ok;

@@ -15,6 +15,7 @@
 #include "common/json_text.h"
 #include "harness/sweep_axes.h"
 #include "report/json_util.h"
+#include "workload/layer_model.h"
 
 namespace decodebench {
 
@@ -39,6 +40,14 @@ bool parse_length(std::string_view s, int& out) {
 }
 
 }  // namespace
+
+std::string_view q_dtype_name(const QDtypeChoice& q) {
+  return q.dtype ? dtype_name(*q.dtype) : "auto";
+}
+
+DType auto_q_dtype(Scope scope, DType weights) {
+  return scope == Scope::layer ? default_activation_dtype(weights, DType::f16) : DType::f16;
+}
 
 ContextSpec parse_context(std::string_view s) {
   const auto colon = s.find(':');
@@ -242,21 +251,32 @@ std::size_t expansion_size(const SweepConfig& c, std::size_t num_kernels_for_all
 
 namespace {
 
-// The values the points take on one axis (models loaded, "all" kernels listed).
+// The values the points take on one axis (models loaded, "all" kernels listed), before bind().
 template <class Axis>
 auto resolve_axis(const Axis& axis, const SweepConfig& c,
                   const std::vector<std::string>& all_kernels) {
-  std::vector<typename Axis::Field> out;
+  std::vector<typename Axis::Resolved> out;
   for (const auto& v : c.*axis.values) {
-    if constexpr (std::is_same_v<typename Axis::Value, typename Axis::Field>) {
+    if constexpr (std::is_same_v<typename Axis::Value, typename Axis::Resolved>) {
       if (!axis.resolve) {
         out.push_back(v);
         continue;
       }
     }
-    axis.resolve(v, all_kernels, out);  // never null here (static_assert in sweep_axes.h)
+    axis.resolve(v, all_kernels, out);  // never null here (sweep_axes_test)
   }
   return out;
+}
+
+// Sets the axis's field of `p` from its resolved value.
+template <class Axis>
+void set_field(SweepPoint& p, const Axis& axis, const typename Axis::Resolved& v,
+               const SweepConfig& c) {
+  if constexpr (std::is_same_v<typename Axis::Resolved, typename Axis::Field>) {
+    axis_field(p, axis) = v;
+  } else {
+    axis_field(p, axis) = axis.bind(v, p, c);  // never null here (sweep_axes_test)
+  }
 }
 
 }  // namespace
@@ -268,7 +288,8 @@ std::vector<SweepPoint> expand(const SweepConfig& c, const std::vector<std::stri
       [&](const auto&... axis) { return std::tuple{resolve_axis(axis, c, all_kernels)...}; },
       kAxes);
   // Point i has digit (i / stride[k]) % size[k] on axis k: a mixed-radix count with the first
-  // axis outermost and the last (batch) innermost, i.e. nested loops in table order.
+  // axis outermost and the last (batch) innermost, i.e. nested loops in table order. The fields
+  // are set in table order too, so bind() sees the axes before its own.
   std::array<std::size_t, kNumAxes> size{}, stride{};
   std::apply([&](const auto&... v) { size = {v.size()...}; }, values);
   std::size_t total = 1;
@@ -282,7 +303,7 @@ std::vector<SweepPoint> expand(const SweepConfig& c, const std::vector<std::stri
     if (static_cast<int>(i % static_cast<std::size_t>(c.shard_count)) != c.shard_index) continue;
     SweepPoint p;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
-      ((axis_field(p, std::get<K>(kAxes)) = std::get<K>(values)[i / stride[K] % size[K]]), ...);
+      (set_field(p, std::get<K>(kAxes), std::get<K>(values)[i / stride[K] % size[K]], c), ...);
     }
     (std::make_index_sequence<kNumAxes>{});
     p.spec.seed = c.seed;

@@ -11,7 +11,7 @@
 //     "hit_rate":      [0, 0.5, 0.9],
 //     "prefix_groups": [1],
 //     "kv_dtype":      ["f16", "fp8_e4m3"],
-//     "q_dtype":       ["f16"],
+//     "q_dtype":       ["auto"],                  "auto" (auto_q_dtype), "f16", "bf16"
 //     "block_size":    [16],
 //     "kernel":        ["auto"],                  "auto", "all", or names from the backend
 //     "backend":       "auto",
@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,26 @@ struct MeasureOptions {
   friend bool operator==(const MeasureOptions&, const MeasureOptions&) = default;
 };
 
+// One value of the q_dtype axis: f16, bf16, or auto, which stands for auto_q_dtype() of each
+// point. Auto is the default so that both scopes run with the defaults (the layer's bf16 weights
+// need bf16 activations); a dtype that is named is run as named, and a layer point whose weights
+// cannot take it is skipped with the reason.
+struct QDtypeChoice {
+  std::optional<DType> dtype;  // empty: auto
+  constexpr QDtypeChoice() = default;
+  // Implicit: a dtype is a choice, so `q_dtypes = {DType::bf16}` reads as it says.
+  constexpr QDtypeChoice(DType t) : dtype(t) {}  // NOLINT(google-explicit-constructor)
+  static constexpr QDtypeChoice automatic() { return {}; }
+  bool is_auto() const { return !dtype.has_value(); }
+  friend bool operator==(const QDtypeChoice&, const QDtypeChoice&) = default;
+};
+std::string_view q_dtype_name(const QDtypeChoice& q);  // "auto", "f16", "bf16"
+
+// The q (and activation) dtype of a point whose q_dtype is auto. At scope layer q is every
+// GEMM's activations, and 16-bit weights read them in their own type: the weights' dtype. Scope
+// attention, and fp8 weights (which take either), keep f16.
+DType auto_q_dtype(Scope scope, DType weights);
+
 // Each member is read and written through its entry in kAxes or kSettings (sweep_axes.h); a
 // member without one fails to compile.
 struct SweepConfig {
@@ -65,7 +86,7 @@ struct SweepConfig {
   std::vector<double> hit_rates{0.0};
   std::vector<int> prefix_groups{1};
   std::vector<DType> kv_dtypes{DType::f16};
-  std::vector<DType> q_dtypes{DType::f16};
+  std::vector<QDtypeChoice> q_dtypes{QDtypeChoice::automatic()};
   std::vector<int> block_sizes{16};
   std::vector<std::string> kernels{"auto"};  // "auto" (backend's choice per point), "all"
                                              // (every kernel of the backend), or names
@@ -97,7 +118,7 @@ nlohmann::json to_json(const SweepConfig& c);
 // Throws InputError listing every problem found (the checks of sweep_axes.h), each with the
 // valid choices: an empty axis,
 // batch <= 0, context <= 0 or lo > hi, h outside [0, 1], prefix_groups < 1, a block size not a
-// power of two in [1, 1024], a q dtype other than f16/bf16, measure values out of range, a
+// power of two in [1, 1024], a q dtype other than auto/f16/bf16, measure values out of range, a
 // shard index outside [0, n). Model names and kernel names are checked by expand()/the runner
 // (they need the presets and the backend).
 void validate(const SweepConfig& c);
@@ -116,7 +137,8 @@ struct SweepPoint {
 
 // The cartesian product, in the order of kAxes (sweep_axes.h; outermost first, batch innermost
 // so a batch series is contiguous): model, scope, kernel, kv_dtype, q_dtype, block_size,
-// prefix_groups, hit_rate, context, batch; each axis in the order the config lists it. Then only
+// prefix_groups, hit_rate, context, batch; each axis in the order the config lists it. A q_dtype
+// of auto becomes auto_q_dtype(the point's scope, weights_dtype): a point's q is a dtype. Then only
 // the shard's points (index % shard_count == shard_index). "all" in kernels expands to
 // `all_kernels` (the backend's kernel_names(); empty = leave "all" as InputError). Loads each model
 // once (load_model).

@@ -64,6 +64,12 @@ std::string layer_support_error(const ModelShape& m, DType weights, DType q_dtyp
 // The dtype a GEMM's input is read in: the weights dtype (see the top of this file).
 inline DType gemm_input_dtype(DType weights) { return weights; }
 
+// The activations' dtype when none is asked for: 16-bit weights' own type (the only one they
+// take), else `otherwise` (fp8 weights take f16 or bf16 activations alike).
+inline DType default_activation_dtype(DType weights, DType otherwise) {
+  return weights == DType::bf16 || weights == DType::f16 ? weights : otherwise;
+}
+
 // --- test data ----------------------------------------------------------------------------
 // Counter-generator tensors (kernels/common/counter_rng.h) of the layer, next to Tensor::q/k/v.
 // Element i of a weight is counter_normal(seed, tensor, i) * inv_scale, encoded in the weights

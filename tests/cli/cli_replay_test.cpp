@@ -3,6 +3,7 @@
 // --config taking option values with the command line winning, and bad input (exit 2 naming the
 // option) before anything is measured.
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -76,6 +77,25 @@ TEST(CliReplay, ConfigFileTakesOptionsAndTheCommandLineWins) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("unknown key 'kv_pol'"), std::string::npos) << bad.err;
   EXPECT_NE(bad.err.find("kv-pool"), std::string::npos) << bad.err;  // the valid keys listed
+}
+
+// Replay has no --q-dtype: the activations are the weights' 16-bit type (bf16 with fp8 weights),
+// so f16 weights get f16 activations, which their layer step takes, not bf16.
+TEST(CliReplay, ActivationsFollowSixteenBitWeights) {
+  TempDir dir;
+  const std::string out = (dir / "replay.json").string();
+  for (const auto& [weights, q] : {std::pair<std::string, std::string>{"f16", "f16"},
+                                   {"bf16", "bf16"},
+                                   {"fp8_e4m3", "bf16"}}) {
+    const CliResult r =
+        run_cli("replay --trace '" + kSlice + "'" + kSmall + " --kernel cpu --weights-dtype " +
+                    weights + " --out '" + out + "'",
+                dir.path());
+    ASSERT_EQ(r.code, 0) << weights << "\n" << r.err;
+    const json report = json::parse(read_file(out));
+    EXPECT_EQ(report.at("config").at("q_dtype"), q) << weights;
+    for (const json& p : report.at("results")) EXPECT_EQ(p.at("q_dtype"), q) << weights;
+  }
 }
 
 TEST(CliReplay, BadInputExitsTwoNamingTheOption) {

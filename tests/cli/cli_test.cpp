@@ -382,6 +382,53 @@ TEST(CliSweep, ConfigFileThenFlagsOverrideItsAxes) {
   EXPECT_EQ(report.at("config").at("context")[0], 20);
 }
 
+// `--scope attention,layer` with the q dtype left out runs both scopes: the layer with its bf16
+// weights' activations, the attention with f16 (before, the layer point was skipped for f16
+// activations). A q dtype given is kept, and the layer that cannot take it is skipped with why.
+TEST(CliSweep, LayerScopeRunsWithTheDefaultQDtype) {
+  TempDir dir;
+  const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
+  write_file(dir / "tiny-layer.json",
+             R"({"name": "tiny-layer", "num_q_heads": 4, "num_kv_heads": 2, "head_dim": 64,
+                 "num_layers": 2, "hidden_size": 128, "intermediate_size": 192,
+                 "vocab_size": 300})");
+  const std::string base = fmt::format(
+      "sweep --backend cpu --scope attention,layer --model '{}' --batch 2 "
+      "--context 20 {} --ceilings '{}' --out '' --format json -q",
+      (dir / "tiny-layer.json").string(), kFastMeasure, ceilings.string());
+
+  const CliResult r = run_cli(base, dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json report = json::parse(r.out);
+  EXPECT_EQ(report.at("config").at("q_dtype"), json::array({"auto"}));
+  const json& results = report.at("results");
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].at("scope"), "attention");
+  EXPECT_EQ(results[0].at("q_dtype"), "f16");
+  EXPECT_EQ(results[0].at("status"), "ok") << results[0].dump();
+  EXPECT_EQ(results[1].at("scope"), "layer");
+  EXPECT_EQ(results[1].at("q_dtype"), "bf16");
+  // A CPU without a bf16 GEMM skips the layer for that, never for its activations.
+  if (results[1].at("status") != "ok") {
+    EXPECT_EQ(results[1].at("status"), "skipped") << results[1].dump();
+    EXPECT_EQ(results[1].at("reason").get<std::string>().find("--q-dtype"), std::string::npos)
+        << results[1].dump();
+  }
+
+  const CliResult named = run_cli(base + " --q-dtype f16", dir.path());
+  ASSERT_EQ(named.code, 0) << named.err;
+  const json n = json::parse(named.out);
+  EXPECT_EQ(n.at("config").at("q_dtype"), json::array({"f16"}));
+  ASSERT_EQ(n.at("results").size(), 2u);
+  const json& layer = n.at("results")[1];
+  EXPECT_EQ(layer.at("q_dtype"), "f16");
+  EXPECT_EQ(layer.at("status"), "skipped");
+  EXPECT_NE(layer.at("reason").get<std::string>().find("bf16 weights need bf16 activations"),
+            std::string::npos)
+      << layer.dump();
+  EXPECT_NE(layer.at("reason").get<std::string>().find("--q-dtype bf16"), std::string::npos);
+}
+
 TEST(CliSweep, ShardsMergeAndCompare) {
   TempDir dir;
   const std::filesystem::path ceilings = fake_cpu_ceilings(dir);

@@ -280,15 +280,35 @@ TEST_F(LayerStepTest, PointsTheLayerCannotTakeAreSkippedWithTheReason) {
   EXPECT_NE(r.results[2].reason.find("hidden_size"), std::string::npos) << r.results[2].reason;
 
   SweepConfig mismatch = config({1});
-  mismatch.q_dtypes = {DType::f16};  // bf16 weights need bf16 activations
+  mismatch.q_dtypes = {DType::f16};  // named: kept, though bf16 weights need bf16 activations
   const Report m = run_sweep(backend, mismatch);
   EXPECT_EQ(m.results[0].status, PointStatus::skipped);
+  EXPECT_EQ(m.results[0].q_dtype, DType::f16);
   EXPECT_NE(m.results[0].reason.find("--q-dtype bf16"), std::string::npos) << m.results[0].reason;
 
   SweepConfig f16 = config({1});
   f16.q_dtypes = {DType::f16};
   f16.weights_dtype = DType::f16;
   EXPECT_EQ(run_sweep(backend, f16).results[0].reason, "fake has bf16 and fp8 GEMMs only");
+}
+
+// The q dtype left out (auto): both scopes run, the layer with bf16 activations as its bf16
+// weights need, the attention with f16; the points record those dtypes and the config "auto".
+// Before, the layer point was skipped for its f16 activations.
+TEST_F(LayerStepTest, TheDefaultQDtypeRunsBothScopes) {
+  FakeLayerBackend backend;
+  SweepConfig c = config({1});
+  c.scopes = {Scope::attention, Scope::layer};
+  c.q_dtypes = SweepConfig{}.q_dtypes;
+  const Report r = run_sweep(backend, c);
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].scope, Scope::attention);
+  EXPECT_EQ(r.results[0].q_dtype, DType::f16);
+  EXPECT_EQ(r.results[0].status, PointStatus::ok) << r.results[0].reason;
+  EXPECT_EQ(r.results[1].scope, Scope::layer);
+  EXPECT_EQ(r.results[1].q_dtype, DType::bf16);
+  EXPECT_EQ(r.results[1].status, PointStatus::ok) << r.results[1].reason;
+  EXPECT_EQ(r.config.at("q_dtype"), nlohmann::json::array({"auto"}));
 }
 
 TEST_F(LayerStepTest, BothScopesInOneSweepAreSeparatePointsAndSeries) {

@@ -77,8 +77,10 @@ TEST(SweepAxes, EveryAxisGoesThroughFlagsJsonValidationExpansionAndTheKey) {
     SweepConfig empty = base;
     (empty.*axis.values).clear();
     expect_input_error([&] { validate(empty); }, fmt::format("axis '{}' is empty", axis.json_key));
-    // Two values, two points, differing in this axis's field.
+    // Two values, two points, differing in this axis's field and no other: q is pinned, as
+    // auto follows the scope (auto_q_dtype).
     SweepConfig two = base;
+    two.q_dtypes = {DType::f16};
     (two.*axis.values).push_back((c.*axis.values).front());
     EXPECT_EQ(expansion_size(two, /*num_kernels_for_all=*/2), 2u);
     const std::vector<SweepPoint> points = expand(two, {"naive", "gqa"});
@@ -121,6 +123,34 @@ TEST(SweepAxes, EverySettingGoesThroughFlagsAndJson) {
 // config value must say how to resolve one into the other.
 TEST(SweepAxes, EveryConvertingAxisResolves) {
   EXPECT_TRUE(detail::every_converting_axis_resolves());
+}
+
+// The q dtype is auto where neither the command line nor the config file gives it, and what
+// was given where either does.
+TEST(SweepAxes, QDtypeIsAutoOnlyWhereNotGiven) {
+  const std::vector<QDtypeChoice> autos = {QDtypeChoice::automatic()};
+  EXPECT_EQ(parse_flags("--scope layer").q_dtypes, autos);
+  std::vector<SweepPoint> points = expand(parse_flags("--scope attention,layer"));
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].spec.q_dtype, DType::f16);
+  EXPECT_EQ(points[1].spec.q_dtype, DType::bf16);
+  EXPECT_EQ(expand(parse_flags("--scope layer --weights-dtype f16"))[0].spec.q_dtype, DType::f16);
+
+  const SweepConfig named = parse_flags("--scope layer --q-dtype f16");
+  EXPECT_EQ(named.q_dtypes, std::vector<QDtypeChoice>{DType::f16});
+  EXPECT_EQ(expand(named)[0].spec.q_dtype, DType::f16);
+  EXPECT_EQ(parse_flags("--q-dtype auto,bf16").q_dtypes,
+            (std::vector<QDtypeChoice>{QDtypeChoice::automatic(), DType::bf16}));
+  // configs/sweeps/default.json gives q_dtype f16: the file's value holds at scope layer too.
+  const std::string file = (configs_dir() / "sweeps" / "default.json").string();
+  EXPECT_EQ(parse_flags(fmt::format("--config '{}' --scope layer", file)).q_dtypes,
+            std::vector<QDtypeChoice>{DType::f16});
+  EXPECT_EQ(parse_flags(fmt::format("--config '{}' --q-dtype auto", file)).q_dtypes, autos);
+
+  expect_input_error([] { parse_flags("--q-dtype int4"); },
+                     "--q-dtype: unknown q dtype 'int4'; valid: auto, f16, bf16");
+  expect_input_error([] { validate(parse_flags("--q-dtype fp8_e4m3")); },
+                     "q dtype must be auto, f16 or bf16, got fp8_e4m3");
 }
 
 TEST(SweepAxes, TheSeedShapesTheWorkload) {
@@ -205,11 +235,12 @@ TEST(SweepAxes, FlagsAndTheirTypesAreThoseOfBefore) {
 
 // What to_json wrote before the tables, for the built-in defaults, configs/sweeps/default.json,
 // and default.json under every flag (derived from the code before; dump() compares number
-// types too, 0 vs 0.0).
+// types too, 0 vs 0.0). One change: the defaults' q_dtype is "auto" (auto_q_dtype), so the
+// layer scope's activations follow its weights.
 TEST(SweepAxes, ResolvedConfigJsonIsThatOfBefore) {
   EXPECT_EQ(to_json(SweepConfig{}).dump(), json::parse(R"({
     "model": ["llama-3.1-8b"], "batch": [1], "context": [1024], "hit_rate": [0.0],
-    "prefix_groups": [1], "kv_dtype": ["f16"], "q_dtype": ["f16"], "block_size": [16],
+    "prefix_groups": [1], "kv_dtype": ["f16"], "q_dtype": ["auto"], "block_size": [16],
     "kernel": ["auto"], "backend": "auto", "seed": 0, "validate_max_rows": 64, "shard": "0/1",
     "scope": ["attention"], "weights_dtype": "bf16",
     "measure": {"min_samples": 10, "min_time_s": 0.5, "max_noise": 0.005, "timeout_s": 10.0,
@@ -263,7 +294,7 @@ TEST(SweepAxes, ExpansionIsTheNestedLoopsOfBefore) {
   for (const auto& m : c.models)
     for (const auto& k : std::vector<std::string>{"a", "b", "c"})
       for (DType kv : c.kv_dtypes)
-        for (DType q : c.q_dtypes)
+        for (const QDtypeChoice& q : c.q_dtypes)
           for (int p : c.block_sizes)
             for (int g : c.prefix_groups)
               for (double h : c.hit_rates)
@@ -276,7 +307,7 @@ TEST(SweepAxes, ExpansionIsTheNestedLoopsOfBefore) {
                     pt.spec.hit_rate = h;
                     pt.spec.prefix_groups = g;
                     pt.spec.kv_dtype = kv;
-                    pt.spec.q_dtype = q;
+                    pt.spec.q_dtype = *q.dtype;
                     pt.spec.block_size = p;
                     pt.spec.seed = c.seed;
                     pt.kernel = k;

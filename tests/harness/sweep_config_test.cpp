@@ -97,6 +97,47 @@ TEST(Expand, ShardsPartitionThePoints) {
   }
 }
 
+// The q dtype of the points of `c`, in expansion order.
+std::vector<DType> q_dtypes_of(const SweepConfig& c) {
+  std::vector<DType> out;
+  for (const SweepPoint& p : expand(c)) out.push_back(p.spec.q_dtype);
+  return out;
+}
+
+// Left out, the q dtype is auto: a layer point's activations are its 16-bit weights' type (bf16
+// by default) and an attention point's q is f16. Before, the default was f16 at both scopes, so
+// every layer point of a default sweep was skipped against the bf16 weights.
+TEST(Expand, DefaultQDtypeIsTheLayersWeightsTypeAndF16ForTheAttention) {
+  SweepConfig c;
+  c.scopes = {Scope::attention, Scope::layer};
+  EXPECT_EQ(c.q_dtypes, std::vector<QDtypeChoice>{QDtypeChoice::automatic()});
+  EXPECT_EQ(q_dtypes_of(c), (std::vector<DType>{DType::f16, DType::bf16}));
+  c.weights_dtype = DType::f16;
+  EXPECT_EQ(q_dtypes_of(c), (std::vector<DType>{DType::f16, DType::f16}));
+  // fp8 weights take either activation type: q stays f16.
+  c.weights_dtype = DType::fp8_e4m3;
+  EXPECT_EQ(q_dtypes_of(c), (std::vector<DType>{DType::f16, DType::f16}));
+  EXPECT_EQ(auto_q_dtype(Scope::layer, DType::bf16), DType::bf16);
+  EXPECT_EQ(auto_q_dtype(Scope::attention, DType::bf16), DType::f16);
+}
+
+// A q dtype that is named is run as named at every scope, never replaced by the weights' type (a
+// layer that cannot take it is skipped with the reason: layer_step_test).
+TEST(Expand, ANamedQDtypeIsKept) {
+  SweepConfig c;
+  c.scopes = {Scope::attention, Scope::layer};
+  c.q_dtypes = {DType::f16};
+  EXPECT_EQ(q_dtypes_of(c), (std::vector<DType>{DType::f16, DType::f16}));
+  c.q_dtypes = {DType::bf16};
+  c.weights_dtype = DType::f16;
+  EXPECT_EQ(q_dtypes_of(c), (std::vector<DType>{DType::bf16, DType::bf16}));
+  // auto next to a dtype: a point of each, q inside scope.
+  c.weights_dtype = DType::bf16;
+  c.q_dtypes = {QDtypeChoice::automatic(), DType::f16};
+  EXPECT_EQ(q_dtypes_of(c), (std::vector<DType>{DType::f16, DType::f16, DType::bf16, DType::f16}));
+  EXPECT_EQ(expansion_size(c), 4u);
+}
+
 TEST(ParseContext, AcceptsLengthsKilosAndRanges) {
   EXPECT_EQ(parse_context("1024").lo, 1024);
   EXPECT_EQ(parse_context("8k").lo, 8192);
@@ -139,7 +180,7 @@ TEST(LoadSweepConfig, ReadsEveryKey) {
   EXPECT_EQ(c.contexts[2].hi, 97);
   EXPECT_EQ(c.prefix_groups, std::vector<int>{2});
   EXPECT_EQ(c.kv_dtypes, (std::vector<DType>{DType::f16, DType::fp8_e4m3}));
-  EXPECT_EQ(c.q_dtypes, std::vector<DType>{DType::bf16});
+  EXPECT_EQ(c.q_dtypes, std::vector<QDtypeChoice>{DType::bf16});
   EXPECT_EQ(c.block_sizes, (std::vector<int>{8, 32}));
   EXPECT_EQ(c.kernels, std::vector<std::string>{"gqa"});
   EXPECT_EQ(c.backend, "cpu");
@@ -165,6 +206,23 @@ TEST(LoadSweepConfig, ToJsonRoundTripsAndIsItselfAConfig) {
   const auto file = dir.write("c.json", to_json(c).dump(2));
   EXPECT_EQ(load_sweep_config(file), c);
   EXPECT_EQ(sweep_config_from_json(to_json(c), "x"), c);
+}
+
+// A report's config reruns the same sweep: auto is written as "auto" and read back as auto (not
+// as the dtype it gave), and a config file may write it itself.
+TEST(LoadSweepConfig, AutoQDtypeRoundTripsAsAuto) {
+  SweepConfig c;
+  c.scopes = {Scope::attention, Scope::layer};
+  EXPECT_EQ(to_json(c).at("q_dtype"), nlohmann::json::array({"auto"}));
+  const SweepConfig back = sweep_config_from_json(to_json(c), "x");
+  EXPECT_EQ(back, c);
+  EXPECT_EQ(q_dtypes_of(back), (std::vector<DType>{DType::f16, DType::bf16}));
+  c.q_dtypes = {QDtypeChoice::automatic(), DType::f16};
+  EXPECT_EQ(to_json(c).at("q_dtype"), nlohmann::json::array({"auto", "f16"}));
+  EXPECT_EQ(sweep_config_from_json(to_json(c), "x"), c);
+  EXPECT_EQ(parse_sweep_config(R"({"q_dtype": "auto"})", "x"), SweepConfig{});
+  EXPECT_EQ(parse_sweep_config(R"({"q_dtype": ["auto", "fp16"]})", "x").q_dtypes,
+            (std::vector<QDtypeChoice>{QDtypeChoice::automatic(), DType::f16}));
 }
 
 TEST(LoadSweepConfig, LayersOnABase) {
@@ -195,7 +253,8 @@ TEST(LoadSweepConfig, ErrorsNameTheFileAndTheKey) {
       {R"({"block_size": [16, 24]})", {"block_size[1]", "power of two"}},
       {R"({"prefix_groups": [0]})", {"prefix_groups[0]", ">= 1"}},
       {R"({"kv_dtype": ["int4"]})", {"kv_dtype[0]", "int4", "fp8_e4m3"}},
-      {R"({"q_dtype": "fp8_e4m3"})", {"q_dtype", "f16 or bf16"}},
+      {R"({"q_dtype": "fp8_e4m3"})", {"q_dtype", "auto, f16 or bf16"}},
+      {R"({"q_dtype": ["auto", "int4"]})", {"q_dtype[1]", "'int4'", "valid: auto, f16, bf16"}},
       {R"({"shard": "3/3"})", {"shard", "0 <= i < n"}},
       {R"({"seed": -1})", {"seed", "non-negative"}},
       {R"({"measure": {"timeout_s": 0}})", {"measure.timeout_s", "> 0"}},
@@ -283,6 +342,8 @@ TEST(ShippedConfigs, EverySweepInConfigsLoadsAndExpands) {
     const SweepConfig c = load_sweep_config(e.path());
     const auto points = expand(c, {"naive", "gqa", "pipelined", "split_kv"});
     EXPECT_FALSE(points.empty());
+    // Each names its q dtype, so its points are those it had before auto was the default.
+    for (const QDtypeChoice& q : c.q_dtypes) EXPECT_FALSE(q.is_auto());
     ++n;
   }
   EXPECT_GE(n, 4);  // default, cpu-target, gpu-check, smoke

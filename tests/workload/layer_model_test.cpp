@@ -172,6 +172,18 @@ TEST(LayerModel, SumsOfTheStages) {
                std::invalid_argument);
 }
 
+// Where no activation dtype is asked for, the one chosen is one the weights take.
+TEST(LayerSupport, TheDefaultActivationDtypeIsOneTheWeightsTake) {
+  const ModelShape m = load_model("llama-3.1-8b");
+  for (DType w : {DType::bf16, DType::f16, DType::fp8_e4m3}) {
+    for (DType otherwise : {DType::f16, DType::bf16}) {
+      const DType a = default_activation_dtype(w, otherwise);
+      EXPECT_EQ(layer_support_error(m, w, a), "") << dtype_name(w);
+      EXPECT_EQ(a, is_fp8(w) ? otherwise : w) << dtype_name(w);
+    }
+  }
+}
+
 TEST(LayerSupport, Cases) {
   const ModelShape m = load_model("llama-3.1-8b");
   EXPECT_EQ(layer_support_error(m, DType::bf16, DType::bf16), "");

@@ -17,6 +17,7 @@
 #include "report/knees.h"
 #include "report/report.h"
 #include "report/report_fixtures.h"
+#include "report/table.h"
 
 namespace decodebench {
 namespace {

@@ -14,7 +14,7 @@
 #include "harness/sweep_axes.h"
 #include "harness/sweep_config.h"
 #include "report/format.h"
-#include "report/report.h"
+#include "results/report.h"
 
 namespace decodebench::cli {
 
@@ -47,10 +47,6 @@ SweepConfig resolve_sweep_config(const SweepFlags& f);
 bool flag_given(const SweepFlags& f, std::string_view name);
 // Whether a flag of an axis that shapes the workload (any axis but --kernel) was given.
 bool workload_axis_given(const SweepFlags& f);
-
-// Every name in config.kernels is "auto", "all" or one of `available` (InputError listing them).
-void check_kernel_names(const SweepConfig& config, const std::vector<std::string>& available,
-                        std::string_view backend);
 
 // --format: table|json|csv|md (InputError listing them).
 OutputFormat parse_format(std::string_view s);

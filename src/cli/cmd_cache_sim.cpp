@@ -16,7 +16,8 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "report/format.h"
-#include "report/report.h"
+#include "report/table.h"
+#include "results/report.h"
 #include "trace/cache_sim.h"
 #include "trace/trace.h"
 #include "workload/workload.h"
@@ -108,28 +109,6 @@ std::string ttl_label(const CacheSimSetting& s) {
   return s.policy == EvictionPolicy::ttl ? fmt::format("{:g} s", s.ttl_s) : "-";
 }
 
-std::string render_table(const std::vector<std::string>& header,
-                         const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width(header.size());
-  for (std::size_t c = 0; c < header.size(); ++c) {
-    width[c] = header[c].size();
-    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string l;
-    for (std::size_t c = 0; c < cells.size(); ++c) {
-      // Numbers right-aligned, the policy and ttl left.
-      l += c == 1 || c == 2 ? fmt::format("{:<{}}  ", cells[c], width[c])
-                            : fmt::format("{:>{}}  ", cells[c], width[c]);
-    }
-    while (!l.empty() && l.back() == ' ') l.pop_back();
-    return l + "\n";
-  };
-  std::string s = line(header);
-  for (const auto& r : rows) s += line(r);
-  return s;
-}
-
 std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
                        const std::vector<CacheSimResult>& results) {
   const nlohmann::json t = trace_summary_json(trace);
@@ -143,13 +122,16 @@ std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
   s += "definition: requests in arrival order, no concurrency; hit = min(leading run of its "
        "blocks cached x block tokens, prompt); hit rate = hit / prompt tokens; ceiling = "
        "infinite capacity\n\n";
-  const std::vector<std::string> header = {
-      "capacity tokens", "policy",   "ttl",     "hit rate",         "ceiling",
-      "inserted",        "evicted",  "expired", "prefill computed", "saved",
-      "PFLOP saved",     "cache GB", "replay s"};
-  std::vector<std::vector<std::string>> rows;
+  // Numbers right-aligned, the policy and ttl left.
+  Table table;
+  for (const char* title :
+       {"capacity tokens", "policy", "ttl", "hit rate", "ceiling", "inserted", "evicted", "expired",
+        "prefill computed", "saved", "PFLOP saved", "cache GB", "replay s"}) {
+    const std::string_view name(title);
+    table.columns.push_back({title, /*right=*/name != "policy" && name != "ttl"});
+  }
   for (const CacheSimResult& r : results) {
-    rows.push_back(
+    table.add_row(
         {tokens_label(r.setting.capacity_tokens), std::string(policy_name(r.setting.policy)),
          ttl_label(r.setting), fmt::format("{:.2f}%", 100 * r.hit_rate),
          fmt::format("{:.2f}%", 100 * r.hit_rate_ceiling), std::to_string(r.blocks.inserted),
@@ -158,7 +140,7 @@ std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
          fmt::format("{:.2f}", r.prefill_flops_saved / 1e15),
          fmt::format("{:.2f}", r.cache_bytes / 1e9), fmt::format("{:.3f}", r.elapsed_s)});
   }
-  return s + render_table(header, rows);
+  return s + render_text(table);
 }
 
 std::string csv_text(const std::vector<CacheSimResult>& results) {

@@ -17,7 +17,8 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "kernels.h"
-#include "report/report.h"
+#include "report/table.h"
+#include "results/report.h"
 #include "static_model/cuobjdump.h"
 #include "static_model/sass_parse.h"
 #include "static_model/static_report.h"
@@ -101,15 +102,12 @@ int run_ceilings(const CeilingsOptions& o) {
         {"measured_triad_Bps", info.measured.triad},
         {"measured_fma_flops", info.measured.fma_flops},
         {"flops_peak", info.flops_peak}};
-    std::string s = format == OutputFormat::csv
-                        ? "backend,device,quantity,value\n"
-                        : "| backend | device | quantity | value |\n|---|---|---|---|\n";
+    Table t;
+    t.columns = {{"backend"}, {"device"}, {"quantity"}, {"value", true}};
     for (const auto& [k, v] : rows) {
-      const std::string value = v > 0 ? fmt::format("{:.6g}", v) : "";
-      s += format == OutputFormat::csv
-               ? fmt::format("{},\"{}\",{},{}\n", info.backend, info.name, k, value)
-               : fmt::format("| {} | {} | {} | {} |\n", info.backend, info.name, k, value);
+      t.add_row({info.backend, info.name, k, v > 0 ? fmt::format("{:.6g}", v) : ""});
     }
+    const std::string s = format == OutputFormat::csv ? render_csv(t) : render_md(t);
     emit(s, "");
   }
   return kExitOk;
@@ -125,31 +123,31 @@ int run_devices(const DevicesOptions& o) {
   const OutputFormat format = parse_format(o.format);
   nlohmann::json j = {{"backends", nlohmann::json::array()},
                       {"datasheets", nlohmann::json::array()}};
-  std::string table = "Backends in this build:\n";
-  table += fmt::format("  {:<6} {:<10} {}\n", "name", "status", "device");
+  Table backends;
+  backends.columns = {{"name", false, 6}, {"status", false, 10}, {"device"}};
   for (const std::string& name : backend_names()) {
     try {
       std::unique_ptr<Backend> b = make_backend(name, o.device);
       const DeviceInfo d = b->device_info();
-      table += fmt::format("  {:<6} {:<10} {} ({} {}, cache {}, memory {}, datasheet {})\n", name,
-                           "usable", d.name, d.sm_count, name == "cpu" ? "threads" : "SMs",
-                           or_na(static_cast<double>(d.l2_bytes), format_bytes),
-                           or_na(static_cast<double>(d.mem_bytes), format_bytes),
-                           or_na(d.bandwidth_datasheet, format_bandwidth));
+      backends.add_row({name, "usable",
+                        fmt::format("{} ({} {}, cache {}, memory {}, datasheet {})", d.name,
+                                    d.sm_count, name == "cpu" ? "threads" : "SMs",
+                                    or_na(static_cast<double>(d.l2_bytes), format_bytes),
+                                    or_na(static_cast<double>(d.mem_bytes), format_bytes),
+                                    or_na(d.bandwidth_datasheet, format_bandwidth))});
       j["backends"].push_back({{"name", name}, {"usable", true}, {"device", to_json(d)}});
     } catch (const RuntimeFailure& e) {
-      table += fmt::format("  {:<6} {:<10} {}\n", name, "not usable", e.what());
+      backends.add_row({name, "not usable", e.what()});
       j["backends"].push_back({{"name", name}, {"usable", false}, {"reason", e.what()}});
     }
   }
-  table += fmt::format("  auto   -> {}\n", cuda_device_present() ? "cuda" : "cpu");
-  table += fmt::format("\nDatasheet peaks ({}):\n", datasheet_file().string());
-  table += fmt::format("  {:<15} {:<24} {:>11} {:>15} {:>9}  {}\n", "key", "name", "bandwidth",
-                       "fp32 (no TC)", "memory", "matches device names containing");
+  Table sheets;
+  sheets.columns = {{"key", false, 15},      {"name", false, 24},
+                    {"bandwidth", true, 11}, {"fp32 (no TC)", true, 15},
+                    {"memory", true, 9},     {"matches device names containing"}};
   for (const Datasheet& d : all_datasheets()) {
-    table += fmt::format("  {:<15} {:<24} {:>11} {:>15} {:>9}  {}\n", d.key, d.name,
-                         format_bandwidth(d.bandwidth), flops_label(d.fp32_flops),
-                         format_bytes(static_cast<double>(d.mem_bytes)), join(d.match));
+    sheets.add_row({d.key, d.name, format_bandwidth(d.bandwidth), flops_label(d.fp32_flops),
+                    format_bytes(static_cast<double>(d.mem_bytes)), join(d.match)});
     j["datasheets"].push_back({{"key", d.key},
                                {"name", d.name},
                                {"match", d.match},
@@ -157,6 +155,11 @@ int run_devices(const DevicesOptions& o) {
                                {"fp32_flops", d.fp32_flops},
                                {"mem_bytes", d.mem_bytes}});
   }
+  const std::string table =
+      "Backends in this build:\n" + render_text(backends, "  ", " ") +
+      fmt::format("  auto   -> {}\n", cuda_device_present() ? "cuda" : "cpu") +
+      fmt::format("\nDatasheet peaks ({}):\n", datasheet_file().string()) +
+      render_text(sheets, "  ", " ");
   if (format == OutputFormat::json) {
     emit(j.dump(2), "");
   } else if (format == OutputFormat::table) {
@@ -193,26 +196,17 @@ std::string int_list(const std::vector<int>& v) {
 // (a test compares the two byte for byte). Only what a rung is, never what a build compiled:
 // head dims and KV dtypes are left out because DECODEBENCH_HEAD_DIMS / _KV_DTYPES narrow them,
 // and the README must read the same whichever build printed it.
-std::string md_cell(std::string s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 std::string kernels_markdown(const std::vector<kernels::KernelInfo>& ladder) {
-  std::string s = "| rung | idea | q/out dtypes | block sizes | GQA group | workspace |\n";
-  s += "|---|---|---|---|---|---|\n";
+  Table t;
+  t.columns = {{"rung"}, {"idea"}, {"q/out dtypes"}, {"block sizes"}, {"GQA group"}, {"workspace"}};
   int rung = 0;
   for (const kernels::KernelInfo& k : ladder) {
-    const std::string group = k.max_group > 0 ? "1 to " + std::to_string(k.max_group) : "any";
-    s += fmt::format("| v{} `{}` | {} | {} | powers of two ≥ {} | {} | {} |\n", rung++, k.name,
-                     md_cell(k.idea), dtype_list(k.q_dtypes), k.min_block_size, group,
-                     k.uses_workspace ? "split partials, planned per point" : "none");
+    t.add_row({fmt::format("v{} `{}`", rung++, k.name), k.idea, dtype_list(k.q_dtypes),
+               fmt::format("powers of two ≥ {}", k.min_block_size),
+               k.max_group > 0 ? "1 to " + std::to_string(k.max_group) : "any",
+               k.uses_workspace ? "split partials, planned per point" : "none"});
   }
-  return s;
+  return render_md(t);
 }
 
 // ---------------------------------------------------------------------------- kernels --static

@@ -43,8 +43,8 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "common/json_text.h"
-#include "report/knees.h"
-#include "report/point_result.h"  // compute_unit_name
+#include "results/knees.h"
+#include "results/point_result.h"  // compute_unit_name
 #include "workload/byte_model.h"
 #include "workload/layer_model.h"
 #include "workload/workload.h"

@@ -10,7 +10,8 @@
 #include "harness/runner.h"
 #include "harness/sweep_config.h"
 #include "report/compare.h"
-#include "report/report.h"
+#include "results/merge.h"
+#include "results/report.h"
 
 namespace decodebench::cli {
 namespace {

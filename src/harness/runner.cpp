@@ -22,8 +22,8 @@
 #include "harness/stats.h"
 #include "harness/sweep_axes.h"
 #include "reference/reference.h"
-#include "report/knees.h"
-#include "report/point_identity.h"
+#include "results/knees.h"
+#include "results/point_identity.h"
 #include "workload/byte_model.h"
 
 namespace decodebench {
@@ -287,19 +287,6 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   r.tokens_per_s = roof.tokens_per_s;
 }
 
-void check_kernel_names(const Backend& backend, const SweepConfig& config) {
-  const std::vector<std::string> names = backend.kernel_names();
-  for (const auto& k : config.kernels) {
-    if (k == "auto" || k == "all") continue;
-    if (std::find(names.begin(), names.end(), k) == names.end()) {
-      std::string valid = "auto, all";
-      for (const auto& n : names) valid += ", " + n;
-      throw InputError(fmt::format("kernel '{}' is not available on the {} backend; valid: {}", k,
-                                   backend.name(), valid));
-    }
-  }
-}
-
 // Ends a sweep stuck in a call that cannot poll the stop flag (the ceilings, a reference, a long
 // kernel): once the flag has been set for `grace_s` and run_sweep has not seen it, the last
 // published report goes to options.abandon (on this watcher's thread) marked interrupted.
@@ -438,9 +425,23 @@ void check_resumable(const Report& previous, const SweepConfig& config, const De
   }
 }
 
+void check_kernel_names(const std::vector<std::string>& requested, const Backend& backend) {
+  const std::vector<std::string> names = backend.kernel_names();
+  for (const std::string& k : requested) {
+    if (k == "auto" || k == "all") continue;
+    if (std::find(names.begin(), names.end(), k) == names.end()) {
+      std::string valid;
+      for (const std::string& n : names) valid += (valid.empty() ? "" : ", ") + n;
+      throw InputError(
+          fmt::format("--kernel: unknown kernel '{}' for backend {} (valid: auto, all, {})", k,
+                      backend.name(), valid));
+    }
+  }
+}
+
 Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& options) {
   validate(config);
-  check_kernel_names(backend, config);
+  check_kernel_names(config.kernels, backend);
   const std::vector<SweepPoint> points = expand(config, backend.kernel_names());
   // Bad shapes are bad input: find them all before any time is spent.
   for (const auto& p : points) validate(p.spec);

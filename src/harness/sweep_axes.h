@@ -31,9 +31,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/dtype.h"
+#include "common/json_in.h"
 #include "common/math.h"  // is_power_of_two
 #include "harness/sweep_config.h"
-#include "report/json_util.h"
 #include "workload/workload.h"
 
 namespace decodebench {

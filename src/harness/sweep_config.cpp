@@ -12,9 +12,9 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "common/json_in.h"
 #include "common/json_text.h"
 #include "harness/sweep_axes.h"
-#include "report/json_util.h"
 #include "workload/layer_model.h"
 
 namespace decodebench {

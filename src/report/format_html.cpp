@@ -12,8 +12,8 @@
 
 #include "common/errors.h"
 #include "report/format.h"
-#include "report/knees.h"
 #include "report/table.h"
+#include "results/knees.h"
 
 namespace decodebench {
 

@@ -9,8 +9,8 @@
 
 #include "common/dtype.h"
 #include "report/format.h"
-#include "report/knees.h"
-#include "report/point_identity.h"
+#include "results/knees.h"
+#include "results/point_identity.h"
 
 namespace decodebench {
 
@@ -43,7 +43,7 @@ struct ColumnDef {
 };
 
 Table drop_columns(const std::vector<ColumnDef>& defs,
-                       const std::vector<std::vector<std::string>>& rows) {
+                   const std::vector<std::vector<std::string>>& rows) {
   Table t;
   std::vector<std::size_t> keep;
   for (std::size_t c = 0; c < defs.size(); ++c) {

@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/report.h"
 #include "report/table.h"
+#include "results/report.h"
 
 namespace decodebench {
 

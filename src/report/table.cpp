@@ -51,6 +51,11 @@ std::string render_text(const Table& t, std::string_view indent, std::string_vie
     return s + "\n";
   };
   std::string out = line([&](std::size_t c) { return t.columns[c].title; });
+  if (t.rule && !width.empty()) {
+    std::size_t total = display_width(gap) * (width.size() - 1);
+    for (std::size_t w : width) total += w;
+    out += std::string(indent) + std::string(total, '-') + "\n";
+  }
   for (const auto& row : t.rows) out += line([&](std::size_t c) { return row[c]; });
   return out;
 }

@@ -17,6 +17,7 @@ struct Table {
   };
   std::vector<Column> columns;
   std::vector<std::vector<std::string>> rows;  // one cell per column
+  bool rule = false;  // text: a line of '-' under the header, the table's width
 
   // Appends a row; its cell count must equal the column count (std::logic_error otherwise).
   void add_row(std::vector<std::string> cells);

@@ -10,7 +10,7 @@
 
 #include "cli/cli_run.h"
 #include "report/compare_fixtures.h"
-#include "report/report.h"
+#include "results/report.h"
 
 namespace decodebench::testing {
 namespace {

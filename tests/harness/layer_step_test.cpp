@@ -18,8 +18,8 @@
 #include "harness/roofline.h"
 #include "harness/runner.h"
 #include "reference/reference.h"
-#include "report/point_identity.h"
-#include "report/report.h"
+#include "results/point_identity.h"
+#include "results/report.h"
 
 namespace decodebench {
 namespace {

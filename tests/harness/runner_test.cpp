@@ -13,7 +13,7 @@
 #include "harness/measure.h"
 #include "harness/runner.h"
 #include "reference/reference.h"
-#include "report/point_identity.h"
+#include "results/point_identity.h"
 
 namespace decodebench {
 namespace {

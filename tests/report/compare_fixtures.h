@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "report/report.h"
 #include "report/significance.h"
+#include "results/report.h"
 
 namespace decodebench::test {
 

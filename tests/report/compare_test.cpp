@@ -12,8 +12,9 @@
 #include "common/errors.h"
 #include "report/compare.h"
 #include "report/compare_fixtures.h"
-#include "report/report.h"
 #include "report/report_fixtures.h"
+#include "results/merge.h"
+#include "results/report.h"
 
 namespace decodebench {
 namespace {

@@ -14,10 +14,11 @@
 #include "harness/stats.h"
 #include "report/format.h"
 #include "report/format_html.h"
-#include "report/knees.h"
-#include "report/report.h"
 #include "report/report_fixtures.h"
 #include "report/table.h"
+#include "results/knees.h"
+#include "results/merge.h"
+#include "results/report.h"
 
 namespace decodebench {
 namespace {

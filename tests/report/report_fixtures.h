@@ -2,7 +2,7 @@
 #pragma once
 
 #include "harness/sweep_config.h"
-#include "report/report.h"
+#include "results/report.h"
 
 namespace decodebench::test {
 

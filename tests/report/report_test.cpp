@@ -10,9 +10,9 @@
 #include "common/errors.h"
 #include "harness/harness_test_util.h"
 #include "report/format.h"
-#include "report/knees.h"
-#include "report/report.h"
 #include "report/report_fixtures.h"
+#include "results/knees.h"
+#include "results/report.h"
 
 namespace decodebench {
 namespace {

@@ -12,7 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/point_result.h"
+#include "common/atomic_write.h"
+#include "results/point_result.h"
 
 namespace decodebench {
 
@@ -86,33 +87,12 @@ nlohmann::json to_json(const Report& r);
 // or of the wrong type (the message names the key path, e.g. "results[3].time_s.median").
 Report report_from_json(const nlohmann::json& j);
 
-// Writes `path` atomically: the JSON goes to a temporary file in the same directory, is flushed
-// and closed, and is renamed over `path`; on any failure the temporary file is removed and
-// `path` is left as it was. Throws RuntimeFailure naming the path and the reason.
-// Test hook (tests only): DECODEBENCH_TEST_WRITE_FAIL=ERRNO[@N] (ERRNO: ENOSPC or EIO) makes
-// the N-th call in this process (default 1) and every later one fail as write(2) would with it.
+// Writes the report as indented JSON with write_text_atomic (common/atomic_write.h): on any
+// failure `path` is left as it was.
 void write_report_atomic(const std::filesystem::path& path, const Report& r);
-void write_text_atomic(const std::filesystem::path& path, const std::string& text);
 // Throws InputError (missing file, bad JSON with the parser's position, wrong schema).
 Report read_report(const std::filesystem::path& path);
 // The same from the file's text; `source` is what error messages start with.
 Report parse_report(std::string_view text, std::string_view source);
-
-// Shard reports -> one report (docs/design.md "Scale-out"). All inputs must have the same
-// config except its shard keys and the same devices by backend+name (else InputError naming the
-// difference); results are concatenated, sorted by index, duplicates rejected; knees
-// recomputed; the merged config's shard becomes 0/1.
-// The shard set must be whole: one count n, each of 0..n-1 exactly once, every shard complete
-// (no not_run point). Otherwise InputError naming what is missing, unless allow_partial: then
-// the merge goes on, completion.state is partial, the reason names what is missing, and the
-// points of missing shards are listed as not_run (from planned_points, when given).
-struct MergeOptions {
-  bool allow_partial = false;
-  std::vector<std::string> names;  // names[i] for inputs[i] in messages ("report i" otherwise)
-  // Every point of the full sweep (shard 0/1) as a not_run entry; empty function: the points of
-  // a missing shard are named by the shard only.
-  std::function<std::vector<PointResult>()> planned_points;
-};
-Report merge_reports(std::span<const Report> shards, const MergeOptions& options = {});
 
 }  // namespace decodebench

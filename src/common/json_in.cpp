@@ -1,4 +1,4 @@
-#include "report/json_util.h"
+#include "common/json_in.h"
 
 #include <fmt/format.h>
 

@@ -11,7 +11,7 @@
 
 #include "common/host_facts.h"
 #include "git_sha.h"  // generated at build time: cmake/git_sha.cmake
-#include "report/report.h"
+#include "results/report.h"
 
 namespace decodebench {
 

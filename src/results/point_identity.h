@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "report/point_result.h"
+#include "results/point_result.h"
 
 namespace decodebench {
 

@@ -1,5 +1,5 @@
 // Report JSON (schema_version 1), atomic writes and shard merging.
-#include "report/report.h"
+#include "results/report.h"
 
 #include <algorithm>
 #include <atomic>
@@ -20,9 +20,9 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "common/json_in.h"
 #include "common/json_text.h"
-#include "report/json_util.h"
-#include "report/knees.h"
+#include "results/knees.h"
 
 namespace decodebench {
 
@@ -628,81 +628,6 @@ Report report_from(const JsonIn& in) {
 
 Report report_from_json(const json& j) { return report_from(JsonIn(j, "report")); }
 
-namespace {
-
-// DECODEBENCH_TEST_WRITE_FAIL=ERRNO[@N] (report.h): the errno the N-th and later writes of this
-// process fail with, 0 for this call to succeed. For tests of a disk that fills up mid-sweep.
-int injected_write_errno() {
-  const char* env = std::getenv("DECODEBENCH_TEST_WRITE_FAIL");
-  if (!env || !*env) return 0;
-  static std::atomic<int> calls{0};
-  const int call = ++calls;
-  const std::string spec(env);
-  const std::string name = spec.substr(0, spec.find('@'));
-  int from = 1;
-  if (spec.find('@') != std::string::npos) from = std::atoi(spec.c_str() + spec.find('@') + 1);
-  if (call < from) return 0;
-  if (name == "ENOSPC") return ENOSPC;
-  if (name == "EIO") return EIO;
-  throw InputError(fmt::format(
-      "DECODEBENCH_TEST_WRITE_FAIL='{}': valid: ENOSPC or EIO, optionally @N (from the N-th "
-      "write on)",
-      spec));
-}
-
-}  // namespace
-
-void write_text_atomic(const std::filesystem::path& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const int injected = injected_write_errno();
-  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  std::error_code ec;
-  fs::create_directories(dir, ec);  // a missing directory is reported by mkstemp below
-  // mkstemp in the target's directory: rename() is atomic only within one file system.
-  std::string tmpl = (dir / fmt::format(".{}.tmp-XXXXXX", path.filename().string())).string();
-  const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) {
-    throw RuntimeFailure(fmt::format("cannot write {}: cannot create a temporary file in {} ({})",
-                                     path.string(), dir.string(), std::strerror(errno)));
-  }
-  auto fail = [&](std::string_view what) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmpl.c_str());
-    throw RuntimeFailure(fmt::format("cannot write {}: {} ({}); the file is left as it was",
-                                     path.string(), what, std::strerror(err)));
-  };
-  std::size_t written = 0;
-  if (injected != 0) {
-    // Half the text gets out, then the disk "fails": the temporary file must not survive.
-    [[maybe_unused]] const ssize_t n = ::write(fd, text.data(), text.size() / 2);
-    errno = injected;
-    fail("write failed");
-  }
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("write failed");
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) fail("fsync failed");
-  ::fchmod(fd, 0644);  // mkstemp creates 0600; a report is meant to be read by others
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmpl.c_str());
-    throw RuntimeFailure(
-        fmt::format("cannot write {}: close failed ({})", path.string(), std::strerror(err)));
-  }
-  if (std::rename(tmpl.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmpl.c_str());
-    throw RuntimeFailure(
-        fmt::format("cannot write {}: rename failed ({})", path.string(), std::strerror(err)));
-  }
-}
-
 void write_report_atomic(const std::filesystem::path& path, const Report& r) {
   // Serialize first: an exception here leaves nothing on disk at all.
   const std::string text = to_json(r).dump(2) + "\n";
@@ -735,140 +660,6 @@ Report new_report() {
   r.host = this_host();
   r.created = iso8601_utc_now();
   return r;
-}
-
-namespace {
-
-json config_without_shard(json c) {
-  if (c.is_object()) c.erase("shard");
-  return c;
-}
-
-// "i/n" of a report's config ("0/1" when it has none: an unsharded sweep); {-1, -1} when the
-// value is not i/n.
-std::pair<int, int> shard_of(const Report& r) {
-  if (!r.config.is_object() || !r.config.contains("shard")) return {0, 1};
-  const json& v = r.config.at("shard");
-  int i = -1, n = -1;
-  char tail = 0;
-  if (!v.is_string() || std::sscanf(v.get<std::string>().c_str(), "%d/%d%c", &i, &n, &tail) != 2 ||
-      n < 1 || i < 0 || i >= n) {
-    return {-1, -1};
-  }
-  return {i, n};
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-}  // namespace
-
-Report merge_reports(std::span<const Report> shards, const MergeOptions& options) {
-  if (shards.empty()) throw InputError("merge: no reports given");
-  auto name = [&](std::size_t s) {
-    return s < options.names.size() ? options.names[s] : fmt::format("report {}", s);
-  };
-  Report out = shards[0];
-  out.results.clear();
-  out.created = iso8601_utc_now();
-  out.completion = {};
-  const json config = config_without_shard(shards[0].config);
-  std::set<std::pair<std::string, std::string>> devices;
-  for (const auto& d : shards[0].devices) devices.insert({d.backend, d.name});
-
-  // The shard set: one count, every index once, every shard whole.
-  std::vector<std::string> problems;  // what makes the set incomplete
-  const int n = shard_of(shards[0]).second;
-  std::map<int, std::size_t> given;  // shard index -> input
-  for (std::size_t s = 0; s < shards.size(); ++s) {
-    const auto [i, count] = shard_of(shards[s]);
-    if (count < 0) {
-      throw InputError(fmt::format("merge: {}: config.shard {} is not i/n", name(s),
-                                   shards[s].config.at("shard").dump()));
-    }
-    if (count != n) {
-      throw InputError(fmt::format(
-          "merge: {} is shard {}/{} but {} is shard {}/{}: shards of one sweep have one count",
-          name(s), i, count, name(0), shard_of(shards[0]).first, n));
-    }
-    if (const auto it = given.find(i); it != given.end()) {
-      throw InputError(fmt::format("merge: shard {}/{} is given twice ({} and {})", i, n,
-                                   name(it->second), name(s)));
-    }
-    given[i] = s;
-    const std::string note = partial_note(shards[s]);
-    if (!note.empty())
-      problems.push_back(fmt::format("shard {}/{} ({}) is {}", i, n, name(s), note));
-  }
-  std::vector<int> missing_shards;
-  for (int i = 0; i < n; ++i) {
-    if (!given.count(i)) missing_shards.push_back(i);
-  }
-  if (!missing_shards.empty()) {
-    std::vector<std::string> names;
-    for (int i : missing_shards) names.push_back(fmt::format("{}/{}", i, n));
-    problems.insert(problems.begin(),
-                    fmt::format("missing shard{} {} of {}", missing_shards.size() > 1 ? "s" : "",
-                                join(names), n));
-  }
-  if (!problems.empty() && !options.allow_partial) {
-    std::string msg = "merge: the shard set is not whole: ";
-    for (std::size_t k = 0; k < problems.size(); ++k) msg += (k ? "; " : "") + problems[k];
-    throw InputError(msg +
-                     " (run or resume those shards: `decodebench sweep --shard i/n` or `sweep "
-                     "--resume REPORT`; --allow-partial merges what is there)");
-  }
-
-  std::set<int> seen;
-  for (std::size_t s = 0; s < shards.size(); ++s) {
-    const Report& r = shards[s];
-    if (config_without_shard(r.config) != config) {
-      throw InputError(fmt::format(
-          "merge: {} was made with a different sweep config than {} (only 'shard' may differ)",
-          name(s), name(0)));
-    }
-    std::set<std::pair<std::string, std::string>> mine;
-    for (const auto& d : r.devices) mine.insert({d.backend, d.name});
-    if (mine != devices) {
-      throw InputError(
-          fmt::format("merge: {} ran on {} but {} on {}; merge only shards of one device type",
-                      name(s), r.devices.empty() ? "no device" : r.devices[0].name, name(0),
-                      shards[0].devices.empty() ? "no device" : shards[0].devices[0].name));
-    }
-    for (const auto& p : r.results) {
-      if (!seen.insert(p.index).second) {
-        throw InputError(
-            fmt::format("merge: point {} appears twice ({}); were the same shards given twice?",
-                        p.index, name(s)));
-      }
-      out.results.push_back(p);
-    }
-    out.completion.points_planned += r.completion.points_planned;
-  }
-  if (!missing_shards.empty() && options.planned_points) {
-    // The missing shards' points, so the merged report names every point it lacks.
-    const std::set<int> missing(missing_shards.begin(), missing_shards.end());
-    for (PointResult& p : options.planned_points()) {
-      if (missing.count(p.index % n) && seen.insert(p.index).second) {
-        p.status = PointStatus::not_run;
-        out.results.push_back(std::move(p));
-        ++out.completion.points_planned;
-      }
-    }
-  }
-  if (!problems.empty()) {
-    out.completion.state = Completion::State::partial;
-    for (std::size_t k = 0; k < problems.size(); ++k)
-      out.completion.reason += (k ? "; " : "") + problems[k];
-  }
-  std::sort(out.results.begin(), out.results.end(),
-            [](const PointResult& a, const PointResult& b) { return a.index < b.index; });
-  if (out.config.is_object() && out.config.contains("shard")) out.config["shard"] = "0/1";
-  out.knees = compute_knees(out.results);
-  return out;
 }
 
 }  // namespace decodebench

@@ -1,4 +1,4 @@
-#include "report/point_identity.h"
+#include "results/point_identity.h"
 
 #include <fmt/format.h>
 

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/point_result.h"
+#include "results/point_result.h"
 
 namespace decodebench {
 

@@ -1,4 +1,4 @@
-#include "report/knees.h"
+#include "results/knees.h"
 
 #include <algorithm>
 #include <map>

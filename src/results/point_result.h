@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "report/device_info.h"    // DeviceInfo (one devices[] entry)
-#include "report/timing_record.h"  // TimingRecord (how the samples were timed)
+#include "results/device_info.h"    // DeviceInfo (one devices[] entry)
+#include "results/timing_record.h"  // TimingRecord (how the samples were timed)
 #include "workload/scope.h"
 #include "workload/workload.h"  // ContextSpec, DType
 

@@ -89,6 +89,12 @@ SweepConfig resolve_sweep_config(const SweepFlags& f) {
   return cfg;
 }
 
+void note_if_partial(const Report& r, const std::string& path, std::string_view consequence) {
+  const std::string note = partial_note(r);
+  if (!note.empty())
+    std::cerr << fmt::format("note: {} is partial: {}; {}\n", path, note, consequence);
+}
+
 OutputFormat parse_format(std::string_view s) { return parse_output_format(s); }
 
 std::atomic<bool>& interrupted_flag() {

@@ -48,6 +48,15 @@ bool flag_given(const SweepFlags& f, std::string_view name);
 // Whether a flag of an axis that shapes the workload (any axis but --kernel) was given.
 bool workload_axis_given(const SweepFlags& f);
 
+// "note: FILE is partial: ...; CONSEQUENCE" on stderr for a report that is not whole
+// (results/report.h partial_note).
+void note_if_partial(const Report& r, const std::string& path, std::string_view consequence);
+
+// `format(v)` for a positive value, "n/a" for an unknown one (0).
+inline std::string or_na(double v, std::string (*format)(double)) {
+  return v > 0 ? format(v) : "n/a";
+}
+
 // --format: table|json|csv|md (InputError listing them).
 OutputFormat parse_format(std::string_view s);
 

@@ -38,8 +38,7 @@ struct CacheSimOptions {
   CLI::Option* ttl_option = nullptr;
   std::string model = "llama-3.1-8b";
   std::string kv_dtype = "bf16";
-  std::string out;         // --out FILE: the JSON document
-  std::string json_alias;  // --json FILE: the name --out had before, hidden
+  std::string out;  // --out FILE: the JSON document
   std::string format = "table";
 };
 
@@ -196,9 +195,7 @@ int run(const CacheSimOptions& o) {
     throw InputError(fmt::format(
         "--max-requests: {} is not valid; valid: >= 1, or 0 for the whole trace", o.max_requests));
   }
-  // --json is the old name of --out; error messages name the flag that was given.
-  const std::string& out = o.out.empty() ? o.json_alias : o.out;
-  const char* out_flag = o.out.empty() && !o.json_alias.empty() ? "--json" : "--out";
+  const std::string& out = o.out;
   const std::vector<CacheSimSetting> settings = settings_of(o);
   const DType kv = parse_dtype(o.kv_dtype, "--kv-dtype");
   ModelShape model;
@@ -208,7 +205,7 @@ int run(const CacheSimOptions& o) {
     throw InputError(fmt::format("--model: {}", e.what()));
   }
   // Before the replay: the file can be created (atomic writes need its directory).
-  check_output_file(out, out_flag);
+  check_output_file(out, "--out");
   Trace trace;
   try {
     trace = load_trace(o.trace, o.trace_format, o.block_tokens, o.max_requests);
@@ -265,10 +262,8 @@ void add_cache_sim_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV dtype of the cache's bytes")
       ->capture_default_str();
-  CLI::Option* out = cmd->add_option(
-      "--out", o->out, "Also write the results as JSON (docs/report-schema.md \"cache_sim\")");
-  // Hidden: --out's old name, kept so files and scripts written for it still run.
-  cmd->add_option("--json", o->json_alias, "Old name of --out")->group("")->excludes(out);
+  cmd->add_option("--out", o->out,
+                  "Also write the results as JSON (docs/report-schema.md \"cache_sim\")");
   cmd->add_option("--format", o->format, "table, csv or json (stdout)")->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }

@@ -42,6 +42,12 @@ std::string format_seconds(double s) {
   return three(s * 1e9) + " ns";
 }
 
+std::string format_flops(double v) {
+  if (v <= 0) return "n/a";
+  return v >= 1e12 ? fmt::format("{:.1f} TFLOP/s", v / 1e12)
+                   : fmt::format("{:.1f} GFLOP/s", v / 1e9);
+}
+
 std::string format_gb(double bytes) { return fmt::format("{:.2f} GB", bytes / 1e9); }
 
 }  // namespace decodebench

@@ -9,6 +9,7 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "common/text.h"
 #include "common/json_in.h"
 #include "report/table.h"
 #include "results/point_identity.h"
@@ -17,12 +18,6 @@ namespace decodebench {
 namespace {
 
 using nlohmann::json;
-
-std::string join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : std::string(sep)) + s;
-  return out;
-}
 
 std::map<std::string, const PointResult*> by_identity(const Report& r, std::string_view which) {
   std::map<std::string, const PointResult*> out;

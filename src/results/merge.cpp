@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/errors.h"
+#include "common/text.h"
 #include "results/knees.h"
 
 namespace decodebench {
@@ -33,12 +34,6 @@ std::pair<int, int> shard_of(const Report& r) {
     return {-1, -1};
   }
   return {i, n};
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
 }
 
 }  // namespace

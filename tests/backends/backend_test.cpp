@@ -10,7 +10,7 @@
 #include "backends/emu/emu_backend.h"
 #include "backends/planted_tables.h"
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
+#include "support/host_test_util.h"
 #include "reference/reference.h"
 
 namespace decodebench {

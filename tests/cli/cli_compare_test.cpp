@@ -1,6 +1,6 @@
 // `decodebench compare` as the perf gate runs it: exit codes (0 pass, 1 SLOWER / wrong /
 // missing, 2 mismatched setups or bad flags), the formats, --out. The reports are fabricated
-// with seeded samples (tests/report/compare_fixtures.h) and written with the report library.
+// with seeded samples (tests/support/compare_fixtures.h) and written with the report library.
 #include <random>
 #include <string>
 #include <vector>
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_run.h"
-#include "report/compare_fixtures.h"
+#include "support/compare_fixtures.h"
 #include "results/report.h"
 
 namespace decodebench::testing {

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_run.h"
-#include "report/report_fixtures.h"
+#include "support/report_fixtures.h"
 #include "results/report.h"
 
 namespace decodebench::testing {

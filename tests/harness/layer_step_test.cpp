@@ -13,7 +13,7 @@
 #include "common/counter_rng.h"
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
+#include "support/host_test_util.h"
 #include "harness/layer_step.h"
 #include "harness/roofline.h"
 #include "harness/runner.h"

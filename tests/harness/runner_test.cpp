@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
+#include "support/host_test_util.h"
 #include "harness/measure.h"
 #include "harness/runner.h"
 #include "reference/reference.h"

@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
+#include "support/host_test_util.h"
 #include "report/format.h"
-#include "report/report_fixtures.h"
+#include "support/report_fixtures.h"
 #include "results/knees.h"
 #include "results/report.h"
 

@@ -13,7 +13,7 @@
 #include "backends/planted_tables.h"
 #include "common/errors.h"
 #include "common/host_facts.h"
-#include "harness/harness_test_util.h"
+#include "support/host_test_util.h"
 #include "reference/reference.h"
 #include "workload/workload.h"
 

@@ -17,7 +17,7 @@
 #include "backends/planted_tables.h"
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
+#include "support/host_test_util.h"
 #include "kernels.h"
 #include "reference/reference.h"
 #include "workload/workload.h"

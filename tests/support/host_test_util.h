@@ -1,5 +1,5 @@
-// Helpers shared by the tests of the host libraries: temporary files, a tiny model, InputError
-// checks.
+// Helpers shared by the host libraries' tests (trace, report, workload, harness, backends):
+// temporary files, a tiny model, InputError checks.
 #pragma once
 
 #include <unistd.h>

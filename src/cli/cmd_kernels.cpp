@@ -1,5 +1,5 @@
-// `decodebench ceilings | devices | kernels`: what this machine and this build have;
-// `kernels --static`: the static model of the compiled decode kernels (src/static_model).
+// `decodebench kernels`: the paged-decode ladder this build has and which backend runs which
+// rung; `kernels --static`: the static model of the compiled decode kernels (src/static_model).
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "common/text.h"
 #include "kernels.h"
 #include "report/table.h"
 #include "results/report.h"
@@ -29,146 +30,6 @@
 
 namespace decodebench::cli {
 namespace {
-
-std::string or_na(double v, std::string (*format)(double)) { return v > 0 ? format(v) : "n/a"; }
-std::string flops_label(double v) {
-  if (v <= 0) return "n/a";
-  return v >= 1e12 ? fmt::format("{:.1f} TFLOP/s", v / 1e12)
-                   : fmt::format("{:.1f} GFLOP/s", v / 1e9);
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string s;
-  for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
-  return s;
-}
-
-// ---------------------------------------------------------------------------------- ceilings
-struct CeilingsOptions {
-  std::string backend = "auto";
-  int device = 0;
-  std::string format = "table";
-  std::string out;
-};
-
-std::string ceilings_table(const DeviceInfo& d) {
-  std::string s;
-  s += fmt::format("backend     {}\n", d.backend);
-  s += fmt::format("device      {}\n", d.name);
-  s += fmt::format("units       {} {}\n", d.sm_count, d.backend == "cpu" ? "threads" : "SMs");
-  s += fmt::format("cache       {} ({})\n", or_na(static_cast<double>(d.l2_bytes), format_bytes),
-                   d.backend == "cpu" ? "last-level cache" : "L2");
-  s += fmt::format("memory      {}\n", or_na(static_cast<double>(d.mem_bytes), format_bytes));
-  s += fmt::format("datasheet   {} (configs/devices.json)\n",
-                   or_na(d.bandwidth_datasheet, format_bandwidth));
-  s += fmt::format("theoretical {} (2 x memory clock x bus width / 8)\n",
-                   or_na(d.bandwidth_theoretical, format_bandwidth));
-  const Ceilings& m = d.measured;
-  if (m.read <= 0 && m.copy <= 0 && m.triad <= 0) {
-    s += "measured    not measured";
-    if (d.backend == "emu") s += ": the emulator's speed says nothing about a GPU";
-    s += '\n';
-  } else {
-    s += fmt::format(
-        "measured    read {}, copy {} (read + write), triad {} (3 arrays); buffers of {} each\n",
-        or_na(m.read, format_bandwidth), or_na(m.copy, format_bandwidth),
-        or_na(m.triad, format_bandwidth), or_na(static_cast<double>(m.buffer_bytes), format_bytes));
-  }
-  if (!m.note.empty()) s += fmt::format("note        {}\n", m.note);
-  s += fmt::format("fp32 peak   measured {}, device/datasheet {}\n", flops_label(m.fma_flops),
-                   flops_label(d.flops_peak));
-  return s;
-}
-
-int run_ceilings(const CeilingsOptions& o) {
-  const OutputFormat format = parse_format(o.format);
-  std::unique_ptr<Backend> backend = make_backend(o.backend, o.device);
-  DeviceInfo info = backend->device_info();
-  if (backend->name() != "emu") std::cerr << "measuring ceilings on " << info.name << " ...\n";
-  info.measured = backend->measure_ceilings();
-  const nlohmann::json j = to_json(info);
-  if (!o.out.empty()) write_text_atomic(o.out, j.dump(2) + "\n");
-  if (format == OutputFormat::json) {
-    emit(j.dump(2), "");
-  } else if (format == OutputFormat::table) {
-    emit(ceilings_table(info), "");
-  } else {
-    // csv/md: one row per ceiling, SI base units.
-    const std::vector<std::pair<std::string, double>> rows = {
-        {"bandwidth_datasheet_Bps", info.bandwidth_datasheet},
-        {"bandwidth_theoretical_Bps", info.bandwidth_theoretical},
-        {"measured_read_Bps", info.measured.read},
-        {"measured_copy_Bps", info.measured.copy},
-        {"measured_triad_Bps", info.measured.triad},
-        {"measured_fma_flops", info.measured.fma_flops},
-        {"flops_peak", info.flops_peak}};
-    Table t;
-    t.columns = {{"backend"}, {"device"}, {"quantity"}, {"value", true}};
-    for (const auto& [k, v] : rows) {
-      t.add_row({info.backend, info.name, k, v > 0 ? fmt::format("{:.6g}", v) : ""});
-    }
-    const std::string s = format == OutputFormat::csv ? render_csv(t) : render_md(t);
-    emit(s, "");
-  }
-  return kExitOk;
-}
-
-// ---------------------------------------------------------------------------------- devices
-struct DevicesOptions {
-  std::string format = "table";
-  int device = 0;
-};
-
-int run_devices(const DevicesOptions& o) {
-  const OutputFormat format = parse_format(o.format);
-  nlohmann::json j = {{"backends", nlohmann::json::array()},
-                      {"datasheets", nlohmann::json::array()}};
-  Table backends;
-  backends.columns = {{"name", false, 6}, {"status", false, 10}, {"device"}};
-  for (const std::string& name : backend_names()) {
-    try {
-      std::unique_ptr<Backend> b = make_backend(name, o.device);
-      const DeviceInfo d = b->device_info();
-      backends.add_row({name, "usable",
-                        fmt::format("{} ({} {}, cache {}, memory {}, datasheet {})", d.name,
-                                    d.sm_count, name == "cpu" ? "threads" : "SMs",
-                                    or_na(static_cast<double>(d.l2_bytes), format_bytes),
-                                    or_na(static_cast<double>(d.mem_bytes), format_bytes),
-                                    or_na(d.bandwidth_datasheet, format_bandwidth))});
-      j["backends"].push_back({{"name", name}, {"usable", true}, {"device", to_json(d)}});
-    } catch (const RuntimeFailure& e) {
-      backends.add_row({name, "not usable", e.what()});
-      j["backends"].push_back({{"name", name}, {"usable", false}, {"reason", e.what()}});
-    }
-  }
-  Table sheets;
-  sheets.columns = {{"key", false, 15},      {"name", false, 24},
-                    {"bandwidth", true, 11}, {"fp32 (no TC)", true, 15},
-                    {"memory", true, 9},     {"matches device names containing"}};
-  for (const Datasheet& d : all_datasheets()) {
-    sheets.add_row({d.key, d.name, format_bandwidth(d.bandwidth), flops_label(d.fp32_flops),
-                    format_bytes(static_cast<double>(d.mem_bytes)), join(d.match)});
-    j["datasheets"].push_back({{"key", d.key},
-                               {"name", d.name},
-                               {"match", d.match},
-                               {"bandwidth", d.bandwidth},
-                               {"fp32_flops", d.fp32_flops},
-                               {"mem_bytes", d.mem_bytes}});
-  }
-  const std::string table =
-      "Backends in this build:\n" + render_text(backends, "  ", " ") +
-      fmt::format("  auto   -> {}\n", cuda_device_present() ? "cuda" : "cpu") +
-      fmt::format("\nDatasheet peaks ({}):\n", datasheet_file().string()) +
-      render_text(sheets, "  ", " ");
-  if (format == OutputFormat::json) {
-    emit(j.dump(2), "");
-  } else if (format == OutputFormat::table) {
-    emit(table, "");
-  } else {
-    throw InputError("--format: `devices` prints table or json (got " + o.format + ")");
-  }
-  return kExitOk;
-}
 
 // ---------------------------------------------------------------------------------- kernels
 struct KernelsOptions {
@@ -372,30 +233,6 @@ int run_kernels(const KernelsOptions& o) {
 }
 
 }  // namespace
-
-void add_ceilings_command(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<CeilingsOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "ceilings",
-      "Print the device and its ceilings: datasheet and theoretical bandwidth, and the measured "
-      "read / copy / triad bandwidth and fp32 FMA peak (a few seconds).");
-  cmd->add_option("--backend", o->backend, "auto, cpu, emu, cuda")->capture_default_str();
-  cmd->add_option("--device", o->device, "CUDA device index");
-  cmd->add_option("--format", o->format, "table or json (csv, md: one row per ceiling)")
-      ->capture_default_str();
-  cmd->add_option("--out", o->out, "Also write the device record as JSON to this file");
-  cmd->callback([o, &exit_code] { exit_code = run_ceilings(*o); });
-}
-
-void add_devices_command(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<DevicesOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "devices",
-      "List the backends of this build, the device each would use, and the datasheet rows.");
-  cmd->add_option("--device", o->device, "CUDA device index");
-  cmd->add_option("--format", o->format, "table or json")->capture_default_str();
-  cmd->callback([o, &exit_code] { exit_code = run_devices(*o); });
-}
 
 void add_kernels_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<KernelsOptions>();

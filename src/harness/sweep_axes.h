@@ -108,10 +108,6 @@ struct Shard {
   friend bool operator==(const Shard&, const Shard&) = default;
 };
 
-// What parse_context() takes, for its messages.
-inline constexpr const char* kContextSyntax =
-    "a length (1024), a length in units of 1024 (8k), or a ragged range lo:hi (512:4096, 1k:8k)";
-
 // Shared value readers, writers and flag parsers (sweep_axes.cpp).
 namespace axis_values {
 std::string read_string(const JsonIn& v);

@@ -40,14 +40,11 @@ std::string render_text(const Table& t, std::string_view indent, std::string_vie
   auto line = [&](auto cell_of) {
     std::string s(indent);
     for (std::size_t c = 0; c < t.columns.size(); ++c) {
-      std::string cell = pad(cell_of(c), width[c], t.columns[c].right);
-      if (c + 1 == t.columns.size()) {
-        while (!cell.empty() && cell.back() == ' ') cell.pop_back();
-      } else {
-        cell += gap;
-      }
-      s += cell;
+      s += pad(cell_of(c), width[c], t.columns[c].right);
+      if (c + 1 < t.columns.size()) s += gap;
     }
+    // Empty last cells (a note column) leave no padding behind either.
+    while (s.size() > indent.size() && s.back() == ' ') s.pop_back();
     return s + "\n";
   };
   std::string out = line([&](std::size_t c) { return t.columns[c].title; });

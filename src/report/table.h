@@ -23,8 +23,8 @@ struct Table {
   void add_row(std::vector<std::string> cells);
 };
 
-// Aligned columns separated by `gap`, each line starting with `indent`, the last column's
-// trailing blanks trimmed. Widths count code points (cells hold "µ" and "→").
+// Aligned columns separated by `gap`, each line starting with `indent`, its trailing blanks
+// trimmed. Widths count code points (cells hold "µ" and "→").
 std::string render_text(const Table& t, std::string_view indent = "", std::string_view gap = "  ");
 // GitHub Markdown; right-aligned columns get "---:", '|' in a cell is escaped.
 std::string render_md(const Table& t);

@@ -9,8 +9,8 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "common/text.h"
 #include "common/json_in.h"
+#include "common/text.h"
 #include "report/table.h"
 #include "results/point_identity.h"
 

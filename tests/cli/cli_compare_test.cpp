@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_run.h"
-#include "support/compare_fixtures.h"
 #include "results/report.h"
+#include "support/compare_fixtures.h"
 
 namespace decodebench::testing {
 namespace {

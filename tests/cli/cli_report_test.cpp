@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_run.h"
-#include "support/report_fixtures.h"
 #include "results/report.h"
+#include "support/report_fixtures.h"
 
 namespace decodebench::testing {
 namespace {

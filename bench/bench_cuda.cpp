@@ -26,7 +26,7 @@
 #include "backends/backend.h"
 #include "bench/bench.h"
 #include "harness/runner.h"  // run_check_point: the runner's validation
-#include "report/point_result.h"
+#include "results/point_result.h"
 #include "workload/byte_model.h"
 
 namespace decodebench::bench {

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench.h"
-#include "report/report.h"  // this_tool()
+#include "results/report.h"  // this_tool()
 
 namespace decodebench::bench {
 

@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
-#include "common/errors.h"         // InputError
-#include "report/device_info.h"    // DeviceInfo, Ceilings: what a report records of a device
-#include "report/timing_record.h"  // TimingRecord: how a point's samples were timed
-#include "workload/layer_model.h"  // LayerStage, GemmShape: scope "layer"
+#include "common/errors.h"          // InputError
+#include "results/device_info.h"    // DeviceInfo, Ceilings: what a report records of a device
+#include "results/timing_record.h"  // TimingRecord: how a point's samples were timed
+#include "workload/layer_model.h"   // LayerStage, GemmShape: scope "layer"
 #include "workload/workload.h"
 
 namespace decodebench {

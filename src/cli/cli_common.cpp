@@ -20,7 +20,7 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "common/json_text.h"
-#include "report/report.h"
+#include "results/report.h"
 
 namespace decodebench::cli {
 
@@ -89,18 +89,10 @@ SweepConfig resolve_sweep_config(const SweepFlags& f) {
   return cfg;
 }
 
-void check_kernel_names(const SweepConfig& config, const std::vector<std::string>& available,
-                        std::string_view backend) {
-  for (const std::string& k : config.kernels) {
-    if (k == "auto" || k == "all") continue;
-    if (std::find(available.begin(), available.end(), k) == available.end()) {
-      std::string valid;
-      for (const std::string& n : available) valid += (valid.empty() ? "" : ", ") + n;
-      throw InputError(
-          fmt::format("--kernel: unknown kernel '{}' for backend {} (valid: auto, all, {})", k,
-                      backend, valid));
-    }
-  }
+void note_if_partial(const Report& r, const std::string& path, std::string_view consequence) {
+  const std::string note = partial_note(r);
+  if (!note.empty())
+    std::cerr << fmt::format("note: {} is partial: {}; {}\n", path, note, consequence);
 }
 
 OutputFormat parse_format(std::string_view s) { return parse_output_format(s); }

@@ -14,7 +14,7 @@
 #include "harness/sweep_axes.h"
 #include "harness/sweep_config.h"
 #include "report/format.h"
-#include "report/report.h"
+#include "results/report.h"
 
 namespace decodebench::cli {
 
@@ -48,9 +48,14 @@ bool flag_given(const SweepFlags& f, std::string_view name);
 // Whether a flag of an axis that shapes the workload (any axis but --kernel) was given.
 bool workload_axis_given(const SweepFlags& f);
 
-// Every name in config.kernels is "auto", "all" or one of `available` (InputError listing them).
-void check_kernel_names(const SweepConfig& config, const std::vector<std::string>& available,
-                        std::string_view backend);
+// "note: FILE is partial: ...; CONSEQUENCE" on stderr for a report that is not whole
+// (results/report.h partial_note).
+void note_if_partial(const Report& r, const std::string& path, std::string_view consequence);
+
+// `format(v)` for a positive value, "n/a" for an unknown one (0).
+inline std::string or_na(double v, std::string (*format)(double)) {
+  return v > 0 ? format(v) : "n/a";
+}
 
 // --format: table|json|csv|md (InputError listing them).
 OutputFormat parse_format(std::string_view s);

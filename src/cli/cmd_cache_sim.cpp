@@ -16,7 +16,8 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "report/format.h"
-#include "report/report.h"
+#include "report/table.h"
+#include "results/report.h"
 #include "trace/cache_sim.h"
 #include "trace/trace.h"
 #include "workload/workload.h"
@@ -37,8 +38,7 @@ struct CacheSimOptions {
   CLI::Option* ttl_option = nullptr;
   std::string model = "llama-3.1-8b";
   std::string kv_dtype = "bf16";
-  std::string out;         // --out FILE: the JSON document
-  std::string json_alias;  // --json FILE: the name --out had before, hidden
+  std::string out;  // --out FILE: the JSON document
   std::string format = "table";
 };
 
@@ -108,28 +108,6 @@ std::string ttl_label(const CacheSimSetting& s) {
   return s.policy == EvictionPolicy::ttl ? fmt::format("{:g} s", s.ttl_s) : "-";
 }
 
-std::string render_table(const std::vector<std::string>& header,
-                         const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width(header.size());
-  for (std::size_t c = 0; c < header.size(); ++c) {
-    width[c] = header[c].size();
-    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string l;
-    for (std::size_t c = 0; c < cells.size(); ++c) {
-      // Numbers right-aligned, the policy and ttl left.
-      l += c == 1 || c == 2 ? fmt::format("{:<{}}  ", cells[c], width[c])
-                            : fmt::format("{:>{}}  ", cells[c], width[c]);
-    }
-    while (!l.empty() && l.back() == ' ') l.pop_back();
-    return l + "\n";
-  };
-  std::string s = line(header);
-  for (const auto& r : rows) s += line(r);
-  return s;
-}
-
 std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
                        const std::vector<CacheSimResult>& results) {
   const nlohmann::json t = trace_summary_json(trace);
@@ -143,13 +121,16 @@ std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
   s += "definition: requests in arrival order, no concurrency; hit = min(leading run of its "
        "blocks cached x block tokens, prompt); hit rate = hit / prompt tokens; ceiling = "
        "infinite capacity\n\n";
-  const std::vector<std::string> header = {
-      "capacity tokens", "policy",   "ttl",     "hit rate",         "ceiling",
-      "inserted",        "evicted",  "expired", "prefill computed", "saved",
-      "PFLOP saved",     "cache GB", "replay s"};
-  std::vector<std::vector<std::string>> rows;
+  // Numbers right-aligned, the policy and ttl left.
+  Table table;
+  for (const char* title :
+       {"capacity tokens", "policy", "ttl", "hit rate", "ceiling", "inserted", "evicted", "expired",
+        "prefill computed", "saved", "PFLOP saved", "cache GB", "replay s"}) {
+    const std::string_view name(title);
+    table.columns.push_back({title, /*right=*/name != "policy" && name != "ttl"});
+  }
   for (const CacheSimResult& r : results) {
-    rows.push_back(
+    table.add_row(
         {tokens_label(r.setting.capacity_tokens), std::string(policy_name(r.setting.policy)),
          ttl_label(r.setting), fmt::format("{:.2f}%", 100 * r.hit_rate),
          fmt::format("{:.2f}%", 100 * r.hit_rate_ceiling), std::to_string(r.blocks.inserted),
@@ -158,7 +139,7 @@ std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
          fmt::format("{:.2f}", r.prefill_flops_saved / 1e15),
          fmt::format("{:.2f}", r.cache_bytes / 1e9), fmt::format("{:.3f}", r.elapsed_s)});
   }
-  return s + render_table(header, rows);
+  return s + render_text(table);
 }
 
 std::string csv_text(const std::vector<CacheSimResult>& results) {
@@ -214,9 +195,7 @@ int run(const CacheSimOptions& o) {
     throw InputError(fmt::format(
         "--max-requests: {} is not valid; valid: >= 1, or 0 for the whole trace", o.max_requests));
   }
-  // --json is the old name of --out; error messages name the flag that was given.
-  const std::string& out = o.out.empty() ? o.json_alias : o.out;
-  const char* out_flag = o.out.empty() && !o.json_alias.empty() ? "--json" : "--out";
+  const std::string& out = o.out;
   const std::vector<CacheSimSetting> settings = settings_of(o);
   const DType kv = parse_dtype(o.kv_dtype, "--kv-dtype");
   ModelShape model;
@@ -226,7 +205,7 @@ int run(const CacheSimOptions& o) {
     throw InputError(fmt::format("--model: {}", e.what()));
   }
   // Before the replay: the file can be created (atomic writes need its directory).
-  check_output_file(out, out_flag);
+  check_output_file(out, "--out");
   Trace trace;
   try {
     trace = load_trace(o.trace, o.trace_format, o.block_tokens, o.max_requests);
@@ -283,10 +262,8 @@ void add_cache_sim_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV dtype of the cache's bytes")
       ->capture_default_str();
-  CLI::Option* out = cmd->add_option(
-      "--out", o->out, "Also write the results as JSON (docs/report-schema.md \"cache_sim\")");
-  // Hidden: --out's old name, kept so files and scripts written for it still run.
-  cmd->add_option("--json", o->json_alias, "Old name of --out")->group("")->excludes(out);
+  cmd->add_option("--out", o->out,
+                  "Also write the results as JSON (docs/report-schema.md \"cache_sim\")");
   cmd->add_option("--format", o->format, "table, csv or json (stdout)")->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }

@@ -13,7 +13,7 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "harness/runner.h"
-#include "report/report.h"
+#include "results/report.h"
 
 namespace decodebench::cli {
 namespace {
@@ -104,7 +104,7 @@ int run(const CheckOptions& o) {
                  "(one OS thread per CUDA thread): slow, and for correctness only.\n";
   }
 
-  check_kernel_names(cfg, all_kernels, backend->name());
+  check_kernel_names(cfg.kernels, *backend);
 
   std::vector<SweepPoint> points;
   const bool defaults = !any_axis_given(o.flags);

@@ -23,6 +23,7 @@
 #include "common/errors.h"
 #include "common/json_text.h"
 #include "harness/replay.h"
+#include "harness/runner.h"
 #include "report/replay_table.h"
 #include "trace/trace.h"
 #include "workload/layer_model.h"
@@ -176,9 +177,7 @@ int run(CLI::App& cmd, ReplayOptions& o) {
   std::unique_ptr<Backend> backend = make_backend(o.backend, o.device);
   std::vector<std::string> kernels = list_of(o.kernels, "--kernel");
   {
-    SweepConfig names;
-    names.kernels = kernels;
-    check_kernel_names(names, backend->kernel_names(), backend->name());
+    check_kernel_names(kernels, *backend);
     if (std::find(kernels.begin(), kernels.end(), "all") != kernels.end())
       kernels = backend->kernel_names();
   }

@@ -14,7 +14,7 @@
 #include "report/format.h"
 #include "report/format_html.h"
 #include "report/replay_table.h"
-#include "report/report.h"
+#include "results/report.h"
 
 namespace decodebench::cli {
 namespace {

@@ -30,8 +30,8 @@
 #include "harness/runner.h"
 #include "harness/sweep_axes.h"
 #include "report/format.h"
-#include "report/report.h"
 #include "report/results_view.h"
+#include "results/report.h"
 #include "workload/byte_model.h"
 #include "workload/layer_model.h"
 #include "workload/workload.h"
@@ -281,7 +281,7 @@ int run(const SweepOptions& o) {
   cfg.backend = backend->name();  // the report records what "auto" resolved to
 
   // Bad model or kernel names fail here, before the ceilings take their seconds.
-  check_kernel_names(cfg, backend->kernel_names(), backend->name());
+  check_kernel_names(cfg.kernels, *backend);
   const std::vector<SweepPoint> points = expand(cfg, backend->kernel_names());
   if (!o.dump.empty()) {
     if (points.size() != 1) {

@@ -7,7 +7,7 @@
 #include "common/errors.h"
 #include "common/npy.h"
 #include "reference/reference.h"
-#include "report/report.h"
+#include "results/report.h"
 
 namespace decodebench::cli {
 

@@ -16,7 +16,7 @@
 
 #include "backends/backend.h"
 #include "harness/sweep_config.h"
-#include "report/point_result.h"
+#include "results/point_result.h"
 
 namespace decodebench::cli {
 

@@ -11,7 +11,7 @@
 
 #include "cli/commands.h"
 #include "common/errors.h"
-#include "report/report.h"
+#include "results/report.h"
 
 int main(int argc, char** argv) {
   using namespace decodebench;

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "backends/backend.h"
-#include "report/point_result.h"
+#include "results/point_result.h"
 #include "workload/layer_model.h"
 
 namespace decodebench {

@@ -14,7 +14,7 @@
 #include "harness/measure.h"
 #include "harness/runner.h"
 #include "harness/stats.h"
-#include "report/point_identity.h"
+#include "results/point_identity.h"
 #include "trace/cache_sim.h"
 #include "workload/layer_model.h"
 

@@ -15,7 +15,7 @@
 
 #include "backends/backend.h"
 #include "harness/sweep_config.h"
-#include "report/report.h"
+#include "results/report.h"
 #include "trace/prefix_cache.h"
 #include "trace/replay_schedule.h"
 #include "trace/trace.h"

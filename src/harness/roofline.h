@@ -13,7 +13,7 @@
 #include <span>
 
 #include "backends/backend.h"
-#include "report/point_result.h"
+#include "results/point_result.h"
 
 namespace decodebench {
 

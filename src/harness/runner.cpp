@@ -16,14 +16,15 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "harness/abandon_watch.h"
 #include "harness/layer_step.h"
 #include "harness/measure.h"
 #include "harness/roofline.h"
 #include "harness/stats.h"
 #include "harness/sweep_axes.h"
 #include "reference/reference.h"
-#include "report/knees.h"
-#include "report/point_identity.h"
+#include "results/knees.h"
+#include "results/point_identity.h"
 #include "workload/byte_model.h"
 
 namespace decodebench {
@@ -287,87 +288,6 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   r.tokens_per_s = roof.tokens_per_s;
 }
 
-void check_kernel_names(const Backend& backend, const SweepConfig& config) {
-  const std::vector<std::string> names = backend.kernel_names();
-  for (const auto& k : config.kernels) {
-    if (k == "auto" || k == "all") continue;
-    if (std::find(names.begin(), names.end(), k) == names.end()) {
-      std::string valid = "auto, all";
-      for (const auto& n : names) valid += ", " + n;
-      throw InputError(fmt::format("kernel '{}' is not available on the {} backend; valid: {}", k,
-                                   backend.name(), valid));
-    }
-  }
-}
-
-// Ends a sweep stuck in a call that cannot poll the stop flag (the ceilings, a reference, a long
-// kernel): once the flag has been set for `grace_s` and run_sweep has not seen it, the last
-// published report goes to options.abandon (on this watcher's thread) marked interrupted.
-// Without options.abandon or options.interrupted it does nothing.
-class AbandonWatch {
- public:
-  explicit AbandonWatch(const RunOptions& o) : options_(o) {
-    if (!o.abandon || !o.interrupted) return;
-    thread_ = std::thread([this] { watch(); });
-  }
-  ~AbandonWatch() {
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      done_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-  AbandonWatch(const AbandonWatch&) = delete;
-  AbandonWatch& operator=(const AbandonWatch&) = delete;
-
-  // What to hand over if the sweep gets stuck from here on, and where it is stuck.
-  void publish(const Report& r, std::string phase) {
-    if (!thread_.joinable()) return;
-    const std::lock_guard<std::mutex> lock(mutex_);
-    snapshot_ = r;
-    phase_ = std::move(phase);
-  }
-  void phase(std::string phase) {
-    if (!thread_.joinable()) return;
-    const std::lock_guard<std::mutex> lock(mutex_);
-    phase_ = std::move(phase);
-  }
-  // run_sweep has seen the stop flag and finishes the report itself.
-  void acknowledge() {
-    if (!thread_.joinable()) return;
-    const std::lock_guard<std::mutex> lock(mutex_);
-    acknowledged_ = true;
-  }
-
- private:
-  void watch() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    double since = -1;
-    while (!done_) {
-      wake_.wait_for(lock, std::chrono::milliseconds(20));
-      if (done_ || acknowledged_ || !options_.interrupted->load()) continue;
-      if (since < 0) since = steady_seconds();
-      if (steady_seconds() - since < options_.abandon_after_s) continue;
-      Report r = snapshot_;
-      r.completion.state = Completion::State::interrupted;
-      r.completion.reason =
-          fmt::format("interrupted during {}, which did not stop within {:g} s and was abandoned",
-                      phase_, options_.abandon_after_s);
-      options_.abandon(r);  // ends the process
-      return;
-    }
-  }
-
-  const RunOptions& options_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  Report snapshot_;
-  std::string phase_ = "the sweep";
-  bool acknowledged_ = false, done_ = false;
-  std::thread thread_;
-};
-
 std::string join_lines(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : "; ") + s;
@@ -438,9 +358,23 @@ void check_resumable(const Report& previous, const SweepConfig& config, const De
   }
 }
 
+void check_kernel_names(const std::vector<std::string>& requested, const Backend& backend) {
+  const std::vector<std::string> names = backend.kernel_names();
+  for (const std::string& k : requested) {
+    if (k == "auto" || k == "all") continue;
+    if (std::find(names.begin(), names.end(), k) == names.end()) {
+      std::string valid;
+      for (const std::string& n : names) valid += (valid.empty() ? "" : ", ") + n;
+      throw InputError(
+          fmt::format("--kernel: unknown kernel '{}' for backend {} (valid: auto, all, {})", k,
+                      backend.name(), valid));
+    }
+  }
+}
+
 Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& options) {
   validate(config);
-  check_kernel_names(backend, config);
+  check_kernel_names(config.kernels, backend);
   const std::vector<SweepPoint> points = expand(config, backend.kernel_names());
   // Bad shapes are bad input: find them all before any time is spent.
   for (const auto& p : points) validate(p.spec);

@@ -9,7 +9,7 @@
 
 #include "backends/backend.h"
 #include "harness/sweep_config.h"
-#include "report/report.h"
+#include "results/report.h"
 
 namespace decodebench {
 
@@ -57,6 +57,11 @@ PointResult not_run_result(const SweepPoint& p, const std::string& backend);
 // with the same identity), once.
 void check_resumable(const Report& previous, const SweepConfig& config, const DeviceInfo& device,
                      const std::vector<SweepPoint>& points, const std::string& backend);
+
+// Every name in `requested` is "auto", "all" or a kernel of `backend` (InputError naming the
+// kernel and listing the valid ones). The sweep, check and replay commands check before they
+// start; run_sweep checks again for callers that did not.
+void check_kernel_names(const std::vector<std::string>& requested, const Backend& backend);
 
 // One report for the shard of `config` that this process runs.
 //  - The report's config is to_json(config), devices[0] the backend's device with ceilings.

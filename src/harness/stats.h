@@ -4,7 +4,7 @@
 
 #include <span>
 
-#include "report/point_result.h"
+#include "results/point_result.h"
 
 namespace decodebench {
 

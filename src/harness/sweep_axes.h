@@ -31,9 +31,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/dtype.h"
+#include "common/json_in.h"
 #include "common/math.h"  // is_power_of_two
 #include "harness/sweep_config.h"
-#include "report/json_util.h"
 #include "workload/workload.h"
 
 namespace decodebench {
@@ -107,10 +107,6 @@ struct Shard {
   int count = 1;
   friend bool operator==(const Shard&, const Shard&) = default;
 };
-
-// What parse_context() takes, for its messages.
-inline constexpr const char* kContextSyntax =
-    "a length (1024), a length in units of 1024 (8k), or a ragged range lo:hi (512:4096, 1k:8k)";
 
 // Shared value readers, writers and flag parsers (sweep_axes.cpp).
 namespace axis_values {

@@ -124,8 +124,6 @@ nlohmann::json to_json(const SweepConfig& c);
 void validate(const SweepConfig& c);
 
 // Value parsers shared with the CLI; each throws InputError naming the value and the choices.
-ContextSpec parse_context(std::string_view s);                 // "1024", "8k", "512:4096", "1k:8k"
-std::string context_label(const ContextSpec& c);               // "8192" or "512:4096"
 void parse_shard(std::string_view s, int& index, int& count);  // "i/n", 0 <= i < n
 
 struct SweepPoint {

@@ -9,19 +9,15 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "report/json_util.h"
-#include "report/point_identity.h"
+#include "common/json_in.h"
+#include "common/text.h"
+#include "report/table.h"
+#include "results/point_identity.h"
 
 namespace decodebench {
 namespace {
 
 using nlohmann::json;
-
-std::string join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : std::string(sep)) + s;
-  return out;
-}
 
 std::map<std::string, const PointResult*> by_identity(const Report& r, std::string_view which) {
   std::map<std::string, const PointResult*> out;
@@ -241,18 +237,25 @@ std::string format_table(const ReportComparison& c) {
   std::string out = fmt::format("baseline {}\ncurrent  {}\n{}\n", side_text(c.baseline),
                                 side_text(c.current), rule_text(c.options));
   for (const auto& m : c.mismatches) out += "MISMATCH (allowed) " + m + "\n";
-  const std::string conf = confidence_text(c.options.alpha);
-  out += fmt::format("{:<9}  {:>6}  {:<16}  {:>7}  {:<10}  {:<15}  {:<15}  {:>9}  {}\n", "verdict",
-                     "ratio", conf + " interval", "p", "decided by", "raw", "normalized", "samples",
-                     "point");
+  // Fixed widths (the widest cell still wins), so two runs' tables line up for a diff.
+  Table t;
+  t.columns = {{"verdict", false, 9},
+               {"ratio", true, 6},
+               {confidence_text(c.options.alpha) + " interval", false, 16},
+               {"p", true, 7},
+               {"decided by", false, 10},
+               {"raw", false, 15},
+               {"normalized", false, 15},
+               {"samples", true, 9},
+               {"point"}};
   for (const auto& p : c.points) {
     const SpaceComparison& d = p.deciding();
-    out += fmt::format("{:<9}  {:>6}  {:<16}  {:>7}  {:<10}  {:<15}  {:<15}  {:>9}  {}{}\n",
-                       verdict_name(p.verdict), ratio_text(d.ratio), interval_text(d.ci),
-                       p_text(d.p_value), p.decided_by, space_text(p.raw), space_text(p.normalized),
-                       fmt::format("{}/{}", p.raw.baseline_samples, p.raw.current_samples), p.key,
-                       p.reason.empty() ? "" : "  (" + p.reason + ")");
+    t.add_row({std::string(verdict_name(p.verdict)), ratio_text(d.ratio), interval_text(d.ci),
+               p_text(d.p_value), p.decided_by, space_text(p.raw), space_text(p.normalized),
+               fmt::format("{}/{}", p.raw.baseline_samples, p.raw.current_samples),
+               p.key + (p.reason.empty() ? "" : "  (" + p.reason + ")")});
   }
+  out += render_text(t);
   for (const auto& w : c.wrong)
     out += fmt::format("WRONG    {}: {}: {}\n", w.key, w.status, w.reason);
   for (const auto& m : c.missing) out += fmt::format("MISSING  {}: {}\n", m.key, m.why);
@@ -281,10 +284,11 @@ std::string format_md(const ReportComparison& c) {
     out += fmt::format("; `{}` {}", g.kernel, geomean_text(g));
   }
   out += "\n\n";
-  out += fmt::format(
-      "| verdict | point | ratio | {} interval | p | decided by | raw | normalized |\n"
-      "|---|---|---:|---|---:|---|---|---|\n",
-      confidence_text(c.options.alpha));
+  Table t;
+  t.columns = {{"verdict"},     {"point"},
+               {"ratio", true}, {confidence_text(c.options.alpha) + " interval"},
+               {"p", true},     {"decided by"},
+               {"raw"},         {"normalized"}};
   std::vector<const PointComparison*> order;
   for (const auto& p : c.points) order.push_back(&p);
   std::stable_partition(order.begin(), order.end(),
@@ -294,11 +298,12 @@ std::string format_md(const ReportComparison& c) {
     const std::string verdict = p->verdict == Verdict::same
                                     ? std::string(verdict_name(p->verdict))
                                     : fmt::format("**{}**", verdict_name(p->verdict));
-    out += fmt::format("| {} | `{}`{} | {} | {} | {} | {} | {} | {} |\n", verdict, p->key,
-                       p->reason.empty() ? "" : " (" + p->reason + ")", ratio_text(d.ratio),
-                       interval_text(d.ci), p_text(d.p_value), p->decided_by, space_text(p->raw),
-                       space_text(p->normalized));
+    t.add_row({verdict,
+               fmt::format("`{}`{}", p->key, p->reason.empty() ? "" : " (" + p->reason + ")"),
+               ratio_text(d.ratio), interval_text(d.ci), p_text(d.p_value), p->decided_by,
+               space_text(p->raw), space_text(p->normalized)});
   }
+  out += render_md(t);
   if (!c.wrong.empty() || !c.missing.empty() || !c.added.empty()) out += "\n";
   for (const auto& w : c.wrong) {
     out += fmt::format("- **{}** `{}`: {}\n", w.status, w.key, w.reason);

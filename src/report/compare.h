@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/report.h"
 #include "report/significance.h"
+#include "results/report.h"
 
 namespace decodebench {
 

@@ -11,8 +11,10 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "report/knees.h"
-#include "report/point_identity.h"
+#include "common/units.h"
+#include "report/table.h"
+#include "results/knees.h"
+#include "results/point_identity.h"
 
 namespace decodebench {
 
@@ -38,41 +40,6 @@ namespace {
 
 constexpr const char* kNa = "-";
 
-// Display width in code points (the table has "µ" and "→"; all our text is otherwise ASCII).
-std::size_t display_width(std::string_view s) {
-  std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-std::string pad(std::string_view s, std::size_t width, bool right) {
-  const std::size_t w = display_width(s);
-  const std::string fill(width > w ? width - w : 0, ' ');
-  return right ? fill + std::string(s) : std::string(s) + fill;
-}
-
-std::string aligned(const TextTable& t, std::string_view indent) {
-  std::vector<std::size_t> width(t.columns.size());
-  for (std::size_t c = 0; c < t.columns.size(); ++c) {
-    width[c] = display_width(t.columns[c].title);
-    for (const auto& row : t.rows) width[c] = std::max(width[c], display_width(row[c]));
-  }
-  auto line = [&](auto cell_of) {
-    std::string s(indent);
-    for (std::size_t c = 0; c < t.columns.size(); ++c) {
-      std::string cell = pad(cell_of(c), width[c], t.columns[c].right);
-      if (c + 1 == t.columns.size()) {
-        while (!cell.empty() && cell.back() == ' ') cell.pop_back();
-      }
-      s += cell + (c + 1 < t.columns.size() ? "  " : "\n");
-    }
-    return s;
-  };
-  std::string out = line([&](std::size_t c) { return t.columns[c].title; });
-  for (const auto& row : t.rows) out += line([&](std::size_t c) { return row[c]; });
-  return out;
-}
-
 std::string knees_heading() {
   return fmt::format(
       "knees (the smallest batch of a series reaching {:.0f}% of its maximum GB/s; scope layer: "
@@ -93,13 +60,13 @@ std::string device_lines(std::span<const LabelledReport> reports, std::string_vi
 
 std::string format_table(std::span<const LabelledReport> reports, const ResultsView& v) {
   std::string out = device_lines(reports, "\n");
-  out += aligned(v.results, "");
+  out += render_text(v.results);
   for (const std::string& l : v.legend) out += l + "\n";
   if (!v.only_in_some.empty()) {
     out += "points in only some reports:\n";
     for (const std::string& l : v.only_in_some) out += "  " + l + "\n";
   }
-  if (!v.knees.rows.empty()) out += knees_heading() + ":\n" + aligned(v.knees, "  ");
+  if (!v.knees.rows.empty()) out += knees_heading() + ":\n" + render_text(v.knees, "  ");
   if (!v.not_ok.empty()) {
     out += "not ok:\n";
     for (const std::string& l : v.not_ok) out += "  " + l + "\n";
@@ -108,42 +75,22 @@ std::string format_table(std::span<const LabelledReport> reports, const ResultsV
   return out;
 }
 
-std::string md_cell(std::string_view s) {
-  std::string out;
-  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
-  return out;
-}
-
-std::string md_table(const TextTable& t) {
-  std::string out = "|";
-  for (const auto& c : t.columns) out += fmt::format(" {} |", md_cell(c.title));
-  out += "\n|";
-  for (const auto& c : t.columns) out += c.right ? "---:|" : "---|";
-  out += "\n";
-  for (const auto& row : t.rows) {
-    out += "|";
-    for (const auto& cell : row) out += fmt::format(" {} |", md_cell(cell));
-    out += "\n";
-  }
-  return out;
-}
-
 std::string format_md(std::span<const LabelledReport> reports, const ResultsView& v) {
   std::string out = device_lines(reports, "\n\n");
-  out += md_table(v.results);
+  out += render_md(v.results);
   out += "\n";
-  for (const std::string& l : v.legend) out += "- " + md_cell(l) + "\n";
+  for (const std::string& l : v.legend) out += "- " + md_escape(l) + "\n";
   if (!v.only_in_some.empty()) {
     out += "\nPoints in only some reports:\n\n";
-    for (const std::string& l : v.only_in_some) out += "- " + md_cell(l) + "\n";
+    for (const std::string& l : v.only_in_some) out += "- " + md_escape(l) + "\n";
   }
-  if (!v.knees.rows.empty()) out += fmt::format("\n{}:\n\n{}", knees_heading(), md_table(v.knees));
+  if (!v.knees.rows.empty()) out += fmt::format("\n{}:\n\n{}", knees_heading(), render_md(v.knees));
   if (!v.not_ok.empty()) {
     out += "\nNot ok:\n\n";
-    for (const std::string& l : v.not_ok) out += "- " + md_cell(l) + "\n";
+    for (const std::string& l : v.not_ok) out += "- " + md_escape(l) + "\n";
   }
   if (!v.completion.empty()) out += "\n";
-  for (const std::string& l : v.completion) out += md_cell(l) + "\n";
+  for (const std::string& l : v.completion) out += md_escape(l) + "\n";
   return out;
 }
 
@@ -267,40 +214,6 @@ std::string format_csv(std::span<const LabelledReport> reports, const FormatOpti
 }
 
 }  // namespace
-
-std::string format_bandwidth(double bytes_per_s) { return format_si(bytes_per_s, "B/s"); }
-std::string format_bytes(double bytes) { return format_si(bytes, "B"); }
-
-std::string format_si(double x, std::string_view unit) {
-  if (!std::isfinite(x)) return kNa;
-  // Scaled to [1, 1000) with an SI prefix; 3 significant digits.
-  static constexpr std::array<std::pair<double, const char*>, 5> kUp{
-      {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}, {1, ""}}};
-  for (const auto& [scale, prefix] : kUp) {
-    if (std::fabs(x) >= scale) {
-      const double v = x / scale;
-      std::string out =
-          fmt::format("{:.{}f} {}{}", v, v >= 100 ? 0 : (v >= 10 ? 1 : 2), prefix, unit);
-      if (out.back() == ' ') out.pop_back();  // no prefix and no unit
-      return out;
-    }
-  }
-  return unit.empty() ? fmt::format("{:.3g}", x) : fmt::format("{:.3g} {}", x, unit);
-}
-
-std::string format_percent(double fraction) {
-  if (!std::isfinite(fraction)) return kNa;
-  return fmt::format("{:.1f}%", 100 * fraction);
-}
-
-std::string format_seconds(double s) {
-  if (!std::isfinite(s)) return kNa;
-  auto three = [](double v) { return fmt::format("{:.{}f}", v, v >= 100 ? 0 : (v >= 10 ? 1 : 2)); };
-  if (s >= 1) return three(s) + " s";
-  if (s >= 1e-3) return three(s * 1e3) + " ms";
-  if (s >= 1e-6) return three(s * 1e6) + " µs";
-  return three(s * 1e9) + " ns";
-}
 
 std::string format_reports(std::span<const LabelledReport> reports, OutputFormat fmt_kind,
                            const FormatOptions& o) {

@@ -5,8 +5,9 @@
 #include <string>
 #include <string_view>
 
-#include "report/report.h"
+#include "common/units.h"
 #include "report/results_view.h"
+#include "results/report.h"
 
 namespace decodebench {
 
@@ -32,12 +33,5 @@ std::string format_results(const Report& r, OutputFormat fmt, const FormatOption
 // json is one report only (InputError).
 std::string format_reports(std::span<const LabelledReport> reports, OutputFormat fmt,
                            const FormatOptions& o = {});
-
-// SI formatting helpers used by the printers (and the CLI): "3.35 TB/s", "812 µs", "1.2 Mtok/s".
-std::string format_bandwidth(double bytes_per_s);
-std::string format_seconds(double s);
-std::string format_bytes(double bytes);
-std::string format_si(double x, std::string_view unit);  // 3 significant digits, "-" for NaN
-std::string format_percent(double fraction);             // "80.0%", "-" for NaN
 
 }  // namespace decodebench

@@ -12,7 +12,8 @@
 
 #include "common/errors.h"
 #include "report/format.h"
-#include "report/knees.h"
+#include "report/table.h"
+#include "results/knees.h"
 
 namespace decodebench {
 
@@ -164,23 +165,6 @@ tbody tr:nth-child(even) { background: #fafafa; }
 pre { background: #f6f8fa; padding: .8rem; overflow: auto; font-size: .78rem; }
 )";
 
-std::string html_table(const TextTable& t, std::string_view css_class) {
-  std::string out = fmt::format("<table class=\"{}\">\n<thead><tr>", css_class);
-  for (const auto& c : t.columns) {
-    out += fmt::format("<th{}>{}</th>", c.right ? " class=\"num\"" : "", html_escape(c.title));
-  }
-  out += "</tr></thead>\n<tbody>\n";
-  for (const auto& row : t.rows) {
-    out += "<tr>";
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      out += fmt::format("<td{}>{}</td>", t.columns[c].right ? " class=\"num\"" : "",
-                         html_escape(row[c]));
-    }
-    out += "</tr>\n";
-  }
-  return out + "</tbody>\n</table>\n";
-}
-
 std::string list(const std::vector<std::string>& items, std::string_view css_class) {
   std::string out = css_class.empty() ? "<ul>\n" : fmt::format("<ul class=\"{}\">\n", css_class);
   for (const std::string& s : items) out += "<li>" + html_escape(s) + "</li>\n";
@@ -203,7 +187,7 @@ std::string distinct(std::span<const LabelledReport> reports, F values_of) {
 
 std::string devices_table(std::span<const LabelledReport> reports) {
   const bool several = reports.size() > 1;
-  TextTable t;
+  Table t;
   if (several) t.columns.push_back({"report"});
   for (const char* title : {"backend", "device", "SMs / threads", "memory"}) {
     t.columns.push_back({title});
@@ -240,28 +224,12 @@ std::string devices_table(std::span<const LabelledReport> reports) {
       }
     }
   }
-  std::string out = html_table(t, "db-devices");
+  std::string out = render_html(t, "db-devices");
   if (!notes.empty()) out += list(notes, "db-note");
   return out;
 }
 
 }  // namespace
-
-std::string html_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 HtmlFigure read_svg_figure(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -345,7 +313,7 @@ std::string format_html(std::span<const LabelledReport> reports,
         html_escape(id_safe(f.stem)), f.svg, html_escape(f.stem));
   }
 
-  out += "<h2>Results</h2>\n" + html_table(v.results, "db-results");
+  out += "<h2>Results</h2>\n" + render_html(v.results, "db-results");
   out += list(v.legend, "db-legend");
   if (!v.only_in_some.empty()) {
     out += "<h3>Points in only some reports</h3>\n" + list(v.only_in_some, "db-only-in-some");
@@ -354,7 +322,7 @@ std::string format_html(std::span<const LabelledReport> reports,
   if (!v.knees.rows.empty()) {
     out += "<h2>Knees</h2>\n";
     out += fmt::format("<p class=\"db-note\">{}</p>\n", html_escape(kKneesDefinition));
-    out += html_table(v.knees, "db-knees");
+    out += render_html(v.knees, "db-knees");
   }
   if (!v.not_ok.empty()) out += "<h2>Not ok</h2>\n" + list(v.not_ok, "db-not-ok");
   for (const std::string& l : v.completion) {

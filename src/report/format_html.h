@@ -32,6 +32,4 @@ HtmlFigure read_svg_figure(const std::filesystem::path& path);
 std::string format_html(std::span<const LabelledReport> reports,
                         std::span<const HtmlFigure> figures, const FormatOptions& o = {});
 
-std::string html_escape(std::string_view s);
-
 }  // namespace decodebench

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/errors.h"
+#include "report/table.h"
 
 namespace decodebench {
 
@@ -90,33 +91,12 @@ std::string format_replay(const Report& r, OutputFormat out) {
                       fixed(num(obj(sch, "modeled"), "decode_tokens_per_s"), 1), measured});
     }
   }
+  Table t;
+  for (const Column& c : kColumns) t.columns.push_back({c.header, /*right=*/!c.left});
+  t.rows = std::move(rows);
+  t.rule = true;
+  if (out == OutputFormat::csv) return render_csv(t);
   std::string text;
-  if (out == OutputFormat::csv) {
-    for (std::size_t c = 0; c < std::size(kColumns); ++c)
-      text += fmt::format("{}{}", c ? "," : "", kColumns[c].header);
-    text += '\n';
-    for (const auto& row : rows) {
-      for (std::size_t c = 0; c < row.size(); ++c)
-        text += fmt::format("{}{}", c ? "," : "", row[c]);
-      text += '\n';
-    }
-    return text;
-  }
-  std::vector<std::size_t> width(std::size(kColumns));
-  for (std::size_t c = 0; c < width.size(); ++c) {
-    width[c] = std::string_view(kColumns[c].header).size();
-    for (const auto& row : rows) width[c] = std::max(width[c], row[c].size());
-  }
-  const bool md = out == OutputFormat::md;
-  const auto line = [&](const std::vector<std::string>& cells) {
-    std::string l = md ? "| " : "";
-    for (std::size_t c = 0; c < cells.size(); ++c) {
-      l += kColumns[c].left ? fmt::format("{:<{}}", cells[c], width[c])
-                            : fmt::format("{:>{}}", cells[c], width[c]);
-      l += c + 1 < cells.size() ? (md ? " | " : "  ") : (md ? " |" : "");
-    }
-    return l + "\n";
-  };
   const json& trace = obj(r.replay, "trace");
   const json& sm = obj(r.replay, "schedule_model");
   text += fmt::format("replay of {} ({} requests) with {}, scope {}\n", str(trace, "source"),
@@ -129,21 +109,7 @@ std::string format_replay(const Report& r, OutputFormat out) {
           ? "the attention alone; tok/s modeled counts the weights too"
           : "every layer and the LM head",
       str(r.replay, "interpolation"));
-  std::vector<std::string> headers;
-  for (const Column& c : kColumns) headers.push_back(c.header);
-  text += line(headers);
-  if (md) {
-    std::string sep = "|";
-    for (std::size_t c = 0; c < width.size(); ++c)
-      sep += std::string(width[c] + 1, '-') + (kColumns[c].left ? "-|" : ":|");
-    text += sep + "\n";
-  } else {
-    std::size_t total = 0;
-    for (std::size_t w : width) total += w + 2;
-    text += std::string(total - 2, '-') + "\n";
-  }
-  for (const auto& row : rows) text += line(row);
-  return text;
+  return text + (out == OutputFormat::md ? render_md(t) : render_text(t));
 }
 
 }  // namespace decodebench

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "report/format.h"
-#include "report/report.h"
+#include "results/report.h"
 
 namespace decodebench {
 

@@ -9,8 +9,8 @@
 
 #include "common/dtype.h"
 #include "report/format.h"
-#include "report/knees.h"
-#include "report/point_identity.h"
+#include "results/knees.h"
+#include "results/point_identity.h"
 
 namespace decodebench {
 
@@ -42,9 +42,9 @@ struct ColumnDef {
   bool drop_if_constant = false;  // every cell equal: says nothing a row needs (side by side)
 };
 
-TextTable drop_columns(const std::vector<ColumnDef>& defs,
-                       const std::vector<std::vector<std::string>>& rows) {
-  TextTable t;
+Table drop_columns(const std::vector<ColumnDef>& defs,
+                   const std::vector<std::vector<std::string>>& rows) {
+  Table t;
   std::vector<std::size_t> keep;
   for (std::size_t c = 0; c < defs.size(); ++c) {
     const bool empty =
@@ -66,9 +66,9 @@ TextTable drop_columns(const std::vector<ColumnDef>& defs,
   return t;
 }
 
-bool shown(const TextTable& t, std::string_view title) {
+bool shown(const Table& t, std::string_view title) {
   return std::any_of(t.columns.begin(), t.columns.end(),
-                     [&](const TextTable::Column& c) { return c.title == title; });
+                     [&](const Table::Column& c) { return c.title == title; });
 }
 
 // The marks an ok point's status or median carries: "*" stopped at the timeout, "~" noisy.
@@ -166,7 +166,7 @@ ScopesListed scopes_listed(std::span<const LabelledReport> reports) {
   return s;
 }
 
-std::string tokens_legend(const TextTable& t, ScopesListed scopes) {
+std::string tokens_legend(const Table& t, ScopesListed scopes) {
   const std::string lm_head =
       shown(t, "tok/s +lm_head") ? "; +lm_head adds the LM head's time once per step" : "";
   if (scopes.layer && scopes.attention) {
@@ -182,7 +182,7 @@ std::string tokens_legend(const TextTable& t, ScopesListed scopes) {
   return "tok/s counts attention only: batch / (step time x layers).";
 }
 
-void add_column_legend(const TextTable& t, std::vector<std::string>& legend, bool single,
+void add_column_legend(const Table& t, std::vector<std::string>& legend, bool single,
                        ScopesListed scopes) {
   legend.push_back(
       single ? "GB/s unique: the bytes a step must read (shared prefix blocks once, bytes.min) "
@@ -245,7 +245,7 @@ std::vector<std::string> completion_lines(const LabelledReport& lr, bool prefix)
                       points_finished(r), r.completion.points_planned)};
 }
 
-TextTable knees_table(std::span<const LabelledReport> reports) {
+Table knees_table(std::span<const LabelledReport> reports) {
   const bool several = reports.size() > 1;
   std::vector<ColumnDef> defs;
   if (several) defs.push_back({"report"});

@@ -10,7 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/report.h"
+#include "report/table.h"
+#include "results/report.h"
 
 namespace decodebench {
 
@@ -45,20 +46,11 @@ bool stopped_at_timeout(const PointResult& p, const nlohmann::json& config);
 // line prints the same text.
 std::string status_text(const PointResult& p, const nlohmann::json& config, double max_noise);
 
-struct TextTable {
-  struct Column {
-    std::string title;
-    bool right = false;  // numbers right-aligned
-  };
-  std::vector<Column> columns;
-  std::vector<std::vector<std::string>> rows;  // one cell per column
-};
-
 struct ResultsView {
-  TextTable results;
+  Table results;
   std::vector<std::string> legend;        // one sentence per shown column or mark that needs one
   std::vector<std::string> only_in_some;  // side by side: "<identity>: only in a, c"
-  TextTable knees;                        // series, knee batch, knee GB/s, max GB/s, at batch
+  Table knees;                            // series, knee batch, knee GB/s, max GB/s, at batch
   std::vector<std::string> not_ok;        // "point 3 (gqa, f16, batch 7, context 8192): wrong: ..."
   std::vector<std::string> completion;    // a line per report that did not complete
 };

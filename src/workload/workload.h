@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels.h"  // DType, PagedDecodeParams
+#include "workload/context_spec.h"
 
 namespace decodebench {
 
@@ -50,16 +51,6 @@ std::filesystem::path configs_dir();
 // exe the running binary's path (empty: unknown), compiled_in the source tree's configs/.
 std::filesystem::path configs_dir_for(const char* env, const std::filesystem::path& exe,
                                       const std::filesystem::path& compiled_in);
-
-struct ContextSpec {
-  enum class Kind { fixed, ragged };
-  Kind kind = Kind::fixed;
-  int lo = 0;  // fixed: the length; ragged: uniform in [lo, hi] per sequence
-  int hi = 0;
-  static ContextSpec fixed(int n) { return {Kind::fixed, n, n}; }
-  static ContextSpec ragged(int lo, int hi) { return {Kind::ragged, lo, hi}; }
-  friend bool operator==(const ContextSpec&, const ContextSpec&) = default;
-};
 
 // Every field but the seed is set by an axis of the sweep (harness/sweep_axes.h, checked there at
 // compile time), so it is part of the workload key.

@@ -10,8 +10,8 @@
 #include "backends/emu/emu_backend.h"
 #include "backends/planted_tables.h"
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
 #include "reference/reference.h"
+#include "support/host_test_util.h"
 
 namespace decodebench {
 namespace {

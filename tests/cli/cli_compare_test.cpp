@@ -1,6 +1,6 @@
 // `decodebench compare` as the perf gate runs it: exit codes (0 pass, 1 SLOWER / wrong /
 // missing, 2 mismatched setups or bad flags), the formats, --out. The reports are fabricated
-// with seeded samples (tests/report/compare_fixtures.h) and written with the report library.
+// with seeded samples (tests/support/compare_fixtures.h) and written with the report library.
 #include <random>
 #include <string>
 #include <vector>
@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_run.h"
-#include "report/compare_fixtures.h"
-#include "report/report.h"
+#include "results/report.h"
+#include "support/compare_fixtures.h"
 
 namespace decodebench::testing {
 namespace {

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_run.h"
-#include "report/report.h"
-#include "report/report_fixtures.h"
+#include "results/report.h"
+#include "support/report_fixtures.h"
 
 namespace decodebench::testing {
 namespace {

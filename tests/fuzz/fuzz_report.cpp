@@ -11,7 +11,8 @@
 #include "report/format.h"
 #include "report/format_html.h"
 #include "report/replay_table.h"
-#include "report/report.h"
+#include "results/merge.h"
+#include "results/report.h"
 
 namespace {
 

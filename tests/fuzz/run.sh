@@ -28,22 +28,45 @@ mkdir -p "$artifacts"
 for t in "${targets[@]}"; do
   exe="$build/tests/fuzz/$t"
   [ -x "$exe" ] || { echo "run.sh: $exe not built (cmake --build $build --target decodebench_fuzz)" >&2; exit 2; }
-  dict="$here/json.dict"
+done
+
+# run_target T: one target's bounded run; its output goes to its log, the exit status says.
+run_target() {
+  local t="$1" dict="$here/json.dict"
   [ "$t" = fuzz_npy ] && dict="$here/npy.dict"
   [ "$t" = fuzz_trace ] && dict="$here/trace.dict"
-  scratch="$build/fuzz-corpus/$t"
+  local scratch="$build/fuzz-corpus/$t"
   mkdir -p "$scratch"
-  echo "=== $t: ${seconds}s over tests/fuzz/corpus/$t ==="
   # Inputs grow up to the largest seed (libFuzzer's default -max_len): compare's bootstrap costs
   # 2000 resamples per point, so a report of 10^4 samples is slow by design, not a hang.
-  # Only the summary and any failure are printed: libFuzzer's progress lines go to the log.
-  log="$build/fuzz-artifacts/$t.log"
-  if ! "$exe" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 -dict="$dict" \
+  "$build/tests/fuzz/$t" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 -dict="$dict" \
     -artifact_prefix="$artifacts/$t-" -print_final_stats=1 \
-    "$scratch" "$here/corpus/$t" >"$log" 2>&1; then
-    tail -n 60 "$log" >&2
-    echo "run.sh: $t failed; the input is in $artifacts/ (log: $log)" >&2
-    exit 1
-  fi
-  grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' "$log" || true
+    "$scratch" "$here/corpus/$t" >"$artifacts/$t.log" 2>&1
+}
+
+# Each target is one process on one core: as many run at once as there are cores, each for its
+# full time (the same fuzzing, a fraction of the wall time). Only the summary and any failure
+# are printed: libFuzzer's progress lines go to the log.
+jobs="$(nproc)"
+failed=()
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  batch=("${targets[@]:i:jobs}")
+  pids=()
+  for t in "${batch[@]}"; do
+    echo "=== $t: ${seconds}s over tests/fuzz/corpus/$t ==="
+    run_target "$t" &
+    pids+=($!)
+  done
+  for k in "${!batch[@]}"; do
+    t="${batch[k]}"
+    if wait "${pids[k]}"; then
+      grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' "$artifacts/$t.log" |
+        sed "s/^/$t: /" || true
+    else
+      tail -n 60 "$artifacts/$t.log" >&2
+      echo "run.sh: $t failed; the input is in $artifacts/ (log: $artifacts/$t.log)" >&2
+      failed+=("$t")
+    fi
+  done
+  ((${#failed[@]} == 0)) || exit 1
 done

@@ -13,13 +13,13 @@
 #include "common/counter_rng.h"
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
 #include "harness/layer_step.h"
 #include "harness/roofline.h"
 #include "harness/runner.h"
 #include "reference/reference.h"
-#include "report/point_identity.h"
-#include "report/report.h"
+#include "results/point_identity.h"
+#include "results/report.h"
+#include "support/host_test_util.h"
 
 namespace decodebench {
 namespace {

@@ -12,7 +12,7 @@
 #include "backends/backend.h"
 #include "common/errors.h"
 #include "report/replay_table.h"
-#include "report/report.h"
+#include "results/report.h"
 
 namespace decodebench {
 namespace {

@@ -9,11 +9,11 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
 #include "harness/measure.h"
 #include "harness/runner.h"
 #include "reference/reference.h"
-#include "report/point_identity.h"
+#include "results/point_identity.h"
+#include "support/host_test_util.h"
 
 namespace decodebench {
 namespace {

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
 #include "harness/sweep_config.h"
+#include "support/host_test_util.h"
 
 #include <fmt/format.h>
 

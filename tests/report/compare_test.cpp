@@ -11,9 +11,10 @@
 
 #include "common/errors.h"
 #include "report/compare.h"
-#include "report/compare_fixtures.h"
-#include "report/report.h"
-#include "report/report_fixtures.h"
+#include "results/merge.h"
+#include "results/report.h"
+#include "support/compare_fixtures.h"
+#include "support/report_fixtures.h"
 
 namespace decodebench {
 namespace {

@@ -9,14 +9,16 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
 #include "harness/measure.h"
 #include "harness/stats.h"
 #include "report/format.h"
 #include "report/format_html.h"
-#include "report/knees.h"
-#include "report/report.h"
-#include "report/report_fixtures.h"
+#include "report/table.h"
+#include "results/knees.h"
+#include "results/merge.h"
+#include "results/report.h"
+#include "support/host_test_util.h"
+#include "support/report_fixtures.h"
 
 namespace decodebench {
 namespace {

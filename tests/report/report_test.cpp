@@ -8,11 +8,11 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
 #include "report/format.h"
-#include "report/knees.h"
-#include "report/report.h"
-#include "report/report_fixtures.h"
+#include "results/knees.h"
+#include "results/report.h"
+#include "support/host_test_util.h"
+#include "support/report_fixtures.h"
 
 namespace decodebench {
 namespace {

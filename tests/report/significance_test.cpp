@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "report/compare_fixtures.h"
+#include "support/compare_fixtures.h"
 
 namespace decodebench {
 namespace {

@@ -21,7 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
+#include "support/host_test_util.h"
 
 namespace decodebench {
 namespace {

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
+#include "support/host_test_util.h"
 #include "trace/shared_traces.h"
 #include "trace/trace.h"
 #include "workload/workload.h"  // configs_dir

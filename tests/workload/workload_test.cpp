@@ -16,7 +16,7 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "common/paged_kv.h"
-#include "harness/harness_test_util.h"
+#include "support/host_test_util.h"
 
 namespace decodebench {
 namespace {

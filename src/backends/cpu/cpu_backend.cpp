@@ -22,6 +22,7 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "common/host_facts.h"
+#include "common/units.h"
 
 namespace decodebench {
 namespace {
@@ -38,12 +39,6 @@ constexpr double kMemoryShare = 0.7;
 std::string unknown_kernel(std::string_view kernel) {
   return "unknown kernel '" + std::string(kernel) + "' for the cpu backend (valid: " + kKernelName +
          ", " + kCascadeName + ")";
-}
-
-std::string gb(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
-  return buf;
 }
 
 class CpuPoint final : public PreparedPoint {
@@ -136,8 +131,9 @@ class CpuBackend final : public Backend {
     const double need = static_cast<double>(workload_host_bytes(spec, layout)) + out_bytes;
     const double avail = static_cast<double>(cpu::available_memory_bytes());
     if (avail > 0 && need > kMemoryShare * avail) {
-      return "needs " + gb(need) + " of host memory; " + std::to_string(int(kMemoryShare * 100)) +
-             " % of the " + gb(avail) + " available is " + gb(kMemoryShare * avail);
+      return "needs " + format_gb(need) + " of host memory; " +
+             std::to_string(int(kMemoryShare * 100)) + " % of the " + format_gb(avail) +
+             " available is " + format_gb(kMemoryShare * avail);
     }
     return {};
   }
@@ -182,9 +178,9 @@ class CpuBackend final : public Backend {
     double avail = static_cast<double>(cpu::available_memory_bytes());
     if (weights_ && !cached) avail += static_cast<double>(weights_->bytes());
     if (avail > 0 && need > kMemoryShare * avail) {
-      return "layer scope needs " + gb(need) + " of host memory (weights " + gb(weights) +
-             " included); " + std::to_string(int(kMemoryShare * 100)) + " % of the " + gb(avail) +
-             " available is " + gb(kMemoryShare * avail);
+      return "layer scope needs " + format_gb(need) + " of host memory (weights " +
+             format_gb(weights) + " included); " + std::to_string(int(kMemoryShare * 100)) +
+             " % of the " + format_gb(avail) + " available is " + format_gb(kMemoryShare * avail);
     }
     return {};
   }

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "common/errors.h"
+#include "common/units.h"
 
 namespace decodebench::cpu {
 namespace {
@@ -82,13 +83,6 @@ double best_seconds(int repetitions, F&& body) {
 
 Backend::SelfCheck make_check(std::string name, bool ok, std::string detail) {
   return {std::move(name), ok, std::move(detail)};
-}
-
-std::string gb(double bytes) {
-  std::ostringstream s;
-  s.precision(3);
-  s << bytes / 1e9 << " GB";
-  return s.str();
 }
 
 }  // namespace
@@ -342,8 +336,9 @@ Ceilings measure_ceilings(const CeilingOptions& options) {
   if (avail > 0 && 3 * bytes > avail / 2) {
     const std::int64_t capped = avail / 6;
     how += (how.empty() ? "" : "; ") + std::string("buffers capped at ") +
-           gb(static_cast<double>(capped)) + " each (wanted " + gb(static_cast<double>(bytes)) +
-           "; 3 buffers must fit in half of the " + gb(static_cast<double>(avail)) + " available)";
+           format_gb(static_cast<double>(capped)) + " each (wanted " +
+           format_gb(static_cast<double>(bytes)) + "; 3 buffers must fit in half of the " +
+           format_gb(static_cast<double>(avail)) + " available)";
     bytes = capped;
   }
   const std::int64_t chunk_bytes = kCeilingChunk * sizeof(float);

@@ -19,8 +19,10 @@
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/cuda_resources.h"
 #include "backends/datasheet.h"
+#include "backends/ladder_backend.h"
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "common/units.h"
 #include "kernels.h"
 
 namespace decodebench {
@@ -33,7 +35,6 @@ using cuda::DeviceBuffer;
 using cuda::L2Flusher;
 
 using k::find_kernel;
-using k::ladder_names;
 
 // An attribute, or 0 when this driver does not report it (cleared, so it is not mistaken for a
 // sticky error later).
@@ -197,7 +198,7 @@ class CudaPoint final : public PreparedPoint {
 // ---------------------------------------------------------------------------------------------
 // The backend: one device, one stream, one L2 scrubber.
 // ---------------------------------------------------------------------------------------------
-class CudaBackend final : public Backend {
+class CudaBackend final : public LadderBackend {
  public:
   // Members are initialized in declaration order: the device is selected before the stream and
   // the scrub buffer are created on it.
@@ -215,29 +216,12 @@ class CudaBackend final : public Backend {
   Ceilings measure_ceilings() override;
   std::vector<SelfCheck> check_ceiling_kernels() override;
 
-  std::vector<std::string> kernel_names() const override {
-    std::vector<std::string> names;
-    for (const k::KernelInfo& info : k::kernel_ladder()) names.push_back(info.name);
-    return names;
-  }
-
-  ComputeUnit compute_unit(std::string_view kernel) const override {
-    const k::KernelInfo* info = find_kernel(kernel);
-    if (info == nullptr) {
-      throw InputError("cuda backend: unknown kernel '" + std::string(kernel) +
-                       "' (valid: " + ladder_names() + ")");
-    }
-    return info->compute;
-  }
-
   using Backend::choose_kernel;
   using Backend::layer_skip_reason;
   using Backend::skip_reason;
 
   std::string choose_kernel(const WorkloadSpec& spec, const PagedLayout& layout) override {
-    if (k::kernel_ladder().empty()) {
-      throw RuntimeFailure("cuda backend: no paged-decode kernel is compiled");
-    }
+    require_rungs();
     const k::PagedDecodeParams p = shape_params(spec, layout);
     return k::choose_kernel(k::kernel_ladder(), p,
                             [&](const k::KernelInfo& rung) { return resident_ctas(rung, p); });
@@ -245,12 +229,9 @@ class CudaBackend final : public Backend {
 
   std::string skip_reason(const WorkloadSpec& spec, const PagedLayout& layout,
                           std::string_view kernel) override {
+    if (std::string why = shape_skip_reason(spec, layout, kernel); !why.empty()) return why;
     const k::KernelInfo* info = find_kernel(kernel);
-    if (info == nullptr) {
-      return "unknown kernel '" + std::string(kernel) + "' (valid: " + ladder_names() + ")";
-    }
     const k::PagedDecodeParams p = shape_params(spec, layout);
-    if (std::string reason = k::unsupported_reason(*info, p); !reason.empty()) return reason;
     activate();
     std::size_t free_bytes = 0, total_bytes = 0;
     DECODEBENCH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -258,25 +239,9 @@ class CudaBackend final : public Backend {
                                     free_bytes);
   }
 
-  // The ladder entry of `kernel`, which must run `w`: what prepare() and prepare_layer() share.
-  // Checks w's host block tables (layout scope) before anything is uploaded: the launch sees
-  // only the device copy and cannot read it.
-  const k::KernelInfo& runnable_kernel(const Workload& w, std::string_view kernel) const {
-    const k::KernelInfo* info = find_kernel(kernel);
-    if (info == nullptr) {
-      throw InputError("cuda backend: unknown kernel '" + std::string(kernel) +
-                       "' (valid: " + ladder_names() + ")");
-    }
-    if (std::string reason = k::unsupported_reason(*info, w.params(), k::CheckScope::layout);
-        !reason.empty()) {
-      throw InputError("cuda backend: " + reason);
-    }
-    return *info;
-  }
-
   std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
                                          const TimingOptions& timing) override {
-    const k::KernelInfo* info = &runnable_kernel(w, kernel);
+    const k::KernelInfo* info = &runnable_rung(w, kernel);
     activate();
     return std::make_unique<CudaPoint>(w, *info, resident_ctas(*info, w.params()), stream_.get(),
                                        flusher_, timing);
@@ -295,12 +260,9 @@ class CudaBackend final : public Backend {
       }
     }
     if (const cuda::CublasLtLoad& lt = cuda::cublaslt(); !lt.ok()) return lt.error;
+    if (std::string why = shape_skip_reason(spec, layout, kernel); !why.empty()) return why;
     const k::KernelInfo* info = find_kernel(kernel);
-    if (info == nullptr) {
-      return "unknown kernel '" + std::string(kernel) + "' (valid: " + ladder_names() + ")";
-    }
     const k::PagedDecodeParams p = shape_params(spec, layout);
-    if (std::string reason = k::unsupported_reason(*info, p); !reason.empty()) return reason;
     for (LayerStage s : {LayerStage::qkv_proj, LayerStage::o_proj, LayerStage::gate_up_proj,
                          LayerStage::down_proj, LayerStage::lm_head}) {
       const GemmShape shape = gemm_shape(spec.model, s, spec.batch);
@@ -321,7 +283,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<PreparedLayer> prepare_layer(const Workload& w, std::string_view kernel,
                                                const LayerOptions& layer,
                                                const TimingOptions& timing) override {
-    const k::KernelInfo* info = &runnable_kernel(w, kernel);
+    const k::KernelInfo* info = &runnable_rung(w, kernel);
     if (std::string why = layer_support_error(w.spec.model, layer.weights_dtype, w.spec.q_dtype);
         !why.empty()) {
       throw InputError("cuda backend: " + why);
@@ -434,11 +396,10 @@ Ceilings CudaBackend::measure_ceilings() {
       throw RuntimeFailure(
           "cuda backend: the bandwidth ceilings need 3 buffers of at least 1 MiB; "
           "device has " +
-          cuda::format_gb(static_cast<double>(free_bytes)) + " free");
+          format_gb(static_cast<double>(free_bytes)) + " free");
     }
-    c.note = "ceiling buffers capped to " + cuda::format_gb(static_cast<double>(fit)) +
-             " each to fit free device memory (wanted " +
-             cuda::format_gb(static_cast<double>(bytes)) +
+    c.note = "ceiling buffers capped to " + format_gb(static_cast<double>(fit)) +
+             " each to fit free device memory (wanted " + format_gb(static_cast<double>(bytes)) +
              ", 8x L2); the figures may include L2 hits";
     bytes = fit;
   }

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/cuda_plan.h"
 #include "common/dtype.h"
+#include "common/units.h"
 
 namespace decodebench::cuda {
 namespace {

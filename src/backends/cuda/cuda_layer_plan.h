@@ -18,7 +18,7 @@
 #include <string>
 
 #include "backends/backend.h"
-#include "report/device_info.h"
+#include "results/device_info.h"
 #include "workload/layer_model.h"
 
 namespace decodebench::cuda {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/units.h"
+
 namespace decodebench::cuda {
 
 double theoretical_bandwidth(std::int64_t memory_clock_khz, std::int64_t bus_width_bits) {
@@ -50,12 +52,6 @@ PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
     f.workspace = w.total_bytes;
   }
   return f;
-}
-
-std::string format_gb(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
-  return buf;
 }
 
 std::string memory_skip_reason(const PointFootprint& need, std::size_t free_bytes) {

@@ -55,9 +55,6 @@ PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
 // "needs 151.20 GB of device memory (K/V cache 150.00 GB, ...), device has 139.10 GB free".
 std::string memory_skip_reason(const PointFootprint& need, std::size_t free_bytes);
 
-// "12.35 GB" (SI, GB = 1e9, as everywhere in decodebench).
-std::string format_gb(double bytes);
-
 // InputError text for a --device index outside [0, names.size()), listing the devices.
 std::string bad_device_message(int requested, const std::vector<std::string>& device_names);
 

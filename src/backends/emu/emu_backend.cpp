@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/ladder_backend.h"
 #include "common/errors.h"
 #include "common/float_formats.h"
 #include "kernels.h"
@@ -15,9 +16,6 @@ namespace {
 
 namespace k = kernels;
 
-using k::find_kernel;
-using k::ladder_names;
-
 float decode_out(const std::byte* base, DType t, std::size_t i) {
   std::uint16_t bits;
   std::memcpy(&bits, base + 2 * i, 2);
@@ -26,25 +24,13 @@ float decode_out(const std::byte* base, DType t, std::size_t i) {
 
 class EmuPoint final : public PreparedPoint {
  public:
-  EmuPoint(const Workload& w, std::string kernel) : kernel_(std::move(kernel)) {
-    // The emulator reads host memory: it cannot fill a layout-only workload (backend.h) itself.
-    if (w.q.empty() || w.k_cache.empty() || w.v_cache.empty()) {
-      throw InputError(
-          "emu backend: needs a materialized workload (q, k_cache, v_cache on the host)");
-    }
+  // `rung` was checked against w's shapes and layout (LadderBackend::runnable_rung): the output
+  // is never sized for a dtype the kernel does not write, and the planners below read the block
+  // tables. The launch checks the rest.
+  EmuPoint(const Workload& w, const k::KernelInfo& rung) : kernel_(rung.name) {
     w_ = w;
     params_ = w_.params();
-    const k::KernelInfo* info = find_kernel(kernel_);
-    if (info == nullptr) {
-      throw InputError("emu backend: unknown kernel '" + kernel_ + "' (valid: " + ladder_names() +
-                       ")");
-    }
-    // Shapes and the layout now: the output is never sized for a dtype the kernel does not
-    // write, and the planners below read the block tables. The launch checks the rest.
-    if (std::string why = k::unsupported_reason(*info, params_, k::CheckScope::layout);
-        !why.empty()) {
-      throw InputError("emu backend: " + why);
-    }
+    const k::KernelInfo* info = &rung;
     // [rows][Hq][d] q_dtype. Filled with 0xFF (NaN in f16 and bf16) so an element the kernel
     // never writes fails validation instead of passing on leftover zeros.
     out_.assign(static_cast<std::size_t>(w_.rows()) * params_.num_q_heads * params_.head_dim *
@@ -104,7 +90,7 @@ class EmuPoint final : public PreparedPoint {
   k::PrefixPlan plan_;            // prefix-aware rungs: what params_ points into
 };
 
-class EmuBackend final : public Backend {
+class EmuBackend final : public LadderBackend {
  public:
   std::string name() const override { return "emu"; }
 
@@ -119,41 +105,19 @@ class EmuBackend final : public Backend {
   // Not measured: emulated bandwidth is a property of the emulator, not of any GPU. All zeros.
   Ceilings measure_ceilings() override { return {}; }
 
-  std::vector<std::string> kernel_names() const override {
-    std::vector<std::string> names;
-    for (const k::KernelInfo& info : k::kernel_ladder()) names.push_back(info.name);
-    return names;
-  }
-
-  // The GPU's rule (kernels::choose_kernel) for the nominal kEmuResidentCtas: the emulated sweep
-  // runs the rung a GPU of that shape would.
-  ComputeUnit compute_unit(std::string_view kernel) const override {
-    const k::KernelInfo* info = find_kernel(kernel);
-    if (info == nullptr) {
-      throw InputError("emu backend: unknown kernel '" + std::string(kernel) +
-                       "' (valid: " + ladder_names() + ")");
-    }
-    return info->compute;
-  }
-
   using Backend::choose_kernel;
   using Backend::skip_reason;
 
+  // The GPU's rule (kernels::choose_kernel) for the nominal kEmuResidentCtas: the emulated sweep
+  // runs the rung a GPU of that shape would.
   std::string choose_kernel(const WorkloadSpec& spec, const PagedLayout& layout) override {
-    if (k::kernel_ladder().empty()) {
-      throw RuntimeFailure("emu backend: no paged-decode kernel is compiled");
-    }
+    require_rungs();
     return k::choose_kernel(k::kernel_ladder(), shape_params(spec, layout), kEmuResidentCtas);
   }
 
   std::string skip_reason(const WorkloadSpec& spec, const PagedLayout& layout,
                           std::string_view kernel) override {
-    const k::KernelInfo* info = find_kernel(kernel);
-    if (info == nullptr) {
-      return "unknown kernel '" + std::string(kernel) + "' (valid: " + ladder_names() + ")";
-    }
-    const std::string unsupported = k::unsupported_reason(*info, shape_params(spec, layout));
-    if (!unsupported.empty()) return unsupported;
+    if (std::string why = shape_skip_reason(spec, layout, kernel); !why.empty()) return why;
     const long long elements = static_cast<long long>(layout.total_tokens) *
                                spec.model.num_kv_heads * spec.model.head_dim * 2;
     if (elements > kEmuMaxKvElements) {
@@ -167,7 +131,12 @@ class EmuBackend final : public Backend {
 
   std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
                                          const TimingOptions&) override {
-    return std::make_unique<EmuPoint>(w, std::string(kernel));
+    // The emulator reads host memory: it cannot fill a layout-only workload (backend.h) itself.
+    if (w.q.empty() || w.k_cache.empty() || w.v_cache.empty()) {
+      throw InputError(
+          "emu backend: needs a materialized workload (q, k_cache, v_cache on the host)");
+    }
+    return std::make_unique<EmuPoint>(w, runnable_rung(w, kernel));
   }
 };
 

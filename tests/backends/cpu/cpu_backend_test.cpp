@@ -13,8 +13,8 @@
 #include "backends/planted_tables.h"
 #include "common/errors.h"
 #include "common/host_facts.h"
-#include "harness/harness_test_util.h"
 #include "reference/reference.h"
+#include "support/host_test_util.h"
 #include "workload/workload.h"
 
 namespace decodebench {

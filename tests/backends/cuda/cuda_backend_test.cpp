@@ -17,9 +17,9 @@
 #include "backends/planted_tables.h"
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "harness/harness_test_util.h"
 #include "kernels.h"
 #include "reference/reference.h"
+#include "support/host_test_util.h"
 #include "workload/workload.h"
 
 namespace decodebench {

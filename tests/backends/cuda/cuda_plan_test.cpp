@@ -15,6 +15,7 @@
 #include "backends/cuda/hopper_split_instances.h"
 #include "backends/cuda/occupancy_model.h"
 #include "common/errors.h"
+#include "common/units.h"
 #include "kernels.h"
 #include "workload/workload.h"
 

@@ -17,6 +17,7 @@
 #include "common/dtype.h"
 #include "common/float_formats.h"
 #include "kernels.h"
+#include "kernels/paged_decode/decode_spec.h"
 #include "reference/reference.h"
 #include "workload/workload.h"
 
@@ -39,21 +40,7 @@ struct Case {
 };
 
 Workload make(const Case& c, int head_dim, DType kv_dtype) {
-  WorkloadSpec spec;
-  spec.model.name = "test";
-  spec.model.num_q_heads = c.num_q_heads;
-  spec.model.num_kv_heads = c.num_kv_heads;
-  spec.model.head_dim = head_dim;
-  spec.model.num_layers = 1;
-  spec.batch = c.batch;
-  spec.context = c.context;
-  spec.hit_rate = c.hit_rate;
-  spec.prefix_groups = c.prefix_groups;
-  spec.kv_dtype = kv_dtype;
-  spec.q_dtype = c.q_dtype;
-  spec.block_size = c.block_size;
-  spec.seed = 777;
-  return make_workload(spec);
+  return make_workload(testing_support::decode_spec(c, head_dim, kv_dtype, 777));
 }
 
 // How a run gets its plan and schedule: the planner's plan (or `plan`), the planned workspace

@@ -16,6 +16,7 @@
 
 #include "common/dtype.h"
 #include "kernels.h"
+#include "kernels/paged_decode/decode_spec.h"
 #include "reference/reference.h"
 #include "workload/workload.h"
 
@@ -90,21 +91,7 @@ std::string target_name(const testing::TestParamInfo<Target>& info) {
 }
 
 WorkloadSpec spec_for(const Case& c, const Target& t) {
-  WorkloadSpec s;
-  s.model.name = "test";
-  s.model.num_q_heads = c.num_q_heads;
-  s.model.num_kv_heads = c.num_kv_heads;
-  s.model.head_dim = t.head_dim;
-  s.model.num_layers = 1;
-  s.batch = c.batch;
-  s.context = c.context;
-  s.hit_rate = c.hit_rate;
-  s.prefix_groups = c.prefix_groups;
-  s.kv_dtype = t.kv_dtype;
-  s.q_dtype = c.q_dtype;
-  s.block_size = c.block_size;
-  s.seed = 1234;
-  return s;
+  return testing_support::decode_spec(c, t.head_dim, t.kv_dtype, 1234);
 }
 
 // Runs one case; returns the comparison (launch failures are test failures).

@@ -14,6 +14,7 @@
 
 #include "common/float_formats.h"
 #include "kernels.h"
+#include "kernels/paged_decode/decode_spec.h"
 #include "reference/reference.h"
 #include "workload/workload.h"
 
@@ -69,21 +70,7 @@ bool adapt_to_build(Case& c) {
 }
 
 Workload make(const Case& c) {
-  WorkloadSpec spec;
-  spec.model.name = "test";
-  spec.model.num_q_heads = c.num_q_heads;
-  spec.model.num_kv_heads = c.num_kv_heads;
-  spec.model.head_dim = c.head_dim;
-  spec.model.num_layers = 1;
-  spec.batch = c.batch;
-  spec.context = c.context;
-  spec.hit_rate = c.hit_rate;
-  spec.prefix_groups = 1;
-  spec.kv_dtype = c.kv_dtype;
-  spec.q_dtype = c.q_dtype;
-  spec.block_size = c.block_size;
-  spec.seed = 20240611;
-  return make_workload(spec);
+  return make_workload(testing_support::decode_spec(c, c.head_dim, c.kv_dtype, 20240611));
 }
 
 struct SplitRun {

@@ -13,6 +13,7 @@
 #include "common/dtype.h"
 #include "common/float_formats.h"
 #include "kernels.h"
+#include "kernels/paged_decode/decode_spec.h"
 #include "reference/reference.h"
 #include "workload/workload.h"
 
@@ -35,21 +36,7 @@ struct Case {
 };
 
 Workload make(const Case& c, int head_dim, DType kv_dtype) {
-  WorkloadSpec spec;
-  spec.model.name = "test";
-  spec.model.num_q_heads = c.num_q_heads;
-  spec.model.num_kv_heads = c.num_kv_heads;
-  spec.model.head_dim = head_dim;
-  spec.model.num_layers = 1;
-  spec.batch = c.batch;
-  spec.context = c.context;
-  spec.hit_rate = c.hit_rate;
-  spec.prefix_groups = 1;
-  spec.kv_dtype = kv_dtype;
-  spec.q_dtype = c.q_dtype;
-  spec.block_size = c.block_size;
-  spec.seed = 4242;
-  return make_workload(spec);
+  return make_workload(testing_support::decode_spec(c, head_dim, kv_dtype, 4242));
 }
 
 struct TcRun {

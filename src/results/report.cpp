@@ -1,0 +1,665 @@
+// Report JSON (schema_version 1), atomic writes and shard merging.
+#include "results/report.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "common/dtype.h"
+#include "common/errors.h"
+#include "common/json_in.h"
+#include "common/json_text.h"
+#include "results/knees.h"
+
+namespace decodebench {
+
+using nlohmann::json;
+
+std::string_view bound_name(Bound b) { return b == Bound::memory ? "memory" : "compute"; }
+
+std::string_view compute_unit_name(ComputeUnit u) {
+  return u == ComputeUnit::tensor_core ? "tensor_core" : "fma";
+}
+
+ComputeUnit parse_compute_unit(std::string_view s) {
+  for (ComputeUnit u : {ComputeUnit::fma, ComputeUnit::tensor_core}) {
+    if (compute_unit_name(u) == s) return u;
+  }
+  throw InputError(fmt::format("unknown compute unit '{}'; valid: fma, tensor_core", s));
+}
+
+std::string_view bound_label(const RooflineRecord& r) {
+  if (r.bound == Bound::memory) return "mem";
+  if (!r.compute_ceiling) return "compute";
+  return r.compute_ceiling->unit == ComputeUnit::tensor_core ? "tc" : "fma";
+}
+
+std::string_view status_name(PointStatus s) {
+  switch (s) {
+    case PointStatus::ok: return "ok";
+    case PointStatus::wrong: return "wrong";
+    case PointStatus::skipped: return "skipped";
+    case PointStatus::error: return "error";
+    case PointStatus::not_run: return "not_run";
+  }
+  return "?";
+}
+
+PointStatus parse_status(std::string_view s) {
+  for (PointStatus p : {PointStatus::ok, PointStatus::wrong, PointStatus::skipped,
+                        PointStatus::error, PointStatus::not_run}) {
+    if (status_name(p) == s) return p;
+  }
+  throw InputError(
+      fmt::format("unknown point status '{}'; valid: ok, wrong, skipped, error, not_run", s));
+}
+
+TimingMethod parse_timing_method(std::string_view s) {
+  for (TimingMethod m : {TimingMethod::events_per_step, TimingMethod::events_back_to_back,
+                         TimingMethod::graph_replay, TimingMethod::host_clock_per_step}) {
+    if (timing_method_name(m) == s) return m;
+  }
+  throw InputError(fmt::format(
+      "unknown timing method '{}'; valid: events_per_step, events_back_to_back, graph_replay, "
+      "host_clock_per_step",
+      s));
+}
+
+std::string_view completion_state_name(Completion::State s) {
+  switch (s) {
+    case Completion::State::complete: return "complete";
+    case Completion::State::running: return "running";
+    case Completion::State::interrupted: return "interrupted";
+    case Completion::State::device_failure: return "device_failure";
+    case Completion::State::partial: return "partial";
+  }
+  return "?";
+}
+
+int points_finished(const Report& r) {
+  return static_cast<int>(std::count_if(r.results.begin(), r.results.end(), [](const auto& p) {
+    return p.status != PointStatus::not_run;
+  }));
+}
+
+std::string partial_note(const Report& r) {
+  const int done = points_finished(r);
+  const bool all_run = done == static_cast<int>(r.results.size());
+  if (r.completion.state == Completion::State::complete && all_run) return "";
+  const int planned = std::max(r.completion.points_planned, static_cast<int>(r.results.size()));
+  return fmt::format("{}{}{} ({} of {} points finished)", completion_state_name(r.completion.state),
+                     r.completion.reason.empty() ? "" : ": ", r.completion.reason, done, planned);
+}
+
+namespace {
+
+Completion::State parse_completion_state(const JsonIn& in) {
+  const std::string s = in.string();
+  for (auto st :
+       {Completion::State::complete, Completion::State::running, Completion::State::interrupted,
+        Completion::State::device_failure, Completion::State::partial}) {
+    if (completion_state_name(st) == s) return st;
+  }
+  in.fail(
+      fmt::format("'{}' is not a completion state; valid: complete, running, interrupted, "
+                  "device_failure, partial",
+                  s));
+}
+
+DType dtype_from(const JsonIn& in) {
+  try {
+    return parse_dtype(in.string(), in.path());
+  } catch (const InputError& e) {
+    in.fail(e.what());
+  }
+}
+
+json context_to_json(const ContextSpec& c) {
+  if (c.kind == ContextSpec::Kind::fixed) return {{"kind", "fixed"}, {"values", {c.lo}}};
+  return {{"kind", "ragged"}, {"values", {c.lo, c.hi}}};
+}
+
+ContextSpec context_from(const JsonIn& in) {
+  const std::string kind = in.at("kind").string();
+  const JsonIn values = in.at("values");
+  if (kind == "fixed") {
+    if (values.size() != 1) values.fail("a fixed context has exactly one value");
+    return ContextSpec::fixed(values.at(0).int32());
+  }
+  if (kind == "ragged") {
+    if (values.size() != 2) values.fail("a ragged context has two values [lo, hi]");
+    return ContextSpec::ragged(values.at(0).int32(), values.at(1).int32());
+  }
+  in.at("kind").fail(fmt::format("'{}' is not a context kind; valid: fixed, ragged", kind));
+}
+
+json ceiling_to_json(const std::optional<ComputeCeiling>& c) {
+  if (!c) return nullptr;
+  return {
+      {"unit", compute_unit_name(c->unit)}, {"name", c->name}, {"flops", number_or_null(c->flops)}};
+}
+
+ComputeCeiling ceiling_from(const JsonIn& in) {
+  ComputeCeiling c;
+  const JsonIn unit = in.at("unit");
+  try {
+    c.unit = parse_compute_unit(unit.string());
+  } catch (const InputError& e) {
+    unit.fail(e.what());
+  }
+  c.name = in.at("name").string();
+  c.flops = in.at("flops").number_or_nan();
+  return c;
+}
+
+json timing_to_json(const std::optional<TimingRecord>& t) {
+  if (!t) return nullptr;
+  return {{"method", timing_method_name(t->method)},
+          {"steps_per_sample", t->steps_per_sample},
+          {"l2", t->warm_l2 ? "warm" : "cold"}};
+}
+
+TimingRecord timing_from(const JsonIn& in) {
+  TimingRecord t;
+  {
+    const JsonIn m = in.at("method");
+    try {
+      t.method = parse_timing_method(m.string());
+    } catch (const InputError& e) {
+      m.fail(e.what());
+    }
+  }
+  const JsonIn steps = in.at("steps_per_sample");
+  t.steps_per_sample = steps.int32();
+  if (t.steps_per_sample < 1) steps.fail("steps_per_sample must be >= 1");
+  const JsonIn l2 = in.at("l2");
+  const std::string cache = l2.string();
+  if (cache != "warm" && cache != "cold") {
+    l2.fail(fmt::format("'{}' is not an L2 state; valid: warm, cold", cache));
+  }
+  t.warm_l2 = cache == "warm";
+  return t;
+}
+
+json stats_to_json(const SampleStats& t) {
+  return {{"median", number_or_null(t.median)},
+          {"min", number_or_null(t.min)},
+          {"max", number_or_null(t.max)},
+          {"p10", number_or_null(t.p10)},
+          {"p90", number_or_null(t.p90)},
+          {"mean", number_or_null(t.mean)},
+          {"rel_noise", number_or_null(t.rel_noise)},
+          {"samples", t.samples}};
+}
+
+SampleStats stats_from(const JsonIn& t) {
+  SampleStats s;
+  s.median = t.at("median").number_or_nan();
+  s.min = t.at("min").number_or_nan();
+  s.max = t.at("max").number_or_nan();
+  s.p10 = t.at("p10").number_or_nan();
+  s.p90 = t.at("p90").number_or_nan();
+  s.mean = t.at("mean").number_or_nan();
+  s.rel_noise = t.at("rel_noise").number_or_nan();
+  s.samples = t.at("samples").int32();
+  return s;
+}
+
+json layer_to_json(const std::optional<LayerRecord>& layer) {
+  if (!layer) return nullptr;
+  const LayerRecord& l = *layer;
+  json stages = json::array();
+  for (const StageRecord& st : l.stages) {
+    stages.push_back({{"name", st.name},
+                      {"m", st.m},
+                      {"n", st.n},
+                      {"k", st.k},
+                      {"bytes", st.bytes},
+                      {"flops", st.flops},
+                      {"time_s", stats_to_json(st.time_s)},
+                      {"t_roof_s", number_or_null(st.t_roof_s)},
+                      {"max_rel_error", number_or_null(st.max_rel_error)}});
+  }
+  return {{"weights_dtype", dtype_name(l.weights_dtype)},
+          {"gemm_library", l.gemm_library},
+          {"left_out", l.left_out},
+          {"stages", stages},
+          {"bytes",
+           {{"weights", l.weight_bytes}, {"kv", l.kv_bytes}, {"activations", l.activation_bytes}}},
+          {"flops", {{"weights", l.gemm_flops}, {"attention", l.attention_flops}}},
+          {"time_s",
+           {{"weights", number_or_null(l.time_weights_s)}, {"kv", number_or_null(l.time_kv_s)}}},
+          {"gemm_ceiling", ceiling_to_json(l.gemm_ceiling)},
+          {"tokens_per_s_with_lm_head", number_or_null(l.tokens_per_s_with_lm_head)}};
+}
+
+LayerRecord layer_from(const JsonIn& in) {
+  LayerRecord l;
+  l.weights_dtype = dtype_from(in.at("weights_dtype"));
+  l.gemm_library = in.at("gemm_library").string();
+  const JsonIn left = in.at("left_out");
+  for (std::size_t i = 0; i < left.size(); ++i) l.left_out.push_back(left.at(i).string());
+  const JsonIn stages = in.at("stages");
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const JsonIn st = stages.at(i);
+    StageRecord r;
+    r.name = st.at("name").string();
+    r.m = st.at("m").integer();
+    r.n = st.at("n").integer();
+    r.k = st.at("k").integer();
+    r.bytes = st.at("bytes").number();
+    r.flops = st.at("flops").number();
+    r.time_s = stats_from(st.at("time_s"));
+    r.t_roof_s = st.at("t_roof_s").number_or_nan();
+    r.max_rel_error = st.at("max_rel_error").number_or_nan();
+    l.stages.push_back(std::move(r));
+  }
+  const JsonIn b = in.at("bytes");
+  l.weight_bytes = b.at("weights").number();
+  l.kv_bytes = b.at("kv").number();
+  l.activation_bytes = b.at("activations").number();
+  const JsonIn f = in.at("flops");
+  l.gemm_flops = f.at("weights").number();
+  l.attention_flops = f.at("attention").number();
+  const JsonIn t = in.at("time_s");
+  l.time_weights_s = t.at("weights").number_or_nan();
+  l.time_kv_s = t.at("kv").number_or_nan();
+  if (!in.at("gemm_ceiling").json().is_null()) l.gemm_ceiling = ceiling_from(in.at("gemm_ceiling"));
+  l.tokens_per_s_with_lm_head = in.at("tokens_per_s_with_lm_head").number_or_nan();
+  return l;
+}
+
+}  // namespace
+
+json to_json(const PointResult& r) {
+  json samples = json::array();
+  for (double s : r.samples) samples.push_back(s);
+  json paired = json::array();
+  for (double b : r.paired_read_samples) paired.push_back(b);
+  return {
+      {"index", r.index},
+      {"kernel", r.kernel},
+      {"kernel_requested", r.kernel_requested},
+      {"backend", r.backend},
+      {"scope", scope_name(r.scope)},
+      {"model", r.model},
+      {"model_shape",
+       {{"num_q_heads", r.num_q_heads},
+        {"num_kv_heads", r.num_kv_heads},
+        {"head_dim", r.head_dim},
+        {"num_layers", r.num_layers}}},
+      {"kv_dtype", dtype_name(r.kv_dtype)},
+      {"q_dtype", dtype_name(r.q_dtype)},
+      {"block_size", r.block_size},
+      {"batch", r.batch},
+      {"context", context_to_json(r.context)},
+      {"hit_rate", r.hit_rate},
+      {"hit_rate_actual", r.hit_rate_actual},
+      {"prefix_groups", r.prefix_groups},
+      {"seed", r.seed},
+      {"status", status_name(r.status)},
+      {"reason", r.reason},
+      {"time_s", stats_to_json(r.time_s)},
+      {"samples", samples},
+      {"paired_read_samples", paired},
+      {"timing", timing_to_json(r.timing)},
+      {"bytes",
+       {{"kv_logical", r.bytes.kv_logical},
+        {"kv_unique", r.bytes.kv_unique},
+        {"min", r.bytes.min}}},
+      {"flops", r.flops},
+      {"arithmetic_intensity", r.arithmetic_intensity},
+      {"bandwidth",
+       {{"achieved", number_or_null(r.bandwidth.achieved)},
+        {"logical", number_or_null(r.bandwidth.logical)}}},
+      {"roofline",
+       {{"bound", bound_name(r.roofline.bound)},
+        {"compute_ceiling", ceiling_to_json(r.roofline.compute_ceiling)},
+        {"t_roof_s", number_or_null(r.roofline.t_roof_s)},
+        {"fraction_measured", number_or_null(r.roofline.fraction_measured)},
+        {"fraction_datasheet", number_or_null(r.roofline.fraction_datasheet)},
+        {"paired_read_Bps", number_or_null(r.roofline.paired_read_Bps)},
+        {"fraction_paired", number_or_null(r.roofline.fraction_paired)}}},
+      {"tokens_per_s", number_or_null(r.tokens_per_s)},
+      {"tokens_per_s_scope",
+       r.scope == Scope::layer
+           ? "the model's layers: batch / (median layer step time * num_layers), LM head not "
+             "included (layer.tokens_per_s_with_lm_head adds it)"
+           : "attention-only: batch / (median step time * num_layers)"},
+      {"error",
+       {{"max_abs", number_or_null(r.error.max_abs)},
+        {"max_rel", number_or_null(r.error.max_rel)},
+        {"quant_rel", number_or_null(r.error.quant_rel)},
+        {"rows_checked", r.error.rows_checked},
+        {"first_mismatch", r.error.first_mismatch}}},
+      {"layer", layer_to_json(r.layer)},
+  };
+}
+
+namespace {
+
+PointResult point_from(const JsonIn& in) {
+  PointResult r;
+  r.index = in.at("index").int32();
+  r.kernel = in.at("kernel").string();
+  r.kernel_requested = in.at("kernel_requested").string();
+  r.backend = in.at("backend").string();
+  // Added with layer scope: absent means attention.
+  if (in.has("scope")) {
+    const JsonIn sc = in.at("scope");
+    try {
+      r.scope = parse_scope(sc.string());
+    } catch (const InputError& e) {
+      sc.fail(e.what());
+    }
+  }
+  r.model = in.at("model").string();
+  const JsonIn shape = in.at("model_shape");
+  r.num_q_heads = shape.at("num_q_heads").int32();
+  r.num_kv_heads = shape.at("num_kv_heads").int32();
+  r.head_dim = shape.at("head_dim").int32();
+  r.num_layers = shape.at("num_layers").int32();
+  r.kv_dtype = dtype_from(in.at("kv_dtype"));
+  r.q_dtype = dtype_from(in.at("q_dtype"));
+  r.block_size = in.at("block_size").int32();
+  r.batch = in.at("batch").int32();
+  r.context = context_from(in.at("context"));
+  r.hit_rate = in.at("hit_rate").number();
+  r.hit_rate_actual = in.at("hit_rate_actual").number();
+  r.prefix_groups = in.at("prefix_groups").int32();
+  r.seed = in.at("seed").uint64();
+  {
+    const JsonIn st = in.at("status");
+    try {
+      r.status = parse_status(st.string());
+    } catch (const InputError& e) {
+      st.fail(e.what());
+    }
+  }
+  r.reason = in.at("reason").string();
+  r.time_s = stats_from(in.at("time_s"));
+  const JsonIn samples = in.at("samples");
+  for (std::size_t i = 0; i < samples.size(); ++i) r.samples.push_back(samples.at(i).number());
+  // Added after the first reports were written: absent means none measured.
+  if (in.has("paired_read_samples")) {
+    const JsonIn paired = in.at("paired_read_samples");
+    for (std::size_t i = 0; i < paired.size(); ++i)
+      r.paired_read_samples.push_back(paired.at(i).number());
+    if (!r.paired_read_samples.empty() && r.paired_read_samples.size() != r.samples.size()) {
+      paired.fail(fmt::format("has {} entries for {} samples", r.paired_read_samples.size(),
+                              r.samples.size()));
+    }
+  }
+  // Added after the first reports were written: absent (or null) means not recorded.
+  if (in.has("timing") && !in.at("timing").json().is_null())
+    r.timing = timing_from(in.at("timing"));
+  const JsonIn b = in.at("bytes");
+  r.bytes.kv_logical = b.at("kv_logical").number();
+  r.bytes.kv_unique = b.at("kv_unique").number();
+  r.bytes.min = b.at("min").number();
+  r.flops = in.at("flops").number();
+  r.arithmetic_intensity = in.at("arithmetic_intensity").number();
+  const JsonIn bw = in.at("bandwidth");
+  r.bandwidth.achieved = bw.at("achieved").number_or_nan();
+  r.bandwidth.logical = bw.at("logical").number_or_nan();
+  const JsonIn roof = in.at("roofline");
+  {
+    const std::string bound = roof.at("bound").string();
+    if (bound == "memory") {
+      r.roofline.bound = Bound::memory;
+    } else if (bound == "compute") {
+      r.roofline.bound = Bound::compute;
+    } else {
+      roof.at("bound").fail(fmt::format("'{}' is not a bound; valid: memory, compute", bound));
+    }
+  }
+  // Added after the first reports were written: absent (or null) means not known.
+  if (roof.has("compute_ceiling") && !roof.at("compute_ceiling").json().is_null())
+    r.roofline.compute_ceiling = ceiling_from(roof.at("compute_ceiling"));
+  r.roofline.t_roof_s = roof.at("t_roof_s").number_or_nan();
+  r.roofline.fraction_measured = roof.at("fraction_measured").number_or_nan();
+  r.roofline.fraction_datasheet = roof.at("fraction_datasheet").number_or_nan();
+  // Added after the first reports were written: absent means not measured.
+  if (roof.has("paired_read_Bps"))
+    r.roofline.paired_read_Bps = roof.at("paired_read_Bps").number_or_nan();
+  if (roof.has("fraction_paired"))
+    r.roofline.fraction_paired = roof.at("fraction_paired").number_or_nan();
+  r.tokens_per_s = in.at("tokens_per_s").number_or_nan();
+  const JsonIn err = in.at("error");
+  r.error.max_abs = err.at("max_abs").number_or_nan();
+  r.error.max_rel = err.at("max_rel").number_or_nan();
+  r.error.quant_rel = err.at("quant_rel").number_or_nan();
+  r.error.rows_checked = err.at("rows_checked").int32();
+  r.error.first_mismatch = err.at("first_mismatch").string();
+  if (in.has("layer") && !in.at("layer").json().is_null()) r.layer = layer_from(in.at("layer"));
+  if (r.scope == Scope::layer && !r.layer && r.status == PointStatus::ok) {
+    in.at("layer").fail("a layer-scope point that is ok needs its layer record");
+  }
+  return r;
+}
+
+DeviceRecord device_from(const JsonIn& in) {
+  DeviceRecord d;
+  d.backend = in.at("backend").string();
+  d.name = in.at("name").string();
+  d.sm_count = in.at("sm_count").int32();
+  d.l2_bytes = in.at("l2_bytes").integer();
+  d.mem_bytes = in.at("mem_bytes").integer();
+  const JsonIn bw = in.at("bandwidth");
+  d.bandwidth_datasheet = bw.at("datasheet").number_or_zero();
+  d.bandwidth_theoretical = bw.at("theoretical").number_or_zero();
+  const JsonIn m = bw.at("measured");
+  d.measured.read = m.at("read").number_or_zero();
+  d.measured.copy = m.at("copy").number_or_zero();
+  d.measured.triad = m.at("triad").number_or_zero();
+  d.measured.buffer_bytes = m.at("buffer_bytes").integer();
+  if (m.has("note")) d.measured.note = m.at("note").string();
+  if (m.has("shapes")) d.measured.shapes = m.at("shapes").string();  // added later
+  d.flops_peak = in.at("flops_peak").number_or_zero();
+  // Added later: absent means not recorded.
+  if (in.has("flops_peak_tensor_f16"))
+    d.flops_peak_tensor_f16 = in.at("flops_peak_tensor_f16").number_or_zero();
+  if (in.has("flops_peak_tensor_fp8"))
+    d.flops_peak_tensor_fp8 = in.at("flops_peak_tensor_fp8").number_or_zero();
+  d.measured.fma_flops = in.at("flops_measured").number_or_zero();
+  // Added with layer scope: absent or null means no layer point.
+  if (in.has("gemm_ceiling") && !in.at("gemm_ceiling").json().is_null()) {
+    const JsonIn g = in.at("gemm_ceiling");
+    d.measured.gemm_flops = g.at("flops").number_or_zero();
+    d.measured.gemm_ceiling_name = g.at("name").string();
+  }
+  return d;
+}
+
+}  // namespace
+
+PointResult point_result_from_json(const json& j) { return point_from(JsonIn(j, "result")); }
+
+json to_json(const DeviceRecord& d) {
+  return {
+      {"backend", d.backend},
+      {"name", d.name},
+      {"sm_count", d.sm_count},
+      {"l2_bytes", d.l2_bytes},
+      {"mem_bytes", d.mem_bytes},
+      {"bandwidth",
+       {{"datasheet", positive_or_null(d.bandwidth_datasheet)},
+        {"theoretical", positive_or_null(d.bandwidth_theoretical)},
+        {"measured",
+         {{"read", positive_or_null(d.measured.read)},
+          {"copy", positive_or_null(d.measured.copy)},
+          {"triad", positive_or_null(d.measured.triad)},
+          {"buffer_bytes", d.measured.buffer_bytes},
+          {"note", d.measured.note},
+          {"shapes", d.measured.shapes}}}}},
+      {"flops_peak", positive_or_null(d.flops_peak)},
+      {"flops_peak_tensor_f16", positive_or_null(d.flops_peak_tensor_f16)},
+      {"flops_peak_tensor_fp8", positive_or_null(d.flops_peak_tensor_fp8)},
+      {"flops_measured", positive_or_null(d.measured.fma_flops)},
+      {"gemm_ceiling", d.measured.gemm_ceiling_name.empty()
+                           ? json(nullptr)
+                           : json{{"flops", positive_or_null(d.measured.gemm_flops)},
+                                  {"name", d.measured.gemm_ceiling_name}}},
+  };
+}
+
+DeviceRecord device_record_from_json(const json& j) { return device_from(JsonIn(j, "device")); }
+
+json to_json(const Report& r) {
+  json devices = json::array();
+  for (const auto& d : r.devices) devices.push_back(to_json(d));
+  json results = json::array();
+  for (const auto& p : r.results) results.push_back(to_json(p));
+  json out = {
+      {"schema_version", r.schema_version},
+      {"tool", {{"name", r.tool.name}, {"version", r.tool.version}, {"git_sha", r.tool.git_sha}}},
+      {"created", r.created},
+      {"host",
+       {{"hostname", r.host.hostname},
+        {"os", r.host.os},
+        {"cpu", r.host.cpu},
+        {"cpu_threads", r.host.cpu_threads},
+        {"compiler", r.host.compiler},
+        {"build_type", r.host.build_type}}},
+      {"devices", devices},
+      {"config", r.config},
+      {"results", results},
+      {"knees", r.knees},
+      {"knees_definition", kKneesDefinition},
+      {"completion",
+       {{"state", completion_state_name(r.completion.state)},
+        {"reason", r.completion.reason},
+        {"points_planned", r.completion.points_planned},
+        {"points_finished", points_finished(r)}}},
+  };
+  if (!r.replay.is_null()) out["replay"] = r.replay;
+  return out;
+}
+
+namespace {
+
+// Knees are kept as read (the printers take absent keys as defaults), so the keys that are
+// present must have the types the printers read them as: a string where one is printed, an
+// int for a batch, a number for a bandwidth.
+void check_knees(const JsonIn& knees) {
+  for (std::size_t i = 0; i < knees.size(); ++i) {
+    const JsonIn k = knees.at(i);
+    if (!k.json().is_object())
+      k.fail(fmt::format("expected an object, got {}", k.json().type_name()));
+    for (const char* key : {"model", "kernel", "kv_dtype", "q_dtype"}) {
+      if (k.has(key)) (void)k.at(key).string();
+    }
+    for (const char* key : {"block_size", "prefix_groups", "knee_batch", "max_batch"}) {
+      if (k.has(key)) (void)k.at(key).int32();
+    }
+    for (const char* key : {"hit_rate", "knee_bandwidth", "max_bandwidth"}) {
+      if (k.has(key)) (void)k.at(key).number();
+    }
+    if (k.has("context") && !k.at("context").json().is_object()) {
+      k.at("context").fail("expected an object {\"kind\": ..., \"values\": [...]}");
+    }
+  }
+}
+
+Report report_from(const JsonIn& in) {
+  Report r;
+  if (!in.has("schema_version")) in.fail("not a decodebench report: no schema_version");
+  const JsonIn ver = in.at("schema_version");
+  r.schema_version = ver.int32();
+  if (r.schema_version != kSchemaVersion) {
+    ver.fail(fmt::format("schema_version {} is not supported; this build reads {}",
+                         r.schema_version, kSchemaVersion));
+  }
+  const JsonIn tool = in.at("tool");
+  r.tool.name = tool.at("name").string();
+  r.tool.version = tool.at("version").string();
+  r.tool.git_sha = tool.at("git_sha").string();
+  r.created = in.at("created").string();
+  const JsonIn host = in.at("host");
+  r.host.hostname = host.at("hostname").string();
+  r.host.os = host.at("os").string();
+  r.host.cpu = host.at("cpu").string();
+  r.host.cpu_threads = host.at("cpu_threads").int32();
+  r.host.compiler = host.at("compiler").string();
+  r.host.build_type = host.at("build_type").string();
+  const JsonIn devices = in.at("devices");
+  for (std::size_t i = 0; i < devices.size(); ++i) r.devices.push_back(device_from(devices.at(i)));
+  r.config = in.at("config").json();
+  const JsonIn results = in.at("results");
+  for (std::size_t i = 0; i < results.size(); ++i) r.results.push_back(point_from(results.at(i)));
+  check_knees(in.at("knees"));
+  r.knees = in.at("knees").json();
+  // Older reports repeat the definition in every knee; it is written once now (knees_definition).
+  for (json& k : r.knees) {
+    if (k.is_object()) k.erase("definition");
+  }
+  // completion was added to the schema later; a report without it is taken as complete.
+  if (in.has("completion")) {
+    const JsonIn c = in.at("completion");
+    r.completion.state = parse_completion_state(c.at("state"));
+    r.completion.reason = c.at("reason").string();
+    r.completion.points_planned = c.at("points_planned").int32();
+  } else {
+    r.completion.points_planned = static_cast<int>(r.results.size());
+  }
+  if (in.has("replay")) {
+    const JsonIn replay = in.at("replay");
+    if (!replay.json().is_object())
+      replay.fail(fmt::format("expected an object, got {}", replay.json().type_name()));
+    r.replay = replay.json();
+  }
+  return r;
+}
+
+}  // namespace
+
+Report report_from_json(const json& j) { return report_from(JsonIn(j, "report")); }
+
+void write_report_atomic(const std::filesystem::path& path, const Report& r) {
+  // Serialize first: an exception here leaves nothing on disk at all.
+  const std::string text = to_json(r).dump(2) + "\n";
+  write_text_atomic(path, text);
+}
+
+Report parse_report(std::string_view text, std::string_view source) {
+  const json j = parse_json_text(text, source);
+  try {
+    return report_from_json(j);
+  } catch (const InputError& e) {
+    // Replace the generic source name with the file.
+    std::string msg = e.what();
+    if (msg.rfind("report: ", 0) == 0) msg = msg.substr(8);
+    throw InputError(fmt::format("{}: {}", source, msg));
+  }
+}
+
+Report read_report(const std::filesystem::path& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError(fmt::format("{}: cannot open the report", path.string()));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_report(ss.view(), path.string());
+}
+
+Report new_report() {
+  Report r;
+  r.tool = this_tool();
+  r.host = this_host();
+  r.created = iso8601_utc_now();
+  return r;
+}
+
+}  // namespace decodebench

@@ -53,7 +53,7 @@ AttentionResult attention_rows(const Request& req, const Roofs& roofs) {
               r.model = model.name;
               r.device = device.key;
               r.kv_dtype = std::string(dtype_name(kv));
-              r.context = context_text(ctx);
+              r.context = context_label(ctx);
               r.hit_rate = h;
               r.hit_rate_actual = layout.hit_rate_actual;
               r.batch = batch;

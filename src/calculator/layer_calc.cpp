@@ -142,7 +142,7 @@ LayerResult layer_rows(const Request& req, const Roofs& roofs) {
             Series s;
             s.model = model.name;
             s.kv_dtype = std::string(dtype_name(kv));
-            s.context = context_text(ctx);
+            s.context = context_label(ctx);
             s.hit_rate = h;
             s.kernel_kind = kind.name;
             out.series.push_back(std::move(s));
@@ -161,7 +161,7 @@ LayerResult layer_rows(const Request& req, const Roofs& roofs) {
               r.series = first_series + ki;
               r.model = model.name;
               r.kv_dtype = std::string(dtype_name(kv));
-              r.context = context_text(ctx);
+              r.context = context_label(ctx);
               r.hit_rate = h;
               r.hit_rate_actual = layout.hit_rate_actual;
               r.max_batch = max_batch;

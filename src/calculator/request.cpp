@@ -34,9 +34,4 @@ WorkloadSpec point_spec(const Request& r, const ModelShape& model, DType kv, DTy
   return s;
 }
 
-std::string context_text(const ContextSpec& c) {
-  return c.kind == ContextSpec::Kind::fixed ? fmt::format("{}", c.lo)
-                                            : fmt::format("{}:{}", c.lo, c.hi);
-}
-
 }  // namespace decodebench::calculator

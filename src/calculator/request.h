@@ -52,8 +52,4 @@ struct Request {
 WorkloadSpec point_spec(const Request& r, const ModelShape& model, DType kv, DType q,
                         const ContextSpec& ctx, double h, int batch);
 
-// "8192" or "512:4096", as the sweep writes a context (harness context_label(), which this
-// library does not link).
-std::string context_text(const ContextSpec& c);
-
 }  // namespace decodebench::calculator

@@ -11,6 +11,7 @@
 #include "report/format.h"
 #include "results/knees.h"
 #include "results/point_identity.h"
+#include "workload/context_spec.h"
 
 namespace decodebench {
 
@@ -23,11 +24,6 @@ std::string kernel_label(const PointResult& p) {
     return fmt::format("auto→{}", p.kernel);
   }
   return p.kernel.empty() ? p.kernel_requested : p.kernel;
-}
-
-std::string context_text(const ContextSpec& c) {
-  return c.kind == ContextSpec::Kind::fixed ? fmt::format("{}", c.lo)
-                                            : fmt::format("{}:{}", c.lo, c.hi);
 }
 
 std::string gbps(double bytes_per_s) {
@@ -101,7 +97,7 @@ std::vector<std::string> single_row(const PointResult& p, const std::string& sta
           p.model,
           std::string(dtype_name(p.kv_dtype)),
           fmt::format("{}", p.batch),
-          context_text(p.context),
+          context_label(p.context),
           fmt::format("{:.2f}/{:.2f}", p.hit_rate, p.hit_rate_actual),
           status,
           ok ? format_seconds(p.time_s.median) : kNa,
@@ -148,7 +144,7 @@ std::vector<ColumnDef> single_columns(bool any_layer) {
 
 std::string not_ok_line(const PointResult& p) {
   return fmt::format("point {} ({}, {}, batch {}, context {}): {}: {}", p.index, kernel_label(p),
-                     dtype_name(p.kv_dtype), p.batch, context_text(p.context),
+                     dtype_name(p.kv_dtype), p.batch, context_label(p.context),
                      status_name(p.status), p.reason);
 }
 
@@ -376,7 +372,7 @@ ResultsView side_by_side_view(std::span<const LabelledReport> reports, const For
                                  std::string(dtype_name(p0.q_dtype)),
                                  fmt::format("{}", p0.block_size),
                                  fmt::format("{}", p0.batch),
-                                 context_text(p0.context),
+                                 context_label(p0.context),
                                  fmt::format("{:g}", p0.hit_rate),
                                  fmt::format("{}", p0.prefix_groups)};
     for (std::size_t i = 0; i < reports.size(); ++i) {

@@ -9,9 +9,11 @@
 # Kernels for sm_90a, host code for any x86-64-v3 CPU, fmt header-only, the CUDA runtime static:
 # `ldd` of every binary shows glibc, libstdc++, libgcc_s, libgomp and the bundle's lib/ only.
 #
-#   scripts/gpu-bundle.sh [OUTDIR] [--quick] [--build-dir DIR] [--jobs N]
+#   scripts/gpu-bundle.sh [OUTDIR] [--quick | --smoke] [--build-dir DIR] [--jobs N]
 #       OUTDIR defaults to gpu-bundle/ at the repo root (ignored by git); --quick builds head_dim
-#       128 with f16 and fp8_e4m3 only; the build dir defaults to build-bundle/.
+#       128 with f16 and fp8_e4m3 only; --smoke one rung (naive), head_dim 128, f16: a bundle to
+#       check the packaging with, not to measure (its own test); the build dir defaults to
+#       build-bundle/.
 #   scripts/gpu-bundle.sh --check-ldd FILE...
 #       only the ldd rule: exit 1 naming every library outside the allowed set.
 set -euo pipefail
@@ -82,11 +84,13 @@ fi
 
 out=""
 quick=0
+smoke=0
 build_dir="$root/build-bundle"
 jobs="$(nproc)"
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
+    --smoke) smoke=1 ;;
     --build-dir)
       [ "$#" -ge 2 ] || die "--build-dir needs a directory"
       build_dir="$2"
@@ -97,7 +101,7 @@ while [ "$#" -gt 0 ]; do
       jobs="$2"
       shift
       ;;
-    -*) die "unknown option '$1' (valid: --quick, --build-dir DIR, --jobs N, --check-ldd FILE...)" ;;
+    -*) die "unknown option '$1' (valid: --quick, --smoke, --build-dir DIR, --jobs N, --check-ldd FILE...)" ;;
     *)
       [ -z "$out" ] || die "one OUTDIR only (got '$out' and '$1')"
       out="$1"
@@ -125,9 +129,15 @@ if [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/
 
 head_dims="64;128;256"
 kv_dtypes="f16;bf16;fp8_e4m3;fp8_e5m2"
+rungs="all"
 if [ "$quick" -eq 1 ]; then
   head_dims="128"
   kv_dtypes="f16;fp8_e4m3"
+fi
+if [ "$smoke" -eq 1 ]; then
+  rungs="naive"
+  head_dims="128"
+  kv_dtypes="f16"
 fi
 cmake_flags=(
   -G Ninja
@@ -147,7 +157,7 @@ cmake_flags=(
   -DDECODEBENCH_BUILD_TESTS=ON
   -DDECODEBENCH_BUILD_BENCH=ON
   -DDECODEBENCH_SANITIZE=none
-  -DDECODEBENCH_KERNELS=all
+  "-DDECODEBENCH_KERNELS=$rungs"
   "-DDECODEBENCH_HEAD_DIMS=$head_dims"
   "-DDECODEBENCH_KV_DTYPES=$kv_dtypes"
   # bin/X finds lib/ wherever the bundle is copied.

@@ -41,9 +41,9 @@
 #include "backends/cpu/cpu_decode.h"
 #include "bench/bench.h"
 #include "common/dtype.h"
-#include "common/float_formats.h"
 #include "common/host_facts.h"
-#include "common/paged_kv.h"
+#include "device/float_formats.h"
+#include "device/paged_kv.h"
 #include "workload/byte_model.h"
 #include "workload/workload.h"
 
@@ -181,7 +181,7 @@ std::uint64_t read_pools_in_order(const Workload& w) {
 std::uint64_t read_whole_blocks(const kernels::PagedDecodeParams& p) {
   const std::size_t elem = dtype_size(p.kv_dtype);
   const std::size_t row = static_cast<std::size_t>(p.head_dim) * elem;
-  // Byte offset of (block, KV head)'s first row: the layout as kernels/common/paged_kv.h has it.
+  // Byte offset of (block, KV head)'s first row: the layout as kernels/device/paged_kv.h has it.
   const auto piece = [&](std::int32_t block, int kv_head) {
     return kv_row_offset(block, kv_head, 0, p.num_kv_heads, p.block_size, p.head_dim) * elem;
   };

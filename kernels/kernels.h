@@ -312,7 +312,7 @@ struct FillParams {
 // Activation quantization for the layer step's fp8 GEMMs (kernels/layer/quantize.cu): each of
 // `rows` rows of `cols` elements, read with row stride src_ld, is written with row stride dst_ld
 // as dst[r][c] = encode(dst_dtype, src[r][c] * inv_scale), round to nearest even and saturating
-// (common/float_formats.h: bit for bit what src/common/dtype.h's encode_value stores). Strides
+// (device/float_formats.h: bit for bit what src/common/dtype.h's encode_value stores). Strides
 // are in elements; the padding of a dst row past `cols` is left alone.
 struct QuantizeParams {
   const void* src = nullptr;

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "common/math.h"
+#include "device/math.h"
 #include "kernel_config.h"
 #include "kernels.h"
 

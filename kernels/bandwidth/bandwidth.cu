@@ -11,7 +11,7 @@
 // Napkin math (H200, 4.8 TB/s): a 1 GiB read takes ~0.22 ms; ~20 MB in flight (Little's law at
 // ~4 us latency) needs all SMs issuing 16-byte loads from many warps, hence the grid of several
 // blocks per SM chosen by the launcher unless the caller gives one.
-#include "common/device.h"
+#include "device/device.h"
 #include "kernels.h"
 
 namespace decodebench::kernels::DECODEBENCH_TARGET_NS {

@@ -1,6 +1,6 @@
 // The SIMT emulator: runs CUDA kernel source on the CPU (see README.md in this directory).
 //
-// Included by common/device.h when the host compiler builds device code; kernels never include
+// Included by device/device.h when the host compiler builds device code; kernels never include
 // it directly. It provides the CUDA spellings the kernels use (keywords, built-in indices,
 // vector types, barriers, shuffles, atomics, a math subset) and the decodebench::emu entry
 // points behind the portable layer (shared memory, cp.async, launch).
@@ -114,7 +114,7 @@ std::uint32_t shfl(ShflMode mode, unsigned mask, std::uint32_t value, int b, int
                    std::source_location site);
 unsigned ballot(unsigned mask, bool predicate, std::source_location site);
 
-// Warp-collective step of the tensor-core operations (common/mma.h: mma.sync, ldmatrix): every
+// Warp-collective step of the tensor-core operations (device/mma.h: mma.sync, ldmatrix): every
 // lane publishes `count` 32-bit words (at most kWarpGatherMaxWords), one warp-synchronous step,
 // and each lane receives all lanes' words, out[lane * count + w]. The .aligned instructions need
 // every lane of the warp, so a lane that exited or does not exist (a partial last warp) is an

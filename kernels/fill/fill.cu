@@ -5,7 +5,7 @@
 //
 //   dst[i] = encode(dtype, counter_normal(seed, tensor, index_offset + i) * inv_scale), i < count
 //
-// counter_normal (common/counter_rng.h) and the encoders (common/float_formats.h) are written
+// counter_normal (device/counter_rng.h) and the encoders (device/float_formats.h) are written
 // once for host and device with exactly rounded operations only, and the product below is an
 // explicit round-to-nearest multiply (never contracted into an FMA), so the two targets agree
 // to the bit. The hardware conversions (cvt.rn.f16.f32 ...) are deliberately not used: the
@@ -19,9 +19,9 @@
 // values) with a single vector store, so the stores are fully coalesced.
 #include <cstdint>
 
-#include "common/counter_rng.h"
-#include "common/device.h"
-#include "common/float_formats.h"
+#include "device/counter_rng.h"
+#include "device/device.h"
+#include "device/float_formats.h"
 #include "kernels.h"
 
 namespace decodebench::kernels::DECODEBENCH_TARGET_NS {

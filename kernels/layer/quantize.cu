@@ -4,7 +4,7 @@
 //
 //   dst[r][c] = encode(dst_dtype, src[r][c] * inv_scale)   r < rows, c < cols, strided rows
 //
-// The encoders are the portable ones of common/float_formats.h (round to nearest even, fp8
+// The encoders are the portable ones of device/float_formats.h (round to nearest even, fp8
 // saturating to +-448 / +-57344), and the product an explicit round-to-nearest multiply, so the
 // GPU and the emulator agree with src/common/dtype.h's encode_value to the bit; the hardware
 // cvt.rn.satfinite.e4m3x2 would agree too, but the portable form is the definition and is
@@ -17,9 +17,9 @@
 // are coalesced; rows whose strides or pointers are not aligned for that take a scalar path.
 #include <cstdint>
 
-#include "common/counter_rng.h"
-#include "common/device.h"
-#include "common/float_formats.h"
+#include "device/counter_rng.h"
+#include "device/device.h"
+#include "device/float_formats.h"
 #include "kernels.h"
 
 namespace decodebench::kernels::DECODEBENCH_TARGET_NS {

@@ -41,10 +41,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "common/device.h"
-#include "common/math.h"
-#include "common/paged_kv.h"
-#include "common/softmax_state.h"
+#include "device/device.h"
+#include "device/math.h"
+#include "device/paged_kv.h"
+#include "device/softmax_state.h"
 #include "kernels.h"
 #include "paged_decode/launchers.h"
 
@@ -131,7 +131,7 @@ __device__ __forceinline__ int log2_pow2(int x) {
 }
 
 // Physical block of logical token `token` of sequence `seq`: physical_block() of the paged-KV
-// view (common/paged_kv.h) with its run-time division by the block size done as a shift.
+// view (device/paged_kv.h) with its run-time division by the block size done as a shift.
 __device__ __forceinline__ int block_of(const PagedDecodeParams& p, int seq, int token,
                                         int block_shift) {
   return p

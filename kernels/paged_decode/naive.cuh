@@ -21,10 +21,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "common/device.h"
-#include "common/math.h"
-#include "common/paged_kv.h"
-#include "common/softmax_state.h"
+#include "device/device.h"
+#include "device/math.h"
+#include "device/paged_kv.h"
+#include "device/softmax_state.h"
 #include "kernels.h"
 #include "paged_decode/launchers.h"
 

@@ -25,7 +25,7 @@
 // done).
 #pragma once
 
-#include "common/softmax_state.h"
+#include "device/softmax_state.h"
 #include "paged_decode/pipelined.cuh"
 
 namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode {

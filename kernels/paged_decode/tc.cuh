@@ -70,8 +70,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/mma.h"
-#include "common/softmax_state.h"
+#include "device/mma.h"
+#include "device/softmax_state.h"
 #include "paged_decode/split_kv.cuh"
 
 namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode {

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/errors.h"
-#include "common/float_formats.h"
+#include "device/float_formats.h"
 
 namespace decodebench {
 namespace {

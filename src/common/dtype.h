@@ -1,5 +1,5 @@
 // Host-side helpers for the element types of kernels.h: names, parsing, and scalar
-// encode/decode through the bit-exact conversions of kernels/common/float_formats.h.
+// encode/decode through the bit-exact conversions of kernels/device/float_formats.h.
 #pragma once
 
 #include <cstddef>

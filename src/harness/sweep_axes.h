@@ -32,7 +32,7 @@
 
 #include "common/dtype.h"
 #include "common/json_in.h"
-#include "common/math.h"  // is_power_of_two
+#include "device/math.h"  // is_power_of_two
 #include "harness/sweep_config.h"
 #include "workload/workload.h"
 

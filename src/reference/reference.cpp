@@ -7,10 +7,10 @@
 
 #include <fmt/format.h>
 
-#include "common/counter_rng.h"
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "common/paged_kv.h"
+#include "device/counter_rng.h"
+#include "device/paged_kv.h"
 
 namespace decodebench {
 namespace {

@@ -1,6 +1,6 @@
 // The CPU reference: the oracle every backend and kernel is checked against (docs/design.md
 // "Correctness"). Plain loops, double accumulation, GQA, every KV dtype; K/V rows are found
-// through kernels/common/paged_kv.h, the same view the kernels use.
+// through kernels/device/paged_kv.h, the same view the kernels use.
 #pragma once
 
 #include <cstddef>

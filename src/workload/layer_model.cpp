@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "common/counter_rng.h"
 #include "common/dtype.h"
+#include "device/counter_rng.h"
 
 namespace decodebench {
 

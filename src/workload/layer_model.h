@@ -71,7 +71,7 @@ inline DType default_activation_dtype(DType weights, DType otherwise) {
 }
 
 // --- test data ----------------------------------------------------------------------------
-// Counter-generator tensors (kernels/common/counter_rng.h) of the layer, next to Tensor::q/k/v.
+// Counter-generator tensors (kernels/device/counter_rng.h) of the layer, next to Tensor::q/k/v.
 // Element i of a weight is counter_normal(seed, tensor, i) * inv_scale, encoded in the weights
 // dtype; the value it stands for is the encoded value times `scale`. Weights are N(0, 1/k), so
 // every GEMM's outputs stay O(1) through the step.

@@ -14,12 +14,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/counter_rng.h"
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "common/float_formats.h"
 #include "common/json_text.h"
-#include "common/math.h"
+#include "device/counter_rng.h"
+#include "device/float_formats.h"
+#include "device/math.h"
 
 #ifndef DECODEBENCH_SOURCE_CONFIGS_DIR
 #error "DECODEBENCH_SOURCE_CONFIGS_DIR must be defined by src/workload/CMakeLists.txt"

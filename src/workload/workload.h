@@ -95,7 +95,7 @@ void fill_read_stats(PagedLayout& layout, int block_size);
 float kv_scale_for(DType kv_dtype);
 
 // Every element is a pure function of (seed, tensor, flat index), see
-// kernels/common/counter_rng.h, so a device can fill the same cache without a host copy and a
+// kernels/device/counter_rng.h, so a device can fill the same cache without a host copy and a
 // subset can be rebuilt exactly.
 enum class Tensor : std::uint32_t { q = 0, k = 1, v = 2 };
 

@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "common/counter_rng.h"
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "device/counter_rng.h"
 #include "harness/layer_step.h"
 #include "harness/roofline.h"
 #include "harness/runner.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/math.h"
+#include "device/math.h"
 #include "kernels.h"
 
 namespace decodebench {

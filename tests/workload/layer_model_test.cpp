@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
-#include "common/counter_rng.h"
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "device/counter_rng.h"
 
 namespace decodebench {
 namespace {

@@ -12,10 +12,10 @@
 #include <set>
 #include <string>
 
-#include "common/counter_rng.h"
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "common/paged_kv.h"
+#include "device/counter_rng.h"
+#include "device/paged_kv.h"
 #include "support/host_test_util.h"
 
 namespace decodebench {

@@ -5,7 +5,7 @@
 // contiguous stretch each) once. Every K/V row is read ONCE and serves every query head of its
 // GQA group; scores, the online softmax
 // (base 2, SoftmaxState) and the output accumulate in fp32. KV rows are found through the
-// shared paged-KV view (kernels/common/paged_kv.h). Per-tensor k_scale is folded into the
+// shared paged-KV view (kernels/device/paged_kv.h). Per-tensor k_scale is folded into the
 // pre-scaled query and v_scale into the final normalization, never applied per element.
 //
 // Three implementations of the inner tile kernels share the driver:
@@ -18,7 +18,7 @@
 //             chains per pass with q read from L1, 8-token score groups; 64-token tiles at
 //             d = 128 (cpu_decode_avx2_tile.h).
 //   portable  plain C++ loops (the compiler vectorizes what it can), scalar bit-exact
-//             conversions from kernels/common/float_formats.h; correct on any x86-64 / any ISA.
+//             conversions from kernels/device/float_formats.h; correct on any x86-64 / any ISA.
 // `automatic` picks the first compiled in of avx512 > avx2 > portable: avx512 with
 // DECODEBENCH_CPU_ARCH=native on an AVX-512 machine, avx2 with native on an AVX2-only machine or
 // with x86-64-v3, portable otherwise. Where avx512 is compiled, avx2 is too (and can be asked for

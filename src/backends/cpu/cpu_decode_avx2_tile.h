@@ -19,7 +19,7 @@
 #include "backends/cpu/cpu_decode_common.h"
 #include "backends/cpu/cpu_decode_kv_walk.h"
 #include "backends/cpu/cpu_decode_scalar.h"
-#include "common/softmax_state.h"
+#include "device/softmax_state.h"
 #include "kernels.h"
 
 #if DECODEBENCH_CPU_AVX2

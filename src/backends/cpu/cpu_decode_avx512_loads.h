@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "backends/cpu/cpu_decode_common.h"
-#include "common/float_formats.h"
+#include "device/float_formats.h"
 #include "kernels.h"
 
 #if DECODEBENCH_CPU_AVX512

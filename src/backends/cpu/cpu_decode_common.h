@@ -2,7 +2,7 @@
 // width of a pass and the tile sizes.
 #pragma once
 
-#include "common/math.h"  // kLog2e
+#include "device/math.h"  // kLog2e
 #include "kernels.h"      // PagedDecodeParams, DType
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)

@@ -34,9 +34,9 @@
 #include "backends/cpu/cpu_decode_kv_walk.h"
 #include "backends/cpu/cpu_decode_portable_tile.h"
 #include "backends/cpu/cpu_decode_read_only_tile.h"
-#include "common/float_formats.h"
-#include "common/paged_kv.h"
-#include "common/softmax_state.h"
+#include "device/float_formats.h"
+#include "device/paged_kv.h"
+#include "device/softmax_state.h"
 #include "kernels.h"
 
 namespace decodebench::cpu::detail {

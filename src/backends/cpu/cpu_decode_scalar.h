@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/float_formats.h"
-#include "common/softmax_state.h"
+#include "device/float_formats.h"
+#include "device/softmax_state.h"
 #include "kernels.h"
 
 namespace decodebench::cpu::detail {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "common/float_formats.h"
+#include "device/float_formats.h"
 
 namespace decodebench::cpu {
 

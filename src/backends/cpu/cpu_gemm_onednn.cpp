@@ -20,7 +20,7 @@
 #include "backends/cpu/cpu_decode.h"  // advise_huge_pages
 #include "backends/cpu/cpu_gemm.h"
 #include "common/errors.h"
-#include "common/float_formats.h"
+#include "device/float_formats.h"
 
 // The package that provides it, for the messages that say what to install.
 #ifdef DECODEBENCH_ONEDNN_PYPI

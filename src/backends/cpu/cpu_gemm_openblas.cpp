@@ -15,7 +15,7 @@
 
 #include "backends/cpu/cpu_gemm.h"
 #include "common/errors.h"
-#include "common/float_formats.h"
+#include "device/float_formats.h"
 
 #ifndef DECODEBENCH_OPENBLAS_PACKAGE
 #define DECODEBENCH_OPENBLAS_PACKAGE "libopenblas-dev"

@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
-#include "common/counter_rng.h"
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "common/float_formats.h"
+#include "device/counter_rng.h"
+#include "device/float_formats.h"
 
 namespace decodebench::cpu {
 

@@ -8,7 +8,7 @@
 
 #include "backends/ladder_backend.h"
 #include "common/errors.h"
-#include "common/float_formats.h"
+#include "device/float_formats.h"
 #include "kernels.h"
 
 namespace decodebench {

@@ -14,8 +14,8 @@
 #include "backends/cpu/cpu_decode_scalar.h"  // fast_exp2
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "common/float_formats.h"
-#include "common/paged_kv.h"
+#include "device/float_formats.h"
+#include "device/paged_kv.h"
 #include "reference/reference.h"
 #include "workload/workload.h"
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backends/cuda/cuda_plan.h"
-#include "common/counter_rng.h"
 #include "common/dtype.h"
+#include "device/counter_rng.h"
 #include "workload/layer_model.h"
 
 namespace decodebench::cuda {

@@ -14,9 +14,9 @@
 
 #include "backends/cuda/cublaslt_loader.h"
 #include "backends/cuda/cuda_backend.h"
-#include "common/counter_rng.h"
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "device/counter_rng.h"
 #include "kernels.h"
 #include "workload/layer_model.h"
 #include "workload/workload.h"

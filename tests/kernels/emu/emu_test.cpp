@@ -1,7 +1,7 @@
 // Unit tests of every primitive of the portable device layer as the SIMT emulator provides it,
 // against tables of expected values (literal rows, and a model written from the CUDA
 // programming guide's wording, not from PTX like the emulator). Each kernel here is a few lines
-// of CUDA C++ compiled by the host compiler through common/device.h.
+// of CUDA C++ compiled by the host compiler through device/device.h.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/device.h"
+#include "device/device.h"
 
 namespace decodebench {
 namespace {

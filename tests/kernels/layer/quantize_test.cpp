@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "common/counter_rng.h"
 #include "common/dtype.h"
+#include "device/counter_rng.h"
 #include "kernels.h"
 #include "workload/layer_model.h"
 

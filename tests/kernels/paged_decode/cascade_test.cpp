@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/dtype.h"
-#include "common/float_formats.h"
+#include "device/float_formats.h"
 #include "kernels.h"
 #include "kernels/paged_decode/decode_spec.h"
 #include "reference/reference.h"

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/float_formats.h"
+#include "device/float_formats.h"
 #include "kernels.h"
 #include "kernels/paged_decode/decode_spec.h"
 #include "reference/reference.h"

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/device.h"
+#include "device/device.h"
 #include "fault_main.h"
 
 namespace {

@@ -3,7 +3,7 @@
 // the shared-memory poison (NaN) and the reference comparison must catch the wrong result.
 #include <vector>
 
-#include "common/device.h"
+#include "device/device.h"
 #include "fault_main.h"
 
 namespace {

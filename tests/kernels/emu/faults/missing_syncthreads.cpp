@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "common/device.h"
+#include "device/device.h"
 #include "fault_main.h"
 
 namespace {

@@ -3,7 +3,7 @@
 // Registered only in the ASan build.
 #include <vector>
 
-#include "common/device.h"
+#include "device/device.h"
 #include "fault_main.h"
 
 namespace {

@@ -3,7 +3,7 @@
 // first segment's total. The reference comparison must catch it.
 #include <vector>
 
-#include "common/device.h"
+#include "device/device.h"
 #include "fault_main.h"
 
 namespace {

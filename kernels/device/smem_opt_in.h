@@ -1,9 +1,9 @@
 // The once-per-kernel bookkeeping behind DECODEBENCH_LAUNCH's opt-in to more than 48 KiB of
-// dynamic shared memory (kernels/common/device.h). cudaFuncSetAttribute takes a driver lock and
+// dynamic shared memory (kernels/device/device.h). cudaFuncSetAttribute takes a driver lock and
 // costs microseconds; called on every launch it sits on the host path of every timed step.
 // The attribute is a per-function, per-device upper bound, so it is set once per (kernel,
 // device) and again only when a launch asks for more than was granted. Plain C++ (no CUDA
-// types), so the rule is tested on any machine (tests/kernels/common/smem_opt_in_test.cpp).
+// types), so the rule is tested on any machine (tests/kernels/device/smem_opt_in_test.cpp).
 #pragma once
 
 #include <cstddef>

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/float_formats.h"  // DECODEBENCH_HD
+#include "device/float_formats.h"  // DECODEBENCH_HD
 
 namespace decodebench {
 

@@ -29,7 +29,7 @@
 //       in parentheses: DECODEBENCH_LAUNCH((my_kernel<kA, kB>), ...). `stream` is a void*
 //       (a cudaStream_t on CUDA). Dynamic shared memory above 48 KiB is opted into
 //       automatically (cudaFuncAttributeMaxDynamicSharedMemorySize), once per kernel and
-//       device (common/smem_opt_in.h).
+//       device (device/smem_opt_in.h).
 //   dev::launch_shape_of(kernel, name, group_cap, grid, block, smem_bytes) -> LaunchShape
 //       the same launch described for kernels::launch_shape (the address only under nvcc)
 //   dev::fast_exp2(float) dev::fast_rsqrt(float)        ex2.approx.ftz / rsqrt.approx.ftz
@@ -55,7 +55,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/float_formats.h"
+#include "device/float_formats.h"
 #include "kernels.h"
 
 // =============================================================================================
@@ -68,8 +68,8 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
-#include "common/ptx.h"
-#include "common/smem_opt_in.h"
+#include "device/ptx.h"
+#include "device/smem_opt_in.h"
 
 #define DECODEBENCH_SHARED(T, name, count) __shared__ __align__(16) T name[count]
 #define DECODEBENCH_DYNAMIC_SHARED(T, name)                                  \

@@ -1,10 +1,10 @@
 // Inline-PTX wrappers: one function per instruction that CUDA C++ does not expose directly (or
-// exposes with a cost we do not want). nvcc only; kernels reach these through common/device.h,
+// exposes with a cost we do not want). nvcc only; kernels reach these through device/device.h,
 // whose host-compiler branch maps the same operations to the SIMT emulator.
 #pragma once
 
 #if !defined(__CUDACC__)
-#error "common/ptx.h is device code for nvcc; include common/device.h instead"
+#error "device/ptx.h is device code for nvcc; include device/device.h instead"
 #endif
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The tensor-core primitives of common/mma.h through the SIMT emulator: the m16n8k16 fragment
+// The tensor-core primitives of device/mma.h through the SIMT emulator: the m16n8k16 fragment
 // tables against literal entries of the PTX ISA and against the ISA's formulas (written here
 // from the ISA text, not taken from mma.h), the emulated MMA against a plain fp32 product,
 // ldmatrix x1/x2/x4 and .trans against expected per-lane values, an ldmatrix -> mma pipeline,
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "common/mma.h"
+#include "device/mma.h"
 
 namespace decodebench {
 namespace {

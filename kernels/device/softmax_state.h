@@ -9,8 +9,8 @@
 
 #include <cmath>
 
-#include "common/float_formats.h"  // DECODEBENCH_HD
-#include "common/math.h"           // kLog2e: the base-2 convention
+#include "device/float_formats.h"  // DECODEBENCH_HD
+#include "device/math.h"           // kLog2e: the base-2 convention
 
 namespace decodebench {
 

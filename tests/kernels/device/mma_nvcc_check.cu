@@ -1,8 +1,8 @@
-// Every primitive of common/mma.h in one kernel, for nvcc only: mma_nvcc_test.sh compiles it for
+// Every primitive of device/mma.h in one kernel, for nvcc only: mma_nvcc_test.sh compiles it for
 // the build's GPU architecture so that ptxas assembles each inline-PTX string (no GPU runs it).
 // Every result reaches memory, so no instruction is dead code the compiler could drop unchecked.
 // DECODEBENCH_PLANT_BAD_PTX adds an instruction ptxas must reject (the test's planted fault).
-#include "common/mma.h"
+#include "device/mma.h"
 
 namespace decodebench::mma_nvcc_check {
 

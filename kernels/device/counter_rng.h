@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "common/float_formats.h"  // DECODEBENCH_HD
+#include "device/float_formats.h"  // DECODEBENCH_HD
 
 #include <cmath>  // std::fma, std::sqrt on the host
 
@@ -183,7 +183,7 @@ DECODEBENCH_RNG_FN float normal_from_bits(std::uint32_t k1, std::uint32_t k2) {
 
 // The largest |counter_normal| can return: k1 = 0 gives u1 = 2^-33, the smallest uniform,
 // r = sqrt(66 ln 2) = 6.763706, and |cos|, |sin| <= 1 (cos_small(0) is exactly 1). This is the
-// float normal_from_bits(0, 0) returns (checked by tests/kernels/common). fp8 scales map it to the
+// float normal_from_bits(0, 0) returns (checked by tests/kernels/device). fp8 scales map it to the
 // format's largest finite value, so encoded K/V never saturate.
 inline constexpr float kGeneratorBound = 0x1.b0e08ep+2f;  // 6.76370573f
 

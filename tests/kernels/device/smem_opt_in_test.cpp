@@ -1,7 +1,7 @@
-// The once-per-kernel opt-in to large dynamic shared memory (kernels/common/smem_opt_in.h),
+// The once-per-kernel opt-in to large dynamic shared memory (kernels/device/smem_opt_in.h),
 // with a counting setter in place of cudaFuncSetAttribute: one call per (kernel, device), again
 // only for more bytes than granted, and a failure never remembered as a success.
-#include "common/smem_opt_in.h"
+#include "device/smem_opt_in.h"
 
 #include <gtest/gtest.h>
 

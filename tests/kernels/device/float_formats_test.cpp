@@ -1,6 +1,6 @@
-// Bit-exact conversions (kernels/common/float_formats.h) against tables of known bit patterns,
+// Bit-exact conversions (kernels/device/float_formats.h) against tables of known bit patterns,
 // an independent round-to-nearest-even model, and exhaustive round trips.
-#include "common/float_formats.h"
+#include "device/float_formats.h"
 
 #include <gtest/gtest.h>
 

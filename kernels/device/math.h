@@ -2,7 +2,7 @@
 // by device code (the kernels, under nvcc and under the SIMT emulator). Written once here.
 #pragma once
 
-#include "common/float_formats.h"  // DECODEBENCH_HD
+#include "device/float_formats.h"  // DECODEBENCH_HD
 
 namespace decodebench {
 

@@ -1,5 +1,5 @@
 // The counter-based normal generator: pure, platform-independent, N(0,1)-like, bounded.
-#include "common/counter_rng.h"
+#include "device/counter_rng.h"
 
 #include <gtest/gtest.h>
 

@@ -31,7 +31,7 @@
 
 #include <cstdint>
 
-#include "common/device.h"
+#include "device/device.h"
 
 namespace decodebench::dev {
 

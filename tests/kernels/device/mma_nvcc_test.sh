@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# common/mma.h under nvcc: compiles mma_nvcc_check.cu for ARCH (no GPU needed) and checks that
+# device/mma.h under nvcc: compiles mma_nvcc_check.cu for ARCH (no GPU needed) and checks that
 #   ptxas assembles it (every inline-PTX string of the header is valid for ARCH);
 #   the PTX holds each instruction the header promises (none was compiled away or replaced);
 #   a planted invalid instruction (DECODEBENCH_PLANT_BAD_PTX) makes the compile fail.

@@ -63,15 +63,19 @@ std::string md_escape(std::string_view s) {
   return out;
 }
 
-std::string render_md(const Table& t) {
+std::string render_md(const Table& t, MdStyle style) {
+  const bool padded = style == MdStyle::padded;
+  auto cell = [&](std::string_view text) {
+    return padded ? fmt::format(" {} |", md_escape(text)) : md_escape(text) + "|";
+  };
   std::string out = "|";
-  for (const auto& c : t.columns) out += fmt::format(" {} |", md_escape(c.title));
+  for (const auto& c : t.columns) out += cell(c.title);
   out += "\n|";
-  for (const auto& c : t.columns) out += c.right ? "---:|" : "---|";
+  for (const auto& c : t.columns) out += !padded ? "-|" : c.right ? "---:|" : "---|";
   out += "\n";
   for (const auto& row : t.rows) {
     out += "|";
-    for (const auto& cell : row) out += fmt::format(" {} |", md_escape(cell));
+    for (const auto& text : row) out += cell(text);
     out += "\n";
   }
   return out;

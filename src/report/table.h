@@ -26,8 +26,12 @@ struct Table {
 // Aligned columns separated by `gap`, each line starting with `indent`, its trailing blanks
 // trimmed. Widths count code points (cells hold "µ" and "→").
 std::string render_text(const Table& t, std::string_view indent = "", std::string_view gap = "  ");
-// GitHub Markdown; right-aligned columns get "---:", '|' in a cell is escaped.
-std::string render_md(const Table& t);
+enum class MdStyle {
+  padded,   // "| a | b |" and "---:" for right-aligned columns
+  compact,  // "|a|b|" and "-" rules: for a summary pasted into a README, where bytes are lines
+};
+// GitHub Markdown; '|' in a cell is escaped.
+std::string render_md(const Table& t, MdStyle style = MdStyle::padded);
 // RFC 4180: a header row, then one row per row; cells with a comma, quote or newline are quoted.
 std::string render_csv(const Table& t);
 // <table class="css_class"> with a <thead>; right-aligned cells get class "num"; text escaped.

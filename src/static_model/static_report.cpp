@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/dtype.h"
+#include "report/table.h"
 
 namespace decodebench::static_model {
 namespace {
@@ -156,42 +157,52 @@ std::string static_table(const std::vector<Instance>& instances, const ModelSett
 }
 
 std::string static_markdown(const std::vector<Instance>& instances, const ModelSettings& s) {
-  std::string t =
-      "| rung | kernel | kv dtype | head_dim | group cap | registers | static smem (B) | dynamic "
-      "smem (B) | threads | CTAs/SM | main loop | instr/iter | KV B/iter | instr/B | barriers/iter "
-      "| in flight/CTA (KiB) | in flight/SM (KiB) |";
-  std::string rule =
-      "|---|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|";
-  for (const DeviceFigures& d : s.devices) {
-    t += fmt::format(" issue bound {} (TB/s) |", d.key);
-    rule += "---:|";
+  Table t;
+  for (const char* title : {"rung", "kernel", "kv dtype"}) t.columns.push_back({title});
+  t.columns.push_back({"head_dim", true});
+  t.columns.push_back({"group cap"});
+  for (const char* title :
+       {"registers", "static smem (B)", "dynamic smem (B)", "threads", "CTAs/SM"}) {
+    t.columns.push_back({title, true});
   }
-  t += "\n" + rule + "\n";
+  t.columns.push_back({"main loop"});
+  for (const char* title : {"instr/iter", "KV B/iter", "instr/B", "barriers/iter",
+                            "in flight/CTA (KiB)", "in flight/SM (KiB)"}) {
+    t.columns.push_back({title, true});
+  }
+  for (const DeviceFigures& d : s.devices) {
+    t.columns.push_back({fmt::format("issue bound {} (TB/s)", d.key), true});
+  }
   for (const Instance& i : instances) {
     const int regs = i.resources ? i.resources->registers : 0;
-    t += fmt::format("| {} | `{}` | {} | {} | {} | {} | {} | {} | {} | {} |", i.name.rung,
-                     i.name.kernel, dtype_label(i.name), i.name.head_dim, cap_label(i.name), regs,
-                     i.static_smem(), i.launch ? std::to_string(i.launch->dynamic_smem) : "n/a",
-                     i.launch ? std::to_string(i.launch->threads) : "n/a", ctas_label(i));
+    std::vector<std::string> row = {i.name.rung,
+                                    "`" + i.name.kernel + "`",
+                                    dtype_label(i.name),
+                                    std::to_string(i.name.head_dim),
+                                    cap_label(i.name),
+                                    std::to_string(regs),
+                                    std::to_string(i.static_smem()),
+                                    i.launch ? std::to_string(i.launch->dynamic_smem) : "n/a",
+                                    i.launch ? std::to_string(i.launch->threads) : "n/a",
+                                    ctas_label(i)};
     const MainLoop& m = i.loop;
     if (!m.found) {
-      t += fmt::format(" no KV loop ({} instructions, {} loops) | | | | | | |",
-                       i.totals.instructions, i.totals.loops);
-      for (std::size_t d = 0; d < s.devices.size(); ++d) t += " |";
-      t += "\n";
-      continue;
+      row.push_back(fmt::format("no KV loop ({} instructions, {} loops)", i.totals.instructions,
+                                i.totals.loops));
+    } else {
+      row.insert(
+          row.end(),
+          {loop_label(m), std::to_string(m.instructions), std::to_string(m.kv_bytes_per_warp),
+           fmt::format("{:.3f}", m.instructions_per_byte()), std::to_string(m.barriers),
+           kib(i.in_flight_per_cta()), i.launch ? kib(i.in_flight_per_sm()) : "n/a"});
+      for (const DeviceFigures& d : s.devices) {
+        row.push_back(tbps(issue_bound_bandwidth(m.instructions_per_byte(), d)));
+      }
     }
-    t += fmt::format(" {} | {} | {} | {:.3f} | {} | {} | {} |", loop_label(m), m.instructions,
-                     m.kv_bytes_per_warp, m.instructions_per_byte(), m.barriers,
-                     kib(i.in_flight_per_cta()), i.launch ? kib(i.in_flight_per_sm()) : "n/a");
-    for (const DeviceFigures& d : s.devices) {
-      t += fmt::format(" {} |", tbps(issue_bound_bandwidth(m.instructions_per_byte(), d)));
-    }
-    t += "\n";
+    row.resize(t.columns.size());  // a kernel without a KV loop leaves the loop's cells empty
+    t.add_row(std::move(row));
   }
-  t += '\n';
-  t += assumptions(s, /*markdown=*/true);
-  return t;
+  return render_md(t) + '\n' + assumptions(s, /*markdown=*/true);
 }
 
 nlohmann::json static_json(const std::vector<Instance>& instances, const ModelSettings& s) {
@@ -333,27 +344,28 @@ std::string static_summary_markdown(const std::vector<Instance>& instances, cons
     const std::string text = fmt::format("{:.2f}", v);
     return text.rfind("0.", 0) == 0 ? text.substr(1) : text;
   };
-  std::string t = fmt::format(
-      "|rung|cap|instr/B|issue bound TB/s|CTAs/SM|KiB in flight/SM (need {:.0f})|\n"
-      "|-|-|-|-|-|-|\n",
-      littles_law_bytes_per_sm(d, s.latency_seconds) / 1024);
-  for (const auto& [rung, cap] : rows) {
-    t += fmt::format(
-        "|{}|{}|{}|{}|{}|{}|\n", rung, cap > 0 ? std::to_string(cap) : "any",
-        pair(rung, cap,
-             [&](const Instance& i) { return fraction(i.loop.instructions_per_byte()); }),
-        pair(rung, cap,
-             [&](const Instance& i) {
-               return tbps(issue_bound_bandwidth(i.loop.instructions_per_byte(), d));
-             }),
-        pair(rung, cap, [](const Instance& i) { return ctas_label(i); }),
-        pair(rung, cap, [](const Instance& i) { return kib(i.in_flight_per_sm()); }));
+  Table t;
+  for (const char* title : {"rung", "cap", "instr/B", "issue bound TB/s", "CTAs/SM"}) {
+    t.columns.push_back({title});
   }
-  t += fmt::format(
-      "\nFrom the SASS, no GPU run (`decodebench kernels --static`; docs/design.md \"Static "
-      "model\"): f16/fp8_e4m3 KV, head_dim {}, {}.\n",
-      kSummaryHeadDim, d.key);
-  return t;
+  t.columns.push_back({fmt::format("KiB in flight/SM (need {:.0f})",
+                                   littles_law_bytes_per_sm(d, s.latency_seconds) / 1024)});
+  for (const auto& [rung, cap] : rows) {
+    t.add_row({rung, cap > 0 ? std::to_string(cap) : "any",
+               pair(rung, cap,
+                    [&](const Instance& i) { return fraction(i.loop.instructions_per_byte()); }),
+               pair(rung, cap,
+                    [&](const Instance& i) {
+                      return tbps(issue_bound_bandwidth(i.loop.instructions_per_byte(), d));
+                    }),
+               pair(rung, cap, [](const Instance& i) { return ctas_label(i); }),
+               pair(rung, cap, [](const Instance& i) { return kib(i.in_flight_per_sm()); })});
+  }
+  return render_md(t, MdStyle::compact) +
+         fmt::format(
+             "\nFrom the SASS, no GPU run (`decodebench kernels --static`; docs/design.md \"Static "
+             "model\"): f16/fp8_e4m3 KV, head_dim {}, {}.\n",
+             kSummaryHeadDim, d.key);
 }
 
 }  // namespace decodebench::static_model

@@ -19,6 +19,8 @@ void add_merge_command(CLI::App& app, int& exit_code);
 void add_report_command(CLI::App& app, int& exit_code);
 void add_cache_sim_command(CLI::App& app, int& exit_code);
 void add_replay_command(CLI::App& app, int& exit_code);
+void add_quantize_command(CLI::App& app, int& exit_code);
+void add_quant_error_command(CLI::App& app, int& exit_code);
 
 // SIGINT or SIGTERM during a sweep: finished points are written, then the process exits with
 // 128 + the signal (130, 143), the shell's convention for "ended by that signal"

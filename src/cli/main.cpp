@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
     cli::add_report_command(app, exit_code);
     cli::add_cache_sim_command(app, exit_code);
     cli::add_replay_command(app, exit_code);
+    cli::add_quantize_command(app, exit_code);
+    cli::add_quant_error_command(app, exit_code);
     if (argc > 1 && argv[1][0] != '-') {
       // CLI11 would say only "a subcommand is required"; name the word and the choices.
       std::string valid;

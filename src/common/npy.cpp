@@ -97,6 +97,21 @@ void write_npy(const std::filesystem::path& path, std::span<const std::int32_t> 
   write_raw(path, "<i4", data.data(), data.size(), sizeof(std::int32_t), shape);
 }
 
+void write_npy(const std::filesystem::path& path, std::span<const std::int8_t> data,
+               std::span<const std::int64_t> shape) {
+  write_raw(path, "|i1", data.data(), data.size(), 1, shape);
+}
+
+void write_npy(const std::filesystem::path& path, std::span<const std::uint8_t> data,
+               std::span<const std::int64_t> shape) {
+  write_raw(path, "|u1", data.data(), data.size(), 1, shape);
+}
+
+void write_npy_f16(const std::filesystem::path& path, std::span<const std::uint16_t> bits,
+                   std::span<const std::int64_t> shape) {
+  write_raw(path, "<f2", bits.data(), bits.size(), sizeof(std::uint16_t), shape);
+}
+
 std::size_t NpyArray::elements() const {
   std::size_t n = 1;
   for (std::int64_t d : shape) n *= static_cast<std::size_t>(d);

@@ -1,4 +1,5 @@
-// Minimal NumPy .npy files (format version 1.0): float32 and int32 arrays, little-endian, C order.
+// Minimal NumPy .npy files (format version 1.0): float32 and int32 arrays (and the quantized
+// cache's int8, uint8 and f16), little-endian, C order.
 // What `decodebench sweep --dump DIR` writes, so anyone can recompute a point with numpy.load.
 #pragma once
 
@@ -18,6 +19,14 @@ void write_npy(const std::filesystem::path& path, std::span<const float> data,
                std::span<const std::int64_t> shape);
 void write_npy(const std::filesystem::path& path, std::span<const std::int32_t> data,
                std::span<const std::int64_t> shape);
+// Quantized caches: int8 codes ("|i1"), packed int4 codes ("|u1"), f16 scales given as their
+// bits ("<f2").
+void write_npy(const std::filesystem::path& path, std::span<const std::int8_t> data,
+               std::span<const std::int64_t> shape);
+void write_npy(const std::filesystem::path& path, std::span<const std::uint8_t> data,
+               std::span<const std::int64_t> shape);
+void write_npy_f16(const std::filesystem::path& path, std::span<const std::uint16_t> bits,
+                   std::span<const std::int64_t> shape);
 
 struct NpyArray {
   std::string descr;  // numpy dtype string, e.g. "<f4", "<i4"

@@ -1,0 +1,193 @@
+// `decodebench quant-error`: what each KV format costs in accuracy on given K/V (built-in or
+// dumped from a real model by scripts/kv_dump.py), next to the bytes a decode step reads in it and
+// the tokens/s a sweep measures for it in the same run (docs/design.md "KV formats").
+#include <algorithm>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "backends/backend.h"
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "common/errors.h"
+#include "harness/runner.h"
+#include "quant/quant_error.h"
+#include "report/quant_error_view.h"
+#include "workload/workload.h"
+
+namespace decodebench::cli {
+namespace {
+
+struct QuantErrorArgs {
+  std::string data;
+  std::string formats = "f16,fp8_e4m3,int8,int4,int4_token";
+  std::string model = "llama-3.1-8b";
+  int batch = 16;
+  int context = 4096;
+  std::string backend = "auto";
+  int tokens = 2048;     // built-in data
+  int block_size = 16;   // built-in data
+  bool no_speed = false;
+  bool per_layer = false;
+  std::string format = "table";
+  std::string out;
+};
+
+// The sweep's half: each format's bytes per attention step, and tokens/s where a kernel of the
+// backend reads that format.
+void measure_speed(const QuantErrorArgs& a, const ModelShape& m, QuantErrorResult& r) {
+  std::unique_ptr<Backend> backend = make_backend(a.backend);
+  SweepConfig cfg;
+  cfg.models = {a.model};
+  cfg.batches = {a.batch};
+  cfg.contexts = {ContextSpec::fixed(a.context)};
+  cfg.block_sizes = {a.block_size};
+  cfg.backend = backend->name();
+  cfg.kv_dtypes.clear();
+  for (const QuantFormatResult& f : r.formats) {
+    if (quant::is_float_format(f.format)) cfg.kv_dtypes.push_back(quant::float_format_dtype(f.format));
+  }
+  Report report;
+  if (!cfg.kv_dtypes.empty()) {
+    validate(cfg);
+    RunOptions options;
+    options.interrupted = &interrupted_flag();
+    options.progress = [](int done, int total, double elapsed, const PointResult& p) {
+      std::cerr << fmt::format("sweep point {}/{} ({:.0f} s): {} {}\n", done, total, elapsed,
+                               point_label(p), status_name(p.status));
+    };
+    report = run_sweep(*backend, cfg, options);
+  }
+  const DeviceInfo device = report.devices.empty() ? backend->device_info() : report.devices[0];
+  r.backend = backend->name();
+  r.device = device.name;
+  r.model = m.name;
+  r.batch = a.batch;
+  r.context = a.context;
+  r.num_layers = m.num_layers;
+  r.read_ceiling_Bps = device.measured.read;
+  const double q_out_bytes = 2.0 * a.batch * m.num_q_heads * m.head_dim * 2;  // f16 q and out
+  for (QuantFormatResult& f : r.formats) {
+    const double per_token =
+        quant::bytes_per_token_head(f.format, quant::KvTensor::k, m.head_dim, a.block_size) +
+        quant::bytes_per_token_head(f.format, quant::KvTensor::v, m.head_dim, a.block_size);
+    f.bytes_per_step = static_cast<double>(a.batch) * a.context * m.num_kv_heads * per_token +
+                       q_out_bytes;
+    // As the sweep counts tokens/s: every layer's attention step for one token per sequence.
+    if (r.read_ceiling_Bps > 0) {
+      f.tokens_per_s_roof =
+          a.batch * r.read_ceiling_Bps / (f.bytes_per_step * std::max(m.num_layers, 1));
+    }
+    if (!quant::is_float_format(f.format)) {
+      f.not_measured = fmt::format("no {} kernel reads this format yet", r.backend);
+      continue;
+    }
+    const DType t = quant::float_format_dtype(f.format);
+    f.not_measured = "the sweep did not run it";
+    for (const PointResult& p : report.results) {
+      if (p.kv_dtype != t) continue;
+      if (p.status == PointStatus::ok) {
+        f.tokens_per_s = p.tokens_per_s;
+        f.kernel = p.kernel;
+        f.not_measured.clear();
+      } else {
+        f.not_measured = fmt::format("{}: {}", status_name(p.status), p.reason);
+      }
+    }
+  }
+}
+
+int run_quant_error(const QuantErrorArgs& a) {
+  std::vector<quant::KvFormat> formats;
+  for (const std::string& name : split_list(a.formats, "--formats")) {
+    formats.push_back(quant::parse_format(name, "--formats"));
+  }
+  if (formats.empty()) throw InputError("--formats: empty (valid: " + a.formats + ")");
+  if (a.batch < 1) throw InputError(fmt::format("--batch: {} must be >= 1", a.batch));
+  if (a.context < 1) throw InputError(fmt::format("--context: {} must be >= 1", a.context));
+  if (a.tokens < 2) throw InputError(fmt::format("--tokens: {} must be >= 2", a.tokens));
+  if (a.block_size < 1 || (a.block_size & (a.block_size - 1)) != 0) {
+    throw InputError(fmt::format("--block-size: {} must be a power of two", a.block_size));
+  }
+  const OutputFormat out_format = parse_format(a.format);
+  const ModelShape model = load_model(a.model);
+
+  const std::vector<quant::AttentionCase> cases =
+      quant::is_builtin_data(a.data)
+          ? quant::builtin_cases(a.data, model.num_q_heads, model.num_kv_heads, model.head_dim,
+                                 a.tokens, a.block_size)
+          : quant::load_cases(a.data);
+  QuantErrorResult r;
+  r.data = a.data;
+  r.num_q_heads = cases.front().num_q_heads;
+  r.num_kv_heads = static_cast<int>(cases.front().shape.kv_heads);
+  r.head_dim = static_cast<int>(cases.front().shape.head_dim);
+  r.block_size = static_cast<int>(cases.front().shape.block_size);
+  for (const quant::AttentionCase& c : cases) r.layers.push_back(c.name);
+  for (quant::KvFormat f : formats) {
+    QuantFormatResult fr;
+    fr.format = f;
+    quant::ErrorSums all;
+    for (const quant::AttentionCase& c : cases) {
+      const quant::ErrorSums s = quant::measure_format(c, f);
+      fr.layers.push_back(quant::measures(s));
+      all.add(s);
+    }
+    fr.overall = quant::measures(all);
+    r.formats.push_back(std::move(fr));
+  }
+  if (!a.no_speed) measure_speed(a, model, r);
+
+  std::string text;
+  switch (out_format) {
+    case OutputFormat::json: text = quant_error_json(r).dump(2) + "\n"; break;
+    case OutputFormat::csv: text = render_csv(quant_error_table(r, a.per_layer)); break;
+    case OutputFormat::md:
+      text = quant_error_header(r) + "\n" + render_md(quant_error_table(r, a.per_layer)) + "\n" +
+             quant_error_footer(r);
+      break;
+    default:
+      text = quant_error_header(r) + render_text(quant_error_table(r, a.per_layer)) +
+             quant_error_footer(r);
+  }
+  emit(text, a.out);
+  return interrupted_flag() ? interrupted_exit_code() : kExitOk;
+}
+
+}  // namespace
+
+void add_quant_error_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<QuantErrorArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "quant-error",
+      "What each KV format costs in accuracy (K/V error, attention output error, KL of the "
+      "attention weights against the unquantized cache) next to the bytes and tokens/s it buys");
+  cmd->add_option("--data", o->data,
+                  "gaussian, outliers (keys with outlier channels), or a directory: one `sweep "
+                  "--dump` or scripts/kv_dump.py's layer_NN/ directories")
+      ->required();
+  cmd->add_option("--formats", o->formats, "KV formats, comma-separated")->capture_default_str();
+  cmd->add_option("--model", o->model,
+                  "The sweep's model, and the heads of the built-in data")
+      ->capture_default_str();
+  cmd->add_option("--batch", o->batch, "The sweep's batch")->capture_default_str();
+  cmd->add_option("--context", o->context, "The sweep's context")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "The sweep's backend: auto, cpu, cuda, emu")
+      ->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "Tokens of the built-in data")->capture_default_str();
+  cmd->add_option("--block-size", o->block_size,
+                  "Tokens per KV block of the built-in data and the sweep (int4 keys are scaled "
+                  "per block); a directory's data keeps its own")
+      ->capture_default_str();
+  cmd->add_flag("--no-speed", o->no_speed, "Accuracy only: no sweep");
+  cmd->add_flag("--per-layer", o->per_layer, "A row per layer under each format's overall row");
+  cmd->add_option("--format", o->format, "Output: table, json, csv, md")->capture_default_str();
+  cmd->add_option("--out", o->out, "Write the output to FILE (atomically) instead of stdout");
+  cmd->callback([o, &exit_code] {
+    install_stop_handlers();
+    exit_code = run_quant_error(*o);
+  });
+}
+
+}  // namespace decodebench::cli

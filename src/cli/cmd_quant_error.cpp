@@ -26,8 +26,8 @@ struct QuantErrorArgs {
   int batch = 16;
   int context = 4096;
   std::string backend = "auto";
-  int tokens = 2048;     // built-in data
-  int block_size = 16;   // built-in data
+  int tokens = 2048;    // built-in data
+  int block_size = 16;  // built-in data
   bool no_speed = false;
   bool per_layer = false;
   std::string format = "table";
@@ -46,7 +46,8 @@ void measure_speed(const QuantErrorArgs& a, const ModelShape& m, QuantErrorResul
   cfg.backend = backend->name();
   cfg.kv_dtypes.clear();
   for (const QuantFormatResult& f : r.formats) {
-    if (quant::is_float_format(f.format)) cfg.kv_dtypes.push_back(quant::float_format_dtype(f.format));
+    if (quant::is_float_format(f.format))
+      cfg.kv_dtypes.push_back(quant::float_format_dtype(f.format));
   }
   Report report;
   if (!cfg.kv_dtypes.empty()) {
@@ -72,8 +73,8 @@ void measure_speed(const QuantErrorArgs& a, const ModelShape& m, QuantErrorResul
     const double per_token =
         quant::bytes_per_token_head(f.format, quant::KvTensor::k, m.head_dim, a.block_size) +
         quant::bytes_per_token_head(f.format, quant::KvTensor::v, m.head_dim, a.block_size);
-    f.bytes_per_step = static_cast<double>(a.batch) * a.context * m.num_kv_heads * per_token +
-                       q_out_bytes;
+    f.bytes_per_step =
+        static_cast<double>(a.batch) * a.context * m.num_kv_heads * per_token + q_out_bytes;
     // As the sweep counts tokens/s: every layer's attention step for one token per sequence.
     if (r.read_ceiling_Bps > 0) {
       f.tokens_per_s_roof =
@@ -168,8 +169,7 @@ void add_quant_error_command(CLI::App& app, int& exit_code) {
                   "--dump` or scripts/kv_dump.py's layer_NN/ directories")
       ->required();
   cmd->add_option("--formats", o->formats, "KV formats, comma-separated")->capture_default_str();
-  cmd->add_option("--model", o->model,
-                  "The sweep's model, and the heads of the built-in data")
+  cmd->add_option("--model", o->model, "The sweep's model, and the heads of the built-in data")
       ->capture_default_str();
   cmd->add_option("--batch", o->batch, "The sweep's batch")->capture_default_str();
   cmd->add_option("--context", o->context, "The sweep's context")->capture_default_str();

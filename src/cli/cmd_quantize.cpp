@@ -38,10 +38,11 @@ void write_codes(const fs::path& dir, const quant::QuantizedPool& q) {
     const std::int64_t shape[] = {s.num_blocks, s.kv_heads, s.block_size, s.head_dim / 2};
     write_npy(dir / "codes.npy", std::span<const std::uint8_t>(q.codes), shape);
   } else {
-    throw InputError(fmt::format("--codes: {} stores no codes and scales of its own (the float "
-                                 "formats are the values themselves; valid: int8, int4, "
-                                 "int4_token)",
-                                 quant::format_name(q.format)));
+    throw InputError(
+        fmt::format("--codes: {} stores no codes and scales of its own (the float "
+                    "formats are the values themselves; valid: int8, int4, "
+                    "int4_token)",
+                    quant::format_name(q.format)));
   }
   const std::vector<std::int64_t> scale_shape = q.scale_shape();
   write_npy_f16(dir / "scales.npy", q.scales, scale_shape);
@@ -53,9 +54,10 @@ int run_quantize(const QuantizeArgs& a) {
   const quant::KvTensor tensor = quant::parse_tensor(a.tensor, "--tensor");
   const NpyArray in = read_npy(a.in);
   if (in.descr != "<f4" || in.shape.size() != 4 || in.fortran_order) {
-    throw InputError(fmt::format("{}: expected float32 [num_blocks, kv_heads, block_size, "
-                                 "head_dim] in C order (the --dump layout of k_cache.npy)",
-                                 a.in));
+    throw InputError(
+        fmt::format("{}: expected float32 [num_blocks, kv_heads, block_size, "
+                    "head_dim] in C order (the --dump layout of k_cache.npy)",
+                    a.in));
   }
   const quant::PoolShape shape{in.shape[0], in.shape[1], in.shape[2], in.shape[3]};
   const std::vector<float> values = in.as_float();
@@ -74,7 +76,8 @@ int run_quantize(const QuantizeArgs& a) {
         "error {:.3e} -> {}\n",
         quant::format_name(format), quant::tensor_name(tensor), shape.tokens(), shape.kv_heads,
         shape.head_dim,
-        static_cast<double>(q.stored_bytes()) / static_cast<double>(shape.tokens() * shape.kv_heads),
+        static_cast<double>(q.stored_bytes()) /
+            static_cast<double>(shape.tokens() * shape.kv_heads),
         q.stored_bytes(), ref2 > 0 ? std::sqrt(err2 / ref2) : 0.0, a.out);
   }
   return kExitOk;

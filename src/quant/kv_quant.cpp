@@ -15,8 +15,8 @@
 namespace decodebench::quant {
 namespace {
 
-constexpr std::array kAllFormats = {KvFormat::f32,      KvFormat::f16,  KvFormat::bf16,
-                                    KvFormat::fp8_e4m3, KvFormat::fp8_e5m2, KvFormat::int8,
+constexpr std::array kAllFormats = {KvFormat::f32,      KvFormat::f16,       KvFormat::bf16,
+                                    KvFormat::fp8_e4m3, KvFormat::fp8_e5m2,  KvFormat::int8,
                                     KvFormat::int4,     KvFormat::int4_token};
 
 std::uint16_t to_f16(float x) { return floatfmt::float_to_f16(x); }
@@ -29,9 +29,10 @@ float round_even(float x) { return std::nearbyint(x); }
 std::uint16_t stored_f16(float x, std::string_view what, KvFormat f) {
   const std::uint16_t b = to_f16(x);
   if (!std::isfinite(from_f16(b))) {
-    throw InputError(fmt::format("{}: a {} of {} does not fit f16 (largest 65504); the values "
-                                 "are too large for this format",
-                                 format_name(f), what, x));
+    throw InputError(
+        fmt::format("{}: a {} of {} does not fit f16 (largest 65504); the values "
+                    "are too large for this format",
+                    format_name(f), what, x));
   }
   return b;
 }
@@ -46,7 +47,8 @@ struct Group {
 // int8: symmetric, codes in [-127, 127].
 std::uint16_t quantize_symmetric(const float* x, const Group& g, std::int8_t* codes, KvFormat f) {
   float amax = 0.f;
-  for (std::int64_t i = 0; i < g.n; ++i) amax = std::max(amax, std::fabs(x[g.first + i * g.stride]));
+  for (std::int64_t i = 0; i < g.n; ++i)
+    amax = std::max(amax, std::fabs(x[g.first + i * g.stride]));
   const std::uint16_t s_bits = stored_f16(amax / 127.f, "scale", f);
   const float s = from_f16(s_bits);
   for (std::int64_t i = 0; i < g.n; ++i) {
@@ -78,9 +80,10 @@ std::pair<std::uint16_t, std::uint16_t> quantize_asymmetric(const float* x, cons
 
 void check_shape(KvFormat f, const PoolShape& s, std::size_t values) {
   if (s.num_blocks < 0 || s.kv_heads <= 0 || s.block_size <= 0 || s.head_dim <= 0) {
-    throw InputError(fmt::format("quantize: pool shape [{}, {}, {}, {}] must be positive "
-                                 "[num_blocks, kv_heads, block_size, head_dim]",
-                                 s.num_blocks, s.kv_heads, s.block_size, s.head_dim));
+    throw InputError(
+        fmt::format("quantize: pool shape [{}, {}, {}, {}] must be positive "
+                    "[num_blocks, kv_heads, block_size, head_dim]",
+                    s.num_blocks, s.kv_heads, s.block_size, s.head_dim));
   }
   if (static_cast<std::size_t>(s.elements()) != values) {
     throw InputError(fmt::format("quantize: shape [{}, {}, {}, {}] holds {} values, got {}",
@@ -88,9 +91,10 @@ void check_shape(KvFormat f, const PoolShape& s, std::size_t values) {
                                  values));
   }
   if ((f == KvFormat::int4 || f == KvFormat::int4_token) && s.head_dim % kInt4GroupChannels != 0) {
-    throw InputError(fmt::format("{}: head_dim {} is not a multiple of {} (its scale groups); "
-                                 "valid: 32, 64, 128, 256",
-                                 format_name(f), s.head_dim, kInt4GroupChannels));
+    throw InputError(
+        fmt::format("{}: head_dim {} is not a multiple of {} (its scale groups); "
+                    "valid: 32, 64, 128, 256",
+                    format_name(f), s.head_dim, kInt4GroupChannels));
   }
 }
 
@@ -184,8 +188,7 @@ QuantizedPool quantize(KvFormat format, KvTensor tensor, const PoolShape& shape,
   check_shape(format, shape, values.size());
   for (float x : values) {
     if (!std::isfinite(x)) {
-      throw InputError(
-          fmt::format("quantize: the values hold {} (every value must be finite)", x));
+      throw InputError(fmt::format("quantize: the values hold {} (every value must be finite)", x));
     }
   }
   QuantizedPool q;
@@ -206,7 +209,8 @@ QuantizedPool quantize(KvFormat format, KvTensor tensor, const PoolShape& shape,
     q.codes.resize(static_cast<std::size_t>(n) * dtype_size(t));
     const float inv = 1.f / q.tensor_scale;
     for (std::int64_t i = 0; i < n; ++i) {
-      encode_value(t, values[i] * inv, reinterpret_cast<std::byte*>(q.codes.data()) + i * dtype_size(t));
+      encode_value(t, values[i] * inv,
+                   reinterpret_cast<std::byte*>(q.codes.data()) + i * dtype_size(t));
     }
     return q;
   }
@@ -230,8 +234,7 @@ QuantizedPool quantize(KvFormat format, KvTensor tensor, const PoolShape& shape,
     q.zeros.resize(groups);
     for (std::int64_t bh = 0; bh < shape.num_blocks * shape.kv_heads; ++bh) {
       for (std::int64_t c = 0; c < d; ++c) {
-        const auto [s, z] =
-            quantize_asymmetric(x, {bh * p * d + c, p, d}, unpacked.data(), format);
+        const auto [s, z] = quantize_asymmetric(x, {bh * p * d + c, p, d}, unpacked.data(), format);
         q.scales[bh * d + c] = s;
         q.zeros[bh * d + c] = z;
       }
@@ -264,8 +267,9 @@ std::vector<float> dequantize(const QuantizedPool& q) {
   if (is_float_format(q.format)) {
     const DType t = float_format_dtype(q.format);
     for (std::int64_t i = 0; i < n; ++i) {
-      out[i] = decode_value(t, reinterpret_cast<const std::byte*>(q.codes.data()) + i * dtype_size(t)) *
-               q.tensor_scale;
+      out[i] =
+          decode_value(t, reinterpret_cast<const std::byte*>(q.codes.data()) + i * dtype_size(t)) *
+          q.tensor_scale;
     }
     return out;
   }
@@ -281,7 +285,8 @@ std::vector<float> dequantize(const QuantizedPool& q) {
     const float code = static_cast<float>(i % 2 == 0 ? byte & 0xf : byte >> 4);
     // i = ((bh * P) + token) * d + c
     const std::int64_t g = per_channel ? (i / (p * d)) * d + i % d : i / kInt4GroupChannels;
-    out[i] = std::fma(code, from_f16(q.scales[g]), from_f16(q.zeros[g]));  // one rounding, as a kernel's FMA
+    out[i] = std::fma(code, from_f16(q.scales[g]),
+                      from_f16(q.zeros[g]));  // one rounding, as a kernel's FMA
   }
   return out;
 }
@@ -291,7 +296,7 @@ double bytes_per_token_head(KvFormat f, KvTensor t, int head_dim, int block_size
   switch (scale_axis(f, t)) {
     case ScaleAxis::none:
     case ScaleAxis::tensor: return d * static_cast<double>(dtype_size(float_format_dtype(f)));
-    case ScaleAxis::token_head: return d + 2;                     // int8
+    case ScaleAxis::token_head: return d + 2;                                     // int8
     case ScaleAxis::token_head_group: return d / 2 + 4 * d / kInt4GroupChannels;  // codes, s, z
     case ScaleAxis::block_head_channel: return d / 2 + 4 * d / block_size;
   }

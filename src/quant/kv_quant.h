@@ -13,8 +13,8 @@
 //   int4_token           int4's arithmetic, keys and values both per (token, KV head, group of
 //                        32 channels): the naive layout, kept to show why keys want channels
 // The codes are computed against the stored (f16-rounded) scale and zero, so dequantizing is
-// exactly code * s, or fma(code, s, z), and a kernel reading the codes reads these values. Rounding is to
-// nearest, ties to even (cvt.rni on the GPU).
+// exactly code * s, or fma(code, s, z), and a kernel reading the codes reads these values. Rounding
+// is to nearest, ties to even (cvt.rni on the GPU).
 #pragma once
 
 #include <cstdint>

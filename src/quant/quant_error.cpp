@@ -31,9 +31,10 @@ AttentionCase load_case(const fs::path& dir) {
   const fs::path meta_file = dir / "meta.json";
   std::ifstream in(meta_file);
   if (!in) {
-    throw InputError(fmt::format("{}: no meta.json (a --dump directory or scripts/kv_dump.py's "
-                                 "layer directory holds one)",
-                                 dir.string()));
+    throw InputError(
+        fmt::format("{}: no meta.json (a --dump directory or scripts/kv_dump.py's "
+                    "layer directory holds one)",
+                    dir.string()));
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -172,9 +173,10 @@ double ratio(double num, double den) { return den > 0 ? num / den : (num > 0 ? I
 std::vector<AttentionCase> load_cases(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    throw InputError(fmt::format("--data {}: not a directory (valid: gaussian, outliers, or a "
-                                 "directory written by `sweep --dump` or scripts/kv_dump.py)",
-                                 dir.string()));
+    throw InputError(
+        fmt::format("--data {}: not a directory (valid: gaussian, outliers, or a "
+                    "directory written by `sweep --dump` or scripts/kv_dump.py)",
+                    dir.string()));
   }
   if (fs::exists(dir / "meta.json")) return {load_case(dir)};
   std::vector<fs::path> subdirs;
@@ -182,9 +184,10 @@ std::vector<AttentionCase> load_cases(const fs::path& dir) {
     if (e.is_directory() && fs::exists(e.path() / "meta.json")) subdirs.push_back(e.path());
   }
   if (subdirs.empty()) {
-    throw InputError(fmt::format("--data {}: neither a dump (meta.json, q.npy, k_cache.npy, ...) "
-                                 "nor a directory of them (scripts/kv_dump.py's layer_NN/)",
-                                 dir.string()));
+    throw InputError(
+        fmt::format("--data {}: neither a dump (meta.json, q.npy, k_cache.npy, ...) "
+                    "nor a directory of them (scripts/kv_dump.py's layer_NN/)",
+                    dir.string()));
   }
   std::sort(subdirs.begin(), subdirs.end());
   std::vector<AttentionCase> cases;
@@ -198,9 +201,10 @@ std::vector<AttentionCase> builtin_cases(std::string_view kind, int num_q_heads,
                                          int head_dim, int tokens, int block_size,
                                          std::uint64_t seed) {
   if (!is_builtin_data(kind)) {
-    throw InputError(fmt::format("--data: '{}' is not built-in data (valid: gaussian, "
-                                 "outliers, or a directory)",
-                                 kind));
+    throw InputError(
+        fmt::format("--data: '{}' is not built-in data (valid: gaussian, "
+                    "outliers, or a directory)",
+                    kind));
   }
   AttentionCase c;
   c.name = std::string(kind);

@@ -12,7 +12,7 @@ std::string sci(double x) { return fmt::format("{:.2e}", x); }
 std::string tokens(double x) { return x > 0 ? fmt::format("{:.1f}", x) : "-"; }
 
 std::vector<std::string> error_cells(const quant::ErrorMeasures& m) {
-  return {sci(m.k_rel_rms),  sci(m.v_rel_rms),    sci(m.out_rel_l2),
+  return {sci(m.k_rel_rms),   sci(m.v_rel_rms),    sci(m.out_rel_l2),
           sci(m.out_max_rel), sci(m.attn_kl_mean), sci(m.attn_kl_max)};
 }
 
@@ -103,9 +103,12 @@ nlohmann::json quant_error_json(const QuantErrorResult& r) {
   }
   nlohmann::json speed = nullptr;
   if (!r.backend.empty()) {
-    speed = {{"backend", r.backend},       {"device", r.device},
-             {"model", r.model},           {"batch", r.batch},
-             {"context", r.context},       {"num_layers", r.num_layers},
+    speed = {{"backend", r.backend},
+             {"device", r.device},
+             {"model", r.model},
+             {"batch", r.batch},
+             {"context", r.context},
+             {"num_layers", r.num_layers},
              {"read_ceiling_Bps", positive_or_null(r.read_ceiling_Bps)}};
   }
   return {{"kind", "quant-error"},

@@ -18,12 +18,12 @@ struct QuantFormatResult {
   std::vector<quant::ErrorMeasures> layers;  // QuantErrorResult::layers' order
   quant::ErrorMeasures overall;
   // The speed half, at the sweep's point (model, batch, context).
-  double bytes_per_step = 0;     // KV (codes, scales, zeros) + q + out of one attention step
+  double bytes_per_step = 0;  // KV (codes, scales, zeros) + q + out of one attention step
   // batch / (num_layers x bytes_per_step / measured read ceiling): the bandwidth bound
   double tokens_per_s_roof = 0;
-  double tokens_per_s = 0;  // measured by the sweep (batch / (step time x layers)); 0: not
-  std::string kernel;            // the kernel that ran
-  std::string not_measured;      // why tokens_per_s is 0 (empty when measured)
+  double tokens_per_s = 0;   // measured by the sweep (batch / (step time x layers)); 0: not
+  std::string kernel;        // the kernel that ran
+  std::string not_measured;  // why tokens_per_s is 0 (empty when measured)
 };
 
 struct QuantErrorResult {

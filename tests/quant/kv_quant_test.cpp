@@ -66,8 +66,7 @@ TEST(KvQuant, Int4ValuesArePerTokenGroupsOf32Packed) {
     EXPECT_EQ(z, f16(lo)) << g;
     for (int c = g * 32; c < g * 32 + 32; ++c) {
       const int code = c % 2 == 0 ? q.codes[c / 2] & 0xf : q.codes[c / 2] >> 4;
-      EXPECT_EQ(code, static_cast<int>(std::clamp(std::nearbyint((x[c] - z) / s), 0.f, 15.f)))
-          << c;
+      EXPECT_EQ(code, static_cast<int>(std::clamp(std::nearbyint((x[c] - z) / s), 0.f, 15.f))) << c;
     }
   }
   // Channel 0 is the group minimum (code 0, low nibble), channel 31 its maximum (code 15, high).
@@ -104,7 +103,8 @@ TEST(KvQuant, OutlierKeyChannelsFavourPerChannelInt4) {
     const std::size_t c = i % 64;
     if (c == 3 || c == 35) x[i] = 20.f + x[i];  // an offset outlier channel per group
   }
-  const double per_channel = rel_rms(x, dequantize(quantize(KvFormat::int4, KvTensor::k, shape, x)));
+  const double per_channel =
+      rel_rms(x, dequantize(quantize(KvFormat::int4, KvTensor::k, shape, x)));
   const double per_token =
       rel_rms(x, dequantize(quantize(KvFormat::int4_token, KvTensor::k, shape, x)));
   EXPECT_LT(per_channel * 2, per_token) << per_channel << " vs " << per_token;
@@ -146,9 +146,9 @@ TEST(KvQuant, StoredBytesMatchTheByteModel) {
     for (KvTensor t : {KvTensor::k, KvTensor::v}) {
       const QuantizedPool q = quantize(f, t, shape, x);
       const std::int64_t fixed = scale_axis(f, t) == ScaleAxis::tensor ? 4 : 0;
-      EXPECT_DOUBLE_EQ(static_cast<double>(q.stored_bytes() - fixed) /
-                           (shape.tokens() * shape.kv_heads),
-                       bytes_per_token_head(f, t, 64, 16))
+      EXPECT_DOUBLE_EQ(
+          static_cast<double>(q.stored_bytes() - fixed) / (shape.tokens() * shape.kv_heads),
+          bytes_per_token_head(f, t, 64, 16))
           << format_name(f) << " " << tensor_name(t);
     }
   }
@@ -169,20 +169,24 @@ TEST(KvQuant, BadInputIsNamed) {
     return std::string("no error");
   };
   const std::vector<float> x(48, 1.f);
-  EXPECT_NE(message([&] { quantize(KvFormat::int4, KvTensor::v, {1, 1, 1, 48}, x); })
-                .find("not a multiple of 32"),
+  EXPECT_NE(message([&] {
+              quantize(KvFormat::int4, KvTensor::v, {1, 1, 1, 48}, x);
+            }).find("not a multiple of 32"),
             std::string::npos);
-  EXPECT_NE(message([&] { quantize(KvFormat::int8, KvTensor::v, {1, 1, 2, 48}, x); })
-                .find("holds 96 values, got 48"),
+  EXPECT_NE(message([&] {
+              quantize(KvFormat::int8, KvTensor::v, {1, 1, 2, 48}, x);
+            }).find("holds 96 values, got 48"),
             std::string::npos);
   std::vector<float> bad = x;
   bad[5] = std::nanf("");
-  EXPECT_NE(message([&] { quantize(KvFormat::int8, KvTensor::v, {1, 1, 1, 48}, bad); })
-                .find("finite"),
+  EXPECT_NE(message([&] {
+              quantize(KvFormat::int8, KvTensor::v, {1, 1, 1, 48}, bad);
+            }).find("finite"),
             std::string::npos);
   const std::vector<float> huge(48, 1e7f);  // scale 78740 > 65504
-  EXPECT_NE(message([&] { quantize(KvFormat::int8, KvTensor::v, {1, 1, 1, 48}, huge); })
-                .find("does not fit f16"),
+  EXPECT_NE(message([&] {
+              quantize(KvFormat::int8, KvTensor::v, {1, 1, 1, 48}, huge);
+            }).find("does not fit f16"),
             std::string::npos);
   const std::string unknown = message([] { parse_format("int3"); });
   EXPECT_NE(unknown.find("unknown KV format 'int3'"), std::string::npos) << unknown;

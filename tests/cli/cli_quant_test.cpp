@@ -1,0 +1,214 @@
+// `decodebench quantize` and `decodebench quant-error` run as subprocesses (cli_run.h): the
+// round trip equals the library's, the stored form reads back with any .npy reader's layout,
+// quant-error on built-in data, on a `sweep --dump` directory and on a directory of layers, the
+// speed half on a tiny CPU sweep, and bad input (exit 2 naming what is wrong).
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "cli/cli_run.h"
+#include "common/npy.h"
+#include "quant/kv_quant.h"
+
+namespace decodebench::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::vector<float> ramp(std::size_t n) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = std::sin(0.37f * i) * (1.f + (i % 64 == 5) * 9.f);
+  return v;
+}
+
+TEST(CliQuantize, RoundTripIsTheLibrarysAndCodesAreWritten) {
+  TempDir dir;
+  const std::int64_t shape[] = {3, 2, 16, 64};
+  const std::vector<float> x = ramp(3 * 2 * 16 * 64);
+  write_npy(dir / "k.npy", x, shape);
+  for (const char* format : {"int8", "int4", "int4_token", "fp8_e4m3"}) {
+    const bool codes = std::string(format) != "fp8_e4m3";
+    const CliResult r = run_cli(fmt::format("quantize --kv-dtype {} --tensor k '{}' '{}'{}", format,
+                                            (dir / "k.npy").string(), (dir / "out.npy").string(),
+                                            codes ? " --codes '" + (dir / "c").string() + "'" : ""),
+                                dir.path());
+    ASSERT_EQ(r.code, 0) << format << ": " << r.err;
+    EXPECT_NE(r.err.find("B per token and head"), std::string::npos) << r.err;
+    const quant::KvFormat f = quant::parse_format(format);
+    const std::vector<float> want =
+        quant::dequantize(quant::quantize(f, quant::KvTensor::k, {3, 2, 16, 64}, x));
+    const NpyArray out = read_npy(dir / "out.npy");
+    EXPECT_EQ(out.shape, (std::vector<std::int64_t>{3, 2, 16, 64}));
+    EXPECT_EQ(out.as_float(), want) << format;
+    if (!codes) continue;
+    const NpyArray c = read_npy(dir / "c" / "codes.npy");
+    const NpyArray s = read_npy(dir / "c" / "scales.npy");
+    EXPECT_EQ(s.descr, "<f2");
+    if (f == quant::KvFormat::int8) {
+      EXPECT_EQ(c.descr, "|i1");
+      EXPECT_EQ(s.shape, (std::vector<std::int64_t>{3, 2, 16}));
+    } else {
+      EXPECT_EQ(c.descr, "|u1");
+      EXPECT_EQ(c.shape.back(), 32);  // two codes a byte
+      EXPECT_TRUE(fs::exists(dir / "c" / "zeros.npy"));
+      // Keys of int4 are scaled per (block, head, channel); int4_token per 32 channels.
+      const std::vector<std::int64_t> per_channel = {3, 2, 64}, per_group = {3, 2, 16, 2};
+      EXPECT_EQ(s.shape, f == quant::KvFormat::int4 ? per_channel : per_group);
+    }
+    fs::remove_all(dir / "c");
+  }
+}
+
+TEST(CliQuantize, BadInputIsNamed) {
+  TempDir dir;
+  const std::int64_t shape3[] = {4, 2, 64};
+  write_npy(dir / "x3.npy", ramp(4 * 2 * 64), shape3);
+  const std::int64_t shape4[] = {1, 1, 4, 48};
+  write_npy(dir / "x48.npy", ramp(4 * 48), shape4);
+  struct Case {
+    std::string args, message;
+  };
+  const std::string x3 = (dir / "x3.npy").string(), x48 = (dir / "x48.npy").string();
+  const std::string out = (dir / "o.npy").string();
+  for (const Case& c : std::vector<Case>{
+           {"quantize --kv-dtype int3 --tensor k '" + x48 + "' '" + out + "'",
+            "unknown KV format 'int3'"},
+           {"quantize --kv-dtype int8 --tensor q '" + x48 + "' '" + out + "'", "valid: k, v"},
+           {"quantize --kv-dtype int8 --tensor k '" + x3 + "' '" + out + "'",
+            "expected float32 [num_blocks, kv_heads, block_size, head_dim]"},
+           {"quantize --kv-dtype int4 --tensor v '" + x48 + "' '" + out + "'",
+            "not a multiple of 32"},
+           {"quantize --kv-dtype f16 --tensor v '" + x48 + "' '" + out + "' --codes '" +
+                (dir / "c").string() + "'",
+            "stores no codes"},
+       }) {
+    const CliResult r = run_cli(c.args, dir.path());
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+json quant_error_json(const std::string& args, const fs::path& scratch) {
+  const CliResult r = run_cli("quant-error " + args + " --format json", scratch);
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  return r.code == 0 ? json::parse(r.out) : json();
+}
+
+const json& format_entry(const json& j, const std::string& name) {
+  for (const json& f : j.at("formats")) {
+    if (f.at("format") == name) return f;
+  }
+  ADD_FAILURE() << "no format " << name;
+  static const json none;
+  return none;
+}
+
+TEST(CliQuantError, BuiltInOutliersFavourPerChannelKeys) {
+  TempDir dir;
+  const json j = quant_error_json("--data outliers --no-speed --model llama-3.1-8b", dir.path());
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.at("num_kv_heads"), 8);
+  EXPECT_EQ(j.at("head_dim"), 128);
+  EXPECT_TRUE(j.at("speed").is_null());
+  ASSERT_EQ(j.at("formats").size(), 5u);
+  const json& f16 = format_entry(j, "f16").at("overall");
+  const json& int8 = format_entry(j, "int8").at("overall");
+  const json& int4 = format_entry(j, "int4").at("overall");
+  const json& naive = format_entry(j, "int4_token").at("overall");
+  EXPECT_LT(f16.at("attn_kl_mean").get<double>(), 1e-6);
+  EXPECT_LT(f16.at("k_rel_rms").get<double>(), int8.at("k_rel_rms").get<double>());
+  EXPECT_LT(int8.at("out_rel_l2").get<double>(), int4.at("out_rel_l2").get<double>());
+  // The point of per-channel keys: the outlier channels no longer set every token's scale.
+  EXPECT_LT(2 * int4.at("k_rel_rms").get<double>(), naive.at("k_rel_rms").get<double>());
+  EXPECT_LT(int4.at("attn_kl_mean").get<double>(), naive.at("attn_kl_mean").get<double>());
+  // Values are quantized the same way by both int4 layouts.
+  EXPECT_EQ(int4.at("v_rel_rms"), naive.at("v_rel_rms"));
+}
+
+TEST(CliQuantError, ReadsADumpAndADirectoryOfLayers) {
+  TempDir dir;
+  const fs::path dump = dir / "dump";
+  const CliResult s = run_cli(
+      "sweep --backend cpu --model llama-3.1-8b --batch 2 --context 128 "
+      "--kv-dtype f16 --min-samples 2 --min-time 0 --max-noise 1 --timeout 5 -q --format json "
+      "--dump '" +
+          dump.string() + "'",
+      dir.path());
+  ASSERT_EQ(s.code, 0) << s.err;
+  const json one = quant_error_json("--data '" + dump.string() + "' --no-speed", dir.path());
+  ASSERT_TRUE(one.is_object());
+  EXPECT_EQ(one.at("layers"), json::array({"dump"}));
+  EXPECT_EQ(one.at("num_q_heads"), 32);
+  // The dump's f16 cache is already f16: quantizing it to f16 changes nothing.
+  EXPECT_EQ(format_entry(one, "f16").at("overall").at("k_rel_rms"), 0.0);
+
+  // Two layers, the same dump twice: every measure pools to the one layer's.
+  const fs::path layers = dir / "layers";
+  fs::create_directories(layers);
+  fs::copy(dump, layers / "layer_00", fs::copy_options::recursive);
+  fs::copy(dump, layers / "layer_01", fs::copy_options::recursive);
+  const json two = quant_error_json("--data '" + layers.string() + "' --no-speed", dir.path());
+  ASSERT_TRUE(two.is_object());
+  EXPECT_EQ(two.at("layers"), json::array({"layer_00", "layer_01"}));
+  const json& a = format_entry(one, "int4").at("overall");
+  const json& b = format_entry(two, "int4").at("overall");
+  EXPECT_NEAR(a.at("out_rel_l2").get<double>(), b.at("out_rel_l2").get<double>(), 1e-12);
+  EXPECT_NEAR(a.at("attn_kl_mean").get<double>(), b.at("attn_kl_mean").get<double>(), 1e-15);
+  EXPECT_EQ(format_entry(two, "int4").at("layers").size(), 2u);
+
+  // A planted fault: a block table entry outside the pool is named, not read.
+  const NpyArray table = read_npy(layers / "layer_01" / "block_tables.npy");
+  std::vector<std::int32_t> bad_table = table.as_int32();
+  bad_table.at(table.shape[1]) = 99;  // sequence 1's first block
+  write_npy(layers / "layer_01" / "block_tables.npy", bad_table, table.shape);
+  const CliResult bad =
+      run_cli("quant-error --data '" + layers.string() + "' --no-speed", dir.path());
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("outside the pool"), std::string::npos) << bad.err;
+}
+
+TEST(CliQuantError, SpeedFromASweepInTheSameRun) {
+  TempDir dir;
+  const json j = quant_error_json(
+      "--data gaussian --tokens 256 --formats f16,int8 --backend cpu "
+      "--model llama-3.1-8b --batch 1 --context 64",
+      dir.path());
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.at("speed").at("backend"), "cpu");
+  EXPECT_EQ(j.at("speed").at("num_layers"), 32);
+  const json& f16 = format_entry(j, "f16");
+  const json& int8 = format_entry(j, "int8");
+  EXPECT_GT(f16.at("tokens_per_s").get<double>(), 0);
+  EXPECT_EQ(f16.at("not_measured"), "");
+  EXPECT_TRUE(int8.at("tokens_per_s").is_null());
+  EXPECT_NE(int8.at("not_measured").get<std::string>().find("no cpu kernel"), std::string::npos);
+  // Bytes per step: one layer's KV at 64 tokens x 8 KV heads (+ q and out in f16).
+  const double q_out = 2.0 * 32 * 128 * 2;
+  EXPECT_DOUBLE_EQ(f16.at("bytes_per_step").get<double>(), 64.0 * 8 * 2 * 256 + q_out);
+  EXPECT_DOUBLE_EQ(int8.at("bytes_per_step").get<double>(), 64.0 * 8 * 2 * 130 + q_out);
+}
+
+TEST(CliQuantError, BadInputIsNamed) {
+  TempDir dir;
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"quant-error --data uniform --no-speed", "valid: gaussian, outliers"},
+           {"quant-error --data gaussian --formats f16,int2 --no-speed", "unknown KV format"},
+           {"quant-error --data gaussian --block-size 12 --no-speed", "power of two"},
+           {"quant-error --data '" + dir.path().string() + "' --no-speed", "neither a dump"},
+       }) {
+    const CliResult r = run_cli(c.args, dir.path());
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace decodebench::testing

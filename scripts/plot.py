@@ -28,6 +28,12 @@ Given the JSON of `decodebench cache-sim --out FILE` instead of a report (docs/r
                    (and ttl); an infinite capacity drawn apart at the right edge, the
                    infinite-capacity ceiling as a dashed line; ttl's expired blocks dotted
 
+Given the JSON of `decodebench quant-error --format json` (docs/report-schema.md "quant-error"):
+  quant-error      per KV format, the attention weights' mean KL and the attention output's
+                   relative L2 error (log y) against the tokens/s it allows (the read
+                   ceiling's bound, open markers; measured by the run's sweep, filled), the
+                   Pareto front (no format both faster and more accurate) drawn through them
+
   scripts/plot.py results/latest.json                  # results/latest-*.png|svg
   scripts/plot.py new.json --baseline old.json         # runs decodebench compare
   scripts/plot.py results/latest.json --html results/latest.html   # the results page
@@ -59,6 +65,7 @@ except ImportError:
 FIGURE_NAMES = ("roofline", "tokens-vs-batch", "layer-knee", "ceiling-heatmap", "hit-rate",
                 "compare", "dtype-speedup", "replay")
 CACHE_SIM_FIGURES = ("cache-sim",)  # from a `decodebench cache-sim --out` file, not a report
+QUANT_FIGURES = ("quant-error",)  # from `decodebench quant-error --format json`
 SCHEMA_VERSION = 1
 COMPARE_KIND, COMPARE_VERSION = "decodebench-compare", 1
 VERDICT_COLORS = {"SAME": "tab:gray", "SLOWER": "tab:red", "FASTER": "tab:green",
@@ -813,6 +820,93 @@ def fig_cache_sim(doc):
     return fig
 
 
+def is_quant_error(doc):
+    return isinstance(doc, dict) and doc.get("kind") == "quant-error"
+
+
+def check_quant_error(doc, path="quant-error"):
+    """Raises PlotError unless `doc` is quant-error JSON with its speed half."""
+    formats = doc.get("formats")
+    if not isinstance(formats, list) or not formats:
+        raise PlotError(f"{path}: 'formats' missing, not a list or empty")
+    if doc.get("speed") is None:
+        raise PlotError(f"{path}: no speed half (run quant-error without --no-speed): the "
+                        "figure plots error against tokens/s")
+    for i, f in enumerate(formats):
+        for keys in (("format",), ("tokens_per_s_roof",), ("overall", "attn_kl_mean"),
+                     ("overall", "out_rel_l2")):
+            if dig(f, *keys) is None:
+                raise PlotError(f"{path}: formats[{i}].{'.'.join(keys)} missing")
+
+
+def pareto_front(points):
+    """The (x, y) points no other point beats on both higher x and lower y, by x."""
+    front = [p for p in points
+             if not any(q[0] >= p[0] and q[1] <= p[1] and q != p for q in points)]
+    return sorted(front)
+
+
+def fig_quant_error(doc):
+    speed = doc["speed"]
+    layers = len(doc.get("layers", []))
+    fig = new_figure(12, 4.6)
+    axes = fig.subplots(1, 2)
+    floor = 1e-12  # a lossless format's zero error on a log axis
+    for ax, key, label in ((axes[0], "attn_kl_mean", "attention weights: mean KL (nats)"),
+                           (axes[1], "out_rel_l2", "attention output: relative L2 error")):
+        points = []
+        for n, f in enumerate(doc["formats"]):
+            color = f"C{n % 10}"
+            y = max(f["overall"][key], floor)
+            x = f["tokens_per_s_roof"]
+            points.append((x, y))
+            ax.plot([x], [y], marker="o", fillstyle="none", color=color, linestyle="none",
+                    label=f"{f['format']} (bound)", gid="roof")
+            if f.get("tokens_per_s"):
+                ax.plot([f["tokens_per_s"]], [y], marker="o", color=color, linestyle="none",
+                        label=f"{f['format']} measured", gid="measured")
+            ax.annotate(f["format"], (x, y), textcoords="offset points", xytext=(5, 4),
+                        fontsize=8)
+        front = pareto_front(points)
+        ax.plot([p[0] for p in front], [p[1] for p in front], color="black", linestyle="--",
+                linewidth=1, label="Pareto front (bound)", gid="pareto")
+        ax.set_yscale("log")
+        ax.set_xlabel("tokens/s (attention only, every layer)")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.25)
+    axes[0].legend(fontsize=7, loc="best")
+    plural = "" if layers == 1 else "s"
+    fig.suptitle(f"KV formats on {doc.get('data', '?')} ({layers} layer{plural}): "
+                 f"accuracy vs speed; {speed.get('model', '?')} batch {speed.get('batch', '?')}, "
+                 f"context {speed.get('context', '?')} on {speed.get('device', '?')}", fontsize=9)
+    return fig
+
+
+def make_quant_figures(doc, names=QUANT_FIGURES):
+    """{name: Figure} of a loaded quant-error JSON (checked here)."""
+    check_quant_error(doc)
+    unknown = sorted(set(names) - set(QUANT_FIGURES))
+    if unknown:
+        raise PlotError(f"unknown figure {', '.join(unknown)} for quant-error JSON; valid: "
+                        f"{', '.join(QUANT_FIGURES)}")
+    return {"quant-error": fig_quant_error(doc)} if "quant-error" in names else {}
+
+
+def plot_quant_error(doc, args, prefix):
+    """main() for quant-error JSON: its one figure; the report-only options are refused."""
+    for flag, given in (("--compare", args.compare), ("--baseline", args.baseline),
+                        ("--html", args.html)):
+        if given:
+            raise PlotError(f"{flag} needs a sweep report; {args.report} is quant-error JSON")
+    check_quant_error(doc, args.report)
+    names = [n for n in args.only.split(",") if n] if args.only else list(QUANT_FIGURES)
+    figures = make_quant_figures(doc, names=names)
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+    write_figures(figures, prefix)
+    print(f"wrote {prefix}-{{{','.join(figures)}}}.{{png,svg}}")
+    return 0
+
+
 def make_cache_sim_figures(doc, notes=None, names=CACHE_SIM_FIGURES):
     """{name: Figure} of a loaded `decodebench cache-sim --out` file (checked here)."""
     check_cache_sim(doc)
@@ -970,6 +1064,8 @@ def main(argv=None):
         doc = load_json(args.report, "a decodebench report or cache-sim JSON")
         if is_cache_sim(doc):
             return plot_cache_sim(doc, args, prefix)
+        if is_quant_error(doc):
+            return plot_quant_error(doc, args, prefix)
         report = load_report(args.report)
         notes = []
         names = [n for n in args.only.split(",") if n] if args.only else list(FIGURE_NAMES)

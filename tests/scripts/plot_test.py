@@ -384,6 +384,44 @@ class GpuShapedFigures(unittest.TestCase):
         self.assertEqual(len(bars(self.figs["dtype-speedup"])), 22)
 
 
+class QuantErrorFigure(unittest.TestCase):
+    """A real `quant-error --format json` (outliers, six formats, a CPU sweep of the float ones)."""
+
+    def setUp(self):
+        self.doc = fixture("quant-error.json")
+
+    def test_every_format_has_its_bound_and_the_measured_ones_a_mark(self):
+        fig = plot.make_quant_figures(self.doc)["quant-error"]
+        measured = [f["format"] for f in self.doc["formats"] if f.get("tokens_per_s")]
+        self.assertEqual(len(measured), 3)  # f16, bf16, fp8_e4m3: the kernels' formats
+        for ax in fig.axes:
+            self.assertEqual(len(lines_of(ax, "roof")), len(self.doc["formats"]))
+            self.assertEqual(len(lines_of(ax, "measured")), len(measured))
+            self.assertEqual(len(lines_of(ax, "pareto")), 1)
+
+    def test_pareto_front(self):
+        # (tokens/s, error): (2, 5) is beaten by (3, 1) on both, so it is not on the front.
+        self.assertEqual(plot.pareto_front([(1, 0.1), (2, 5), (3, 1), (4, 2)]),
+                         [(1, 0.1), (3, 1), (4, 2)])
+        self.assertEqual(plot.pareto_front([(1, 1)]), [(1, 1)])
+
+    def test_bad_input(self):
+        doc = copy.deepcopy(self.doc)
+        doc["speed"] = None
+        with self.assertRaisesRegex(plot.PlotError, "no speed half"):
+            plot.make_quant_figures(doc)
+        doc = copy.deepcopy(self.doc)
+        del doc["formats"][2]["overall"]["attn_kl_mean"]
+        with self.assertRaisesRegex(plot.PlotError, r"formats\[2\].overall.attn_kl_mean"):
+            plot.make_quant_figures(doc)
+        with self.assertRaisesRegex(plot.PlotError, "unknown figure roofline"):
+            plot.make_quant_figures(self.doc, names=["roofline"])
+
+
+def lines_of(ax, gid):
+    return [line for line in ax.get_lines() if line.get_gid() == gid]
+
+
 class CacheSimFigure(unittest.TestCase):
     """The real cache-sim file: 5 capacities (inf last) x lru, lfu, ttl 60 s and 300 s."""
 

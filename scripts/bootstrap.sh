@@ -4,7 +4,8 @@
 #   (default)  what building decodebench and running a sweep need (scripts/run.sh): cmake, ninja,
 #              g++, git; fmt, nlohmann_json, CLI11; oneDNN for the cpu backend's layer GEMMs;
 #   --tests    also what the test suite needs (scripts/test.sh): GoogleTest, Google Benchmark,
-#              clang-format, python3 with matplotlib and Pillow (scripts/plot.py), cuobjdump and
+#              clang-format, python3 with matplotlib and Pillow (scripts/plot.py) and numpy, gguf
+#              and tokenizers (scripts/kv_dump.py, kv_quant_eval.py), cuobjdump and
 #              nvdisasm when nvcc is present (the spill gate, the static model); optional:
 #              OpenBLAS (the GEMM bench's comparison), Chromium (the results-page test);
 #   --fuzz     also the fuzz stage's clang++, libFuzzer, sanitizer runtimes and OpenMP.
@@ -272,6 +273,30 @@ if ! has_plot_modules; then
   }
 fi
 echo "bootstrap: matplotlib $(python3 -c 'import matplotlib; print(matplotlib.__version__)')" >&2
+
+# The KV scripts (scripts/kv_dump.py, kv_quant_eval.py) and their test: numpy, gguf and tokenizers
+# for the same python3, from PyPI (Debian 12 has neither gguf nor tokenizers).
+declare -A kv_purpose=(
+  [numpy]="the KV scripts' forward pass" [gguf]="the KV scripts' model file"
+  [tokenizers]="the KV scripts' tokenizer"
+)
+kv_missing=()
+for m in numpy gguf tokenizers; do
+  if ! python3 -c "import $m" >/dev/null 2>&1; then
+    echo "bootstrap: installing $m from PyPI: for ${kv_purpose[$m]}" >&2
+    kv_missing+=("$m")
+  fi
+done
+if ((${#kv_missing[@]})); then
+  pip_install "${kv_missing[@]}" || true
+  python3 -c 'import numpy, gguf, tokenizers' >/dev/null 2>&1 || {
+    echo "bootstrap: could not install ${kv_missing[*]} for python3;" \
+      "scripts/kv_dump.py, kv_quant_eval.py and their test need them" >&2
+    exit 1
+  }
+fi
+echo "bootstrap: $(python3 -c 'from importlib.metadata import version as v
+print(", ".join(f"{p} {v(p)}" for p in ("numpy", "gguf", "tokenizers")))')" >&2
 
 # Optional: OpenBLAS's OpenMP variant for the GEMM comparison of bench/bench_gemm.cpp, found where
 # src/backends/cpu/CMakeLists.txt looks for it.

@@ -71,7 +71,8 @@ std::string quant_error_footer(const QuantErrorResult& r) {
   std::string s = fmt::format(
       "speed: the attention of {} ({} layers), batch {}, context {}, on {} \"{}\"; bytes/step: "
       "one layer's step in each format (codes, scales, zeros, q, out); tok/s roof = batch / "
-      "({} x bytes/step / measured read {}); tok/s measured by a sweep in this run\n",
+      "({} x bytes/step / read {}, the best of the ceiling and the points' paired reads); tok/s "
+      "measured by a sweep in this run\n",
       r.model, r.num_layers, r.batch, r.context, r.backend, r.device, r.num_layers,
       format_bandwidth(r.read_ceiling_Bps));
   for (const QuantFormatResult& f : r.formats) {

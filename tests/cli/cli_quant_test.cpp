@@ -140,7 +140,12 @@ TEST(CliQuantError, ReadsADumpAndADirectoryOfLayers) {
           dump.string() + "'",
       dir.path());
   ASSERT_EQ(s.code, 0) << s.err;
-  const json one = quant_error_json("--data '" + dump.string() + "' --no-speed", dir.path());
+  const CliResult printed = run_cli("quant-error --data '" + dump.string() +
+                                        "' --no-speed --json '" + (dir / "one.json").string() + "'",
+                                    dir.path());
+  ASSERT_EQ(printed.code, 0) << printed.err;
+  EXPECT_NE(printed.out.find("K rel rms"), std::string::npos) << printed.out;
+  const json one = json::parse(read_file(dir / "one.json"));
   ASSERT_TRUE(one.is_object());
   EXPECT_EQ(one.at("layers"), json::array({"dump"}));
   EXPECT_EQ(one.at("num_q_heads"), 32);

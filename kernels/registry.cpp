@@ -33,6 +33,9 @@ const char* dtype_label(DType t) {
     case DType::bf16: return "bf16";
     case DType::fp8_e4m3: return "fp8_e4m3";
     case DType::fp8_e5m2: return "fp8_e5m2";
+    case DType::int8: return "int8";
+    case DType::int4: return "int4";
+    case DType::int4_token: return "int4_token";
   }
   return "?";
 }
@@ -103,8 +106,13 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
     return refuse("head_dim " + std::to_string(p.head_dim), join(k.head_dims) + " in this build");
   }
   if (!contains(k.kv_dtypes, p.kv_dtype)) {
+    // The integer formats are read by the cpu backend's decode only so far: say so rather
+    // than suggest another build.
+    const std::string why = is_int_kv(p.kv_dtype) ? "; the integer KV formats are read by the "
+                                                    "cpu backend (kernels 'cpu', 'cascade')"
+                                                  : "";
     return refuse("KV dtype " + std::string(dtype_label(p.kv_dtype)),
-                  join(k.kv_dtypes) + " in this build");
+                  join(k.kv_dtypes) + " in this build" + why);
   }
   if (!contains(k.q_dtypes, p.q_dtype)) {
     return refuse("q/out dtype " + std::string(dtype_label(p.q_dtype)), join(k.q_dtypes));

@@ -26,7 +26,7 @@ struct AttentionRow {
   std::string model, device, kv_dtype, context;
   double hit_rate = 0, hit_rate_actual = 0;
   int batch = 0, num_layers = 0;
-  std::int64_t kv_bytes_per_token_layer = 0, kv_bytes_per_token_all = 0;
+  double kv_bytes_per_token_layer = 0, kv_bytes_per_token_all = 0;
   std::string kernel_kind;
   bool prefix_aware = false;
   ComputeUnit compute = ComputeUnit::fma;

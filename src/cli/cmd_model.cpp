@@ -80,7 +80,7 @@ int run(const ModelOptions& o) {
   const DType weights = parse_dtype(o.weights_dtype, "--weights-dtype");
   if (weights != DType::bf16 && weights != DType::f16 && weights != DType::fp8_e4m3) {
     throw InputError(
-        fmt::format("--weights-dtype must be bf16, f16 or fp8_e4m3, got {}", o.weights_dtype));
+        fmt::format("--weights-dtype must be bf16, f16 or fp8_e4m3, got '{}'", o.weights_dtype));
   }
   const calculator::Roofs roofs =
       o.ceilings.empty()

@@ -46,10 +46,7 @@ void measure_speed(const QuantErrorArgs& a, const ModelShape& m, QuantErrorResul
   cfg.block_sizes = {a.block_size};
   cfg.backend = backend->name();
   cfg.kv_dtypes.clear();
-  for (const QuantFormatResult& f : r.formats) {
-    if (quant::is_float_format(f.format))
-      cfg.kv_dtypes.push_back(quant::float_format_dtype(f.format));
-  }
+  for (const QuantFormatResult& f : r.formats) cfg.kv_dtypes.push_back(f.format);
   Report report;
   if (!cfg.kv_dtypes.empty()) {
     validate(cfg);
@@ -78,9 +75,7 @@ void measure_speed(const QuantErrorArgs& a, const ModelShape& m, QuantErrorResul
   }
   const double q_out_bytes = 2.0 * a.batch * m.num_q_heads * m.head_dim * 2;  // f16 q and out
   for (QuantFormatResult& f : r.formats) {
-    const double per_token =
-        quant::bytes_per_token_head(f.format, quant::KvTensor::k, m.head_dim, a.block_size) +
-        quant::bytes_per_token_head(f.format, quant::KvTensor::v, m.head_dim, a.block_size);
+    const double per_token = kv_bytes_per_token_head(f.format, m.head_dim, a.block_size);
     f.bytes_per_step =
         static_cast<double>(a.batch) * a.context * m.num_kv_heads * per_token + q_out_bytes;
     // As the sweep counts tokens/s: every layer's attention step for one token per sequence.
@@ -88,14 +83,9 @@ void measure_speed(const QuantErrorArgs& a, const ModelShape& m, QuantErrorResul
       f.tokens_per_s_roof =
           a.batch * r.read_ceiling_Bps / (f.bytes_per_step * std::max(m.num_layers, 1));
     }
-    if (!quant::is_float_format(f.format)) {
-      f.not_measured = fmt::format("no {} kernel reads this format yet", r.backend);
-      continue;
-    }
-    const DType t = quant::float_format_dtype(f.format);
     f.not_measured = "the sweep did not run it";
     for (const PointResult& p : report.results) {
-      if (p.kv_dtype != t) continue;
+      if (p.kv_dtype != f.format) continue;
       if (p.status == PointStatus::ok) {
         f.tokens_per_s = p.tokens_per_s;
         f.kernel = p.kernel;

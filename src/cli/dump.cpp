@@ -6,10 +6,48 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "common/npy.h"
+#include "quant/kv_quant.h"
 #include "reference/reference.h"
 #include "results/report.h"
 
 namespace decodebench::cli {
+
+namespace {
+
+// An integer format's K and V: the dequantized cache (what the kernel read), the values before
+// quantization, and the codes, scales and zeros as stored, so the format can be rechecked.
+void write_quantized_cache(const std::filesystem::path& dir, const Workload& w,
+                           std::span<const std::int64_t> kvshape) {
+  const WorkloadSpec& s = w.spec;
+  for (const Tensor t : {Tensor::k, Tensor::v}) {
+    const bool is_k = t == Tensor::k;
+    const std::string name = is_k ? "k" : "v";
+    write_npy(dir / (name + "_cache.npy"), dequantized_kv(w, t), kvshape);
+    write_npy(dir / (name + "_source.npy"), kv_source_values(w, t), kvshape);
+    const std::vector<std::byte>& codes = is_k ? w.k_cache : w.v_cache;
+    std::vector<std::int64_t> code_shape(kvshape.begin(), kvshape.end());
+    if (s.kv_dtype == DType::int8) {
+      write_npy(dir / (name + "_codes.npy"),
+                std::span(reinterpret_cast<const std::int8_t*>(codes.data()), codes.size()),
+                code_shape);
+    } else {
+      code_shape.back() /= 2;  // two codes a byte, even channel in the low nibble
+      write_npy(dir / (name + "_codes.npy"),
+                std::span(reinterpret_cast<const std::uint8_t*>(codes.data()), codes.size()),
+                code_shape);
+    }
+    quant::QuantizedPool layout;  // for the scales' shape only
+    layout.format = s.kv_dtype;
+    layout.tensor = is_k ? quant::KvTensor::k : quant::KvTensor::v;
+    layout.shape = {kvshape[0], kvshape[1], kvshape[2], kvshape[3]};
+    const std::vector<std::int64_t> scale_shape = layout.scale_shape();
+    write_npy_f16(dir / (name + "_scales.npy"), is_k ? w.k_scales : w.v_scales, scale_shape);
+    if (quant::has_zeros(s.kv_dtype))
+      write_npy_f16(dir / (name + "_zeros.npy"), is_k ? w.k_zeros : w.v_zeros, scale_shape);
+  }
+}
+
+}  // namespace
 
 void write_dump(const std::filesystem::path& dir, Backend& backend, const SweepPoint& point,
                 const PointResult& result) {
@@ -41,8 +79,12 @@ void write_dump(const std::filesystem::path& dir, Backend& backend, const SweepP
   const std::int64_t tshape[] = {batch, layout.max_blocks_per_seq};
   const std::int64_t lshape[] = {batch};
   write_npy(dir / "q.npy", decode_to_float(w.q, s.q_dtype), qshape);
-  write_npy(dir / "k_cache.npy", decode_to_float(w.k_cache, s.kv_dtype), kvshape);  // unscaled
-  write_npy(dir / "v_cache.npy", decode_to_float(w.v_cache, s.kv_dtype), kvshape);  // unscaled
+  if (is_int_kv(s.kv_dtype)) {
+    write_quantized_cache(dir, w, kvshape);
+  } else {
+    write_npy(dir / "k_cache.npy", decode_to_float(w.k_cache, s.kv_dtype), kvshape);  // unscaled
+    write_npy(dir / "v_cache.npy", decode_to_float(w.v_cache, s.kv_dtype), kvshape);  // unscaled
+  }
   write_npy(dir / "block_tables.npy", std::span<const std::int32_t>(layout.block_tables), tshape);
   write_npy(dir / "context_lens.npy", std::span<const std::int32_t>(layout.context_lens), lshape);
   write_npy(dir / "out.npy", out, qshape);
@@ -72,10 +114,16 @@ void write_dump(const std::filesystem::path& dir, Backend& backend, const SweepP
       {"num_blocks", layout.num_blocks},
       {"max_blocks_per_seq", layout.max_blocks_per_seq},
       {"note",
-       "k_cache/v_cache hold the stored values; real K = k_cache * k_scale, real V = "
-       "v_cache * v_scale. out[b,h] = softmax(softmax_scale * k_scale * K . q[b,h]) "
-       "@ (v_scale * V) over the context_lens[b] tokens found through block_tables[b]; "
-       "query head h reads KV head h // (num_q_heads / num_kv_heads)."}};
+       std::string(is_int_kv(s.kv_dtype)
+                       ? "k_cache/v_cache hold the dequantized values the kernel attended over "
+                         "(k_scale = v_scale = 1), k_source/v_source the values before "
+                         "quantization, k_codes/k_scales/k_zeros (and v_) the format as stored "
+                         "(docs/design.md \"KV formats\"). "
+                       : "k_cache/v_cache hold the stored values. ") +
+           "Real K = k_cache * k_scale, real V = v_cache * v_scale. out[b,h] = "
+           "softmax(softmax_scale * k_scale * K . q[b,h]) @ (v_scale * V) over the "
+           "context_lens[b] tokens found through block_tables[b]; query head h reads KV head "
+           "h // (num_q_heads / num_kv_heads)."}};
   write_text_atomic(dir / "meta.json", meta.dump(2) + "\n");
 }
 

@@ -22,7 +22,7 @@ struct Alias {
   std::string_view name;
   DType type;
 };
-constexpr std::array<Alias, 13> kAliases = {{
+constexpr std::array<Alias, 16> kAliases = {{
     {"f32", DType::f32},
     {"fp32", DType::f32},
     {"float32", DType::f32},
@@ -36,6 +36,9 @@ constexpr std::array<Alias, 13> kAliases = {{
     {"e4m3", DType::fp8_e4m3},
     {"fp8_e5m2", DType::fp8_e5m2},
     {"e5m2", DType::fp8_e5m2},
+    {"int8", DType::int8},
+    {"int4", DType::int4},
+    {"int4_token", DType::int4_token},
 }};
 
 }  // namespace
@@ -47,6 +50,9 @@ std::string_view dtype_name(DType t) {
     case DType::bf16: return "bf16";
     case DType::fp8_e4m3: return "fp8_e4m3";
     case DType::fp8_e5m2: return "fp8_e5m2";
+    case DType::int8: return "int8";
+    case DType::int4: return "int4";
+    case DType::int4_token: return "int4_token";
   }
   throw InputError(fmt::format("unknown DType value {}", static_cast<int>(t)));
 }
@@ -61,8 +67,8 @@ DType parse_dtype(std::string_view text, std::string_view what) {
     if (a.name == lower) return a.type;
   }
   throw InputError(fmt::format(
-      "{}: unknown dtype '{}'; valid: f32, f16, bf16, fp8_e4m3, fp8_e5m2 (aliases fp32, fp16, "
-      "float16, half, bfloat16, e4m3, e5m2)",
+      "{}: unknown dtype '{}'; valid: f32, f16, bf16, fp8_e4m3, fp8_e5m2, and for the KV cache "
+      "int8, int4, int4_token (aliases fp32, fp16, float16, half, bfloat16, e4m3, e5m2)",
       what, text));
 }
 
@@ -85,8 +91,12 @@ void encode_value(DType t, float value, std::byte* dst) {
     }
     case DType::fp8_e4m3: *dst = static_cast<std::byte>(floatfmt::float_to_e4m3(value)); return;
     case DType::fp8_e5m2: *dst = static_cast<std::byte>(floatfmt::float_to_e5m2(value)); return;
+    case DType::int8:
+    case DType::int4:
+    case DType::int4_token: break;  // codes need their scales: src/quant/kv_quant.h
   }
-  throw InputError(fmt::format("encode_value: unknown DType value {}", static_cast<int>(t)));
+  throw InputError(fmt::format("encode_value: {} is not an element dtype (valid: {})",
+                               dtype_name(t), "f32, f16, bf16, fp8_e4m3, fp8_e5m2"));
 }
 
 float decode_value(DType t, const std::byte* src) {
@@ -108,8 +118,12 @@ float decode_value(DType t, const std::byte* src) {
     }
     case DType::fp8_e4m3: return floatfmt::e4m3_to_float(static_cast<std::uint8_t>(*src));
     case DType::fp8_e5m2: return floatfmt::e5m2_to_float(static_cast<std::uint8_t>(*src));
+    case DType::int8:
+    case DType::int4:
+    case DType::int4_token: break;  // codes need their scales: src/quant/kv_quant.h
   }
-  throw InputError(fmt::format("decode_value: unknown DType value {}", static_cast<int>(t)));
+  throw InputError(fmt::format("decode_value: {} is not an element dtype (valid: {})",
+                               dtype_name(t), "f32, f16, bf16, fp8_e4m3, fp8_e5m2"));
 }
 
 std::vector<float> decode_to_float(std::span<const std::byte> data, DType t) {

@@ -12,9 +12,11 @@
 
 namespace decodebench {
 
-// "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2": the spelling used in flags, configs and reports.
+// "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "int4_token": the spelling used
+// in flags, configs and reports.
 std::string_view dtype_name(DType t);
-// Every DType, in enum order.
+// The element dtypes (every DType but the integer KV formats), in enum order: what
+// encode_value and decode_value take. The integer formats: quant::all_formats().
 std::span<const DType> all_dtypes();
 // Accepts the names above and the aliases fp32/float32, fp16/float16/half, bfloat16, e4m3,
 // e5m2 (case-insensitive). Throws InputError naming `what` (e.g. "--kv-dtype") and the valid
@@ -22,7 +24,8 @@ std::span<const DType> all_dtypes();
 DType parse_dtype(std::string_view text, std::string_view what = "dtype");
 
 // Stores `value` rounded to `t` (round to nearest even; fp8 saturating) at dst, little-endian,
-// dtype_size(t) bytes.
+// dtype_size(t) bytes. `t` is an element dtype: an integer KV format is an InputError (its codes
+// need their scales, src/quant/kv_quant.h), here and in decode_value.
 void encode_value(DType t, float value, std::byte* dst);
 // The float the dtype_size(t) bytes at src stand for (exact: every narrow value is a float).
 float decode_value(DType t, const std::byte* src);

@@ -156,7 +156,7 @@ bool validate_point(PreparedPoint& prepared, const Workload& checked, std::span<
     entry = &cache->entries.at(key);
   } else {
     computed.ref = reference_decode(checked);
-    if (is_fp8(s.kv_dtype)) {
+    if (is_fp8(s.kv_dtype) || is_int_kv(s.kv_dtype)) {
       computed.quant_rel = quantization_error(computed.ref, reference_decode_unquantized(checked));
     }
     entry = &computed;

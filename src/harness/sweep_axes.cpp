@@ -38,13 +38,19 @@ T parse_number(std::string_view item, std::string_view flag, const char* what) {
 // "auto" or a dtype name; an unknown name is told the q dtypes (InputError naming `what`).
 QDtypeChoice parse_q_dtype(std::string_view text, std::string_view what) {
   if (text == "auto") return QDtypeChoice::automatic();
-  try {
-    return parse_dtype(text, what);
-  } catch (const InputError&) {
-    throw InputError(fmt::format(
+  const auto unknown = [&] {
+    return InputError(fmt::format(
         "{}: unknown q dtype '{}'; valid: auto, f16, bf16 (aliases fp16, float16, half, bfloat16)",
         what, text));
+  };
+  DType t;
+  try {
+    t = parse_dtype(text, what);
+  } catch (const InputError&) {
+    throw unknown();
   }
+  if (is_int_kv(t)) throw unknown();  // a KV format, never a q dtype
+  return t;
 }
 
 // The part of workload_key() for one field; a new field type needs its overload here.

@@ -207,7 +207,9 @@ inline constexpr auto kAxes = std::tuple{
     AxisDef<DType, WorkloadSpec>{
         .json_key = "kv_dtype",
         .flag = "--kv-dtype",
-        .help = "KV dtypes: f32 (cpu only), f16, bf16, fp8_e4m3, fp8_e5m2",
+        .help =
+            "KV dtypes: f16, bf16, fp8_e4m3, fp8_e5m2; on the cpu backend also f32, int8, int4, "
+            "int4_token",
         .values = &SweepConfig::kv_dtypes,
         .field = &WorkloadSpec::kv_dtype,
         .read_json = axis_values::read_dtype,

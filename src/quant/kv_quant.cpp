@@ -100,31 +100,15 @@ void check_shape(KvFormat f, const PoolShape& s, std::size_t values) {
 
 }  // namespace
 
-std::string_view format_name(KvFormat f) {
-  switch (f) {
-    case KvFormat::int8: return "int8";
-    case KvFormat::int4: return "int4";
-    case KvFormat::int4_token: return "int4_token";
-    default: return dtype_name(float_format_dtype(f));
-  }
-}
+std::string_view format_name(KvFormat f) { return dtype_name(f); }
 
 std::span<const KvFormat> all_formats() { return kAllFormats; }
 
-bool is_float_format(KvFormat f) {
-  return f != KvFormat::int8 && f != KvFormat::int4 && f != KvFormat::int4_token;
-}
+bool is_float_format(KvFormat f) { return !is_int_kv(f); }
 
 DType float_format_dtype(KvFormat f) {
-  switch (f) {
-    case KvFormat::f32: return DType::f32;
-    case KvFormat::f16: return DType::f16;
-    case KvFormat::bf16: return DType::bf16;
-    case KvFormat::fp8_e4m3: return DType::fp8_e4m3;
-    case KvFormat::fp8_e5m2: return DType::fp8_e5m2;
-    default: break;
-  }
-  throw std::logic_error("float_format_dtype: not a float format");
+  if (is_int_kv(f)) throw std::logic_error("float_format_dtype: not a float format");
+  return f;
 }
 
 KvFormat parse_format(std::string_view text, std::string_view what) {

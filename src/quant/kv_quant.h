@@ -27,19 +27,13 @@
 
 namespace decodebench::quant {
 
-enum class KvFormat : std::uint8_t {
-  f32,
-  f16,
-  bf16,
-  fp8_e4m3,
-  fp8_e5m2,
-  int8,
-  int4,
-  int4_token,
-};
+// The formats are the KV dtypes of kernels.h: the float ones (an element stands alone) and the
+// integer ones (codes plus scale and zero arrays), one enum so a kernel and the quantizer name a
+// format the same way.
+using KvFormat = DType;
 enum class KvTensor : std::uint8_t { k, v };
 
-// "int8", "int4", "int4_token", or the dtype's name for the float formats.
+// dtype_name: "int8", "int4", "int4_token", or the float dtype's name.
 std::string_view format_name(KvFormat f);
 std::span<const KvFormat> all_formats();
 // Accepts the names above (the float formats with parse_dtype's aliases); throws InputError
@@ -51,9 +45,6 @@ std::string_view tensor_name(KvTensor t);
 // The float formats are stored as a DType the kernels read today; the integer ones are not.
 bool is_float_format(KvFormat f);
 DType float_format_dtype(KvFormat f);  // std::logic_error for an integer format
-
-// Channels per scale group of the per-group int4 layouts.
-inline constexpr int kInt4GroupChannels = 32;
 
 struct PoolShape {
   std::int64_t num_blocks = 0;

@@ -27,7 +27,6 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
   const int group = hq / hkv;
   const int block_size = w.spec.block_size;
   const DType kv_dtype = w.spec.kv_dtype;
-  const std::size_t kv_size = dtype_size(kv_dtype);
   const std::size_t q_size = dtype_size(w.spec.q_dtype);
   const PagedLayout& layout = w.layout;
   const int rows = w.rows();
@@ -65,18 +64,27 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
   }
   const std::size_t cache_elems =
       static_cast<std::size_t>(layout.num_blocks) * hkv * block_size * d;
-  if (w.k_cache.size() != cache_elems * kv_size || w.v_cache.size() != cache_elems * kv_size ||
+  const std::size_t cache_bytes = cache_elems / d * kv_row_bytes(kv_dtype, d);
+  if (w.k_cache.size() != cache_bytes || w.v_cache.size() != cache_bytes ||
       w.q.size() != static_cast<std::size_t>(rows) * hq * d * q_size) {
     throw InputError("reference: cache or q buffer size does not match the workload's shape");
+  }
+
+  // An integer format's pools dequantized once by its own definition (quant::dequantize).
+  std::vector<float> k_dequantized, v_dequantized;
+  if (source == KvSource::stored && is_int_kv(kv_dtype)) {
+    k_dequantized = dequantized_kv(w, Tensor::k);
+    v_dequantized = dequantized_kv(w, Tensor::v);
   }
 
   // The element at cache offset `offset` of tensor `t`, as a real (dequantized) value.
   const std::size_t block_elems = static_cast<std::size_t>(hkv) * block_size * d;
   auto kv_value = [&](Tensor t, std::size_t offset) -> double {
     if (source == KvSource::stored) {
+      if (is_int_kv(kv_dtype)) return (t == Tensor::k ? k_dequantized : v_dequantized)[offset];
       const std::vector<std::byte>& cache = t == Tensor::k ? w.k_cache : w.v_cache;
       const double scale = t == Tensor::k ? w.k_scale : w.v_scale;
-      return decode_value(kv_dtype, cache.data() + offset * kv_size) * scale;
+      return decode_value(kv_dtype, cache.data() + offset * dtype_size(kv_dtype)) * scale;
     }
     // The generator's value at the same element of the original pool.
     // A hand-built workload without source ids is its own original pool.

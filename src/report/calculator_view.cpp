@@ -1,6 +1,8 @@
 // `decodebench model`'s output: the calculator's rows as a table, Markdown, CSV or JSON.
 #include "report/calculator_view.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -49,6 +51,13 @@ std::string render(const Table& t, OutputFormat f) {
 
 // ----------------------------------------------------------------------- scope attention
 
+// Bytes per token are whole for the float formats and may be fractional for an integer one
+// (a per-block scale counted as 1/P per token): an integer where they are whole.
+json byte_count(double bytes) {
+  return bytes == std::floor(bytes) && std::fabs(bytes) < 0x1p53 ? json(std::llround(bytes))
+                                                                 : json(bytes);
+}
+
 json to_json(const AttentionRow& r) {
   return {{"model", r.model},
           {"device", r.device},
@@ -58,8 +67,8 @@ json to_json(const AttentionRow& r) {
           {"hit_rate_actual", r.hit_rate_actual},
           {"batch", r.batch},
           {"num_layers", r.num_layers},
-          {"kv_bytes_per_token_per_layer", r.kv_bytes_per_token_layer},
-          {"kv_bytes_per_token_all_layers", r.kv_bytes_per_token_all},
+          {"kv_bytes_per_token_per_layer", byte_count(r.kv_bytes_per_token_layer)},
+          {"kv_bytes_per_token_all_layers", byte_count(r.kv_bytes_per_token_all)},
           {"kernel_kind", r.kernel_kind},
           {"prefix_aware", r.prefix_aware},
           {"compute_unit", compute_unit_name(r.compute)},
@@ -144,7 +153,7 @@ std::string attention_table(const AttentionResult& a, OutputFormat f) {
   for (const AttentionRow& r : a.rows) {
     t.add_row({r.model, r.kv_dtype, r.context,
                fmt::format("{:g}/{:.3f}", r.hit_rate, r.hit_rate_actual), std::to_string(r.batch),
-               r.kernel_kind, std::to_string(r.kv_bytes_per_token_layer),
+               r.kernel_kind, fmt::format("{}", r.kv_bytes_per_token_layer),
                fmt::format("{} ({})", r.kv_bytes_per_token_all,
                            format_bytes(static_cast<double>(r.kv_bytes_per_token_all))),
                format_bytes(r.streamed_step_all), fmt::format("{:.2f}", r.intensity_streamed),

@@ -118,7 +118,8 @@ nlohmann::json tokens_or_inf(double tokens) {
 }  // namespace
 
 double kv_bytes_per_token_all_layers(const ModelShape& model, DType kv_dtype) {
-  return 2.0 * model.num_kv_heads * model.head_dim * static_cast<double>(dtype_size(kv_dtype)) *
+  constexpr int kBlockSize = 16;  // the kernels' default P: int4 keys keep a scale per block
+  return model.num_kv_heads * kv_bytes_per_token_head(kv_dtype, model.head_dim, kBlockSize) *
          model.num_layers;
 }
 

@@ -39,7 +39,7 @@ struct CacheSimResult {
   std::int64_t prefill_tokens_saved = 0;     // hit_tokens
   double prefill_flops_saved = 0;            // 2 x model parameters x prefill_tokens_saved
   // The cache's KV bytes over all layers for the model and KV dtype: capacity blocks x block
-  // tokens x kv bytes per token (2 x Hkv x d x sizeof(kv) x layers); at infinite capacity the
+  // tokens x kv bytes per token (kv_bytes_per_token_all_layers); at infinite capacity the
   // peak held instead.
   double cache_bytes = 0;
   double elapsed_s = 0;  // wall time of this setting's replay
@@ -54,7 +54,8 @@ std::vector<CacheSimResult> simulate_cache(const Trace& trace,
                                            const std::vector<CacheSimSetting>& settings,
                                            const ModelShape& model, DType kv_dtype);
 
-// KV bytes of one token over every layer: 2 x Hkv x d x sizeof(kv) x num_layers.
+// KV bytes of one token over every layer: Hkv x kv_bytes_per_token_head (at P = 16) x num_layers
+// (2 x Hkv x d x sizeof(kv) x num_layers for a float format).
 double kv_bytes_per_token_all_layers(const ModelShape& model, DType kv_dtype);
 
 // The `cache_sim` JSON section (docs/report-schema.md "cache_sim"): {trace, model, kv_dtype,

@@ -17,9 +17,9 @@ namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// K and V of one token over every layer (cache-sim's definition).
-double kv_bytes_per_token(const ModelShape& m, DType kv) {
-  return 2.0 * m.num_kv_heads * m.head_dim * static_cast<double>(dtype_size(kv)) * m.num_layers;
+// K and V of one token over every layer (cache-sim's definition, at the kernels' block size).
+double kv_bytes_per_token(const ModelShape& m, DType kv, int page_tokens) {
+  return m.num_kv_heads * kv_bytes_per_token_head(kv, m.head_dim, page_tokens) * m.num_layers;
 }
 
 bool is_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
@@ -47,7 +47,7 @@ int whole_page_tokens(int input, int j, int block_tokens, int page_tokens) {
 
 std::int64_t pool_blocks_of(const ScheduleConfig& c, int block_tokens) {
   const double block_bytes =
-      static_cast<double>(block_tokens) * kv_bytes_per_token(c.model, c.kv_dtype);
+      static_cast<double>(block_tokens) * kv_bytes_per_token(c.model, c.kv_dtype, c.page_tokens);
   return static_cast<std::int64_t>(std::floor(static_cast<double>(c.kv_pool_bytes) / block_bytes));
 }
 
@@ -137,7 +137,7 @@ void validate(const ScheduleConfig& c, const Trace& trace) {
     throw InputError(fmt::format(
         "--kv-pool {} bytes holds no block: one block of {} tokens of {} in {} takes {} bytes",
         c.kv_pool_bytes, trace.block_tokens, c.model.name, dtype_name(c.kv_dtype),
-        trace.block_tokens * kv_bytes_per_token(c.model, c.kv_dtype)));
+        trace.block_tokens * kv_bytes_per_token(c.model, c.kv_dtype, c.page_tokens)));
   }
   if (c.max_batch < 1) {
     throw InputError(fmt::format("--max-batch {} must be >= 1", c.max_batch));
@@ -180,7 +180,7 @@ class Scheduler {
                c.policy == EvictionPolicy::ttl ? c.ttl_s : 0),
         generated_(trace.requests.size(), 0) {
     s_.pool_blocks = cache_.capacity_blocks();
-    s_.kv_bytes_per_token = kv_bytes_per_token(c.model, c.kv_dtype);
+    s_.kv_bytes_per_token = kv_bytes_per_token(c.model, c.kv_dtype, c.page_tokens);
     s_.weights_bytes_per_step = weights_bytes_per_step(c.model, c.weights_dtype);
     s_.requests.resize(trace.requests.size());
     for (std::size_t i = 0; i < trace.requests.size(); ++i) {

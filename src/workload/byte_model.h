@@ -9,8 +9,9 @@
 namespace decodebench {
 
 struct ByteModel {
-  std::int64_t kv_bytes_per_token =
-      0;  // 2 * Hkv * d * sizeof(kv): K and V of one token, all KV heads
+  // K and V of one token, all KV heads: Hkv * kv_bytes_per_token_head (2 * d * sizeof(kv) for
+  // a float format; codes, scales and zeros for an integer one, a per-block scale as 1/P of it).
+  double kv_bytes_per_token = 0;
   std::int64_t kv_logical =
       0;  // sum_b L_b * kv_bytes_per_token: what a prefix-unaware kernel streams
   std::int64_t kv_unique = 0;  // distinct (block, slot) pairs read * kv_bytes_per_token: compulsory
@@ -24,7 +25,8 @@ struct ByteModel {
 };
 
 // Over the rows of `layout` (the whole batch, or a subset's rows). Per-tensor fp8 scales add
-// no bytes per token (they are two floats per step, not counted).
+// no bytes per token (they are two floats per step, not counted); the integer formats' scales
+// and zeros are counted with their codes.
 ByteModel byte_model(const WorkloadSpec& spec, const PagedLayout& layout);
 
 }  // namespace decodebench

@@ -20,6 +20,7 @@
 #include "device/counter_rng.h"
 #include "device/float_formats.h"
 #include "device/math.h"
+#include "quant/kv_quant.h"
 
 #ifndef DECODEBENCH_SOURCE_CONFIGS_DIR
 #error "DECODEBENCH_SOURCE_CONFIGS_DIR must be defined by src/workload/CMakeLists.txt"
@@ -161,8 +162,11 @@ void fill_chunk(DType dtype, std::byte* dst, std::int64_t count, std::uint64_t s
       return fill_chunk<DType::fp8_e4m3>(dst, count, seed, tensor, first_index, inv_scale);
     case DType::fp8_e5m2:
       return fill_chunk<DType::fp8_e5m2>(dst, count, seed, tensor, first_index, inv_scale);
+    case DType::int8:
+    case DType::int4:
+    case DType::int4_token: break;  // quantize_pieces: floats first, then the quantizer
   }
-  throw InputError(fmt::format("fill: unknown DType value {}", static_cast<int>(dtype)));
+  throw InputError(fmt::format("fill: {} is not an element dtype", dtype_name(dtype)));
 }
 
 // dst[i] = encode(dtype, counter_normal(seed, tensor, first_index + i) * inv_scale), i < count:
@@ -177,6 +181,57 @@ void fill_values(std::byte* dst, DType dtype, std::int64_t count, std::uint64_t 
     const std::int64_t begin = c * kChunk;
     fill_chunk(dtype, dst + static_cast<std::size_t>(begin) * size, std::min(kChunk, count - begin),
                seed, tensor, first_index + static_cast<std::uint64_t>(begin), inv_scale);
+  }
+}
+
+// An integer KV format's pool: the generator's values (unscaled) quantized by src/quant's
+// quantizer, the one the kernels are checked against. Every scale group lies inside one block,
+// so pieces of blocks quantize independently and a subset pool gets its blocks' exact codes.
+void quantize_pieces(Workload& w, std::int64_t block_elems) {
+  const WorkloadSpec& spec = w.spec;
+  const ModelShape& m = spec.model;
+  const int num_blocks = w.layout.num_blocks;
+  constexpr int kPiece = 64;  // blocks quantized at once: a few MB of floats per thread
+  const quant::PoolShape block{1, m.num_kv_heads, spec.block_size, m.head_dim};
+  // Sizes of one block's codes, scales and zeros, from a one-block pool.
+  const std::vector<float> zeros_block(static_cast<std::size_t>(block_elems), 0.f);
+  std::size_t codes_per_block[2], scales_per_block[2], zeros_per_block[2];
+  for (int t = 0; t < 2; ++t) {
+    const quant::QuantizedPool one = quant::quantize(
+        spec.kv_dtype, t == 0 ? quant::KvTensor::k : quant::KvTensor::v, block, zeros_block);
+    codes_per_block[t] = one.codes.size();
+    scales_per_block[t] = one.scales.size();
+    zeros_per_block[t] = one.zeros.size();
+  }
+  std::vector<std::byte>* codes[2] = {&w.k_cache, &w.v_cache};
+  std::vector<std::uint16_t>* scales[2] = {&w.k_scales, &w.v_scales};
+  std::vector<std::uint16_t>* zeros[2] = {&w.k_zeros, &w.v_zeros};
+  for (int t = 0; t < 2; ++t) {
+    codes[t]->resize(codes_per_block[t] * num_blocks);
+    scales[t]->resize(scales_per_block[t] * num_blocks);
+    zeros[t]->resize(zeros_per_block[t] * num_blocks);
+  }
+  const int pieces = (num_blocks + kPiece - 1) / kPiece;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int piece = 0; piece < pieces; ++piece) {
+    const int first = piece * kPiece;
+    const int count = std::min(kPiece, num_blocks - first);
+    std::vector<float> values(static_cast<std::size_t>(count * block_elems));
+    for (int t = 0; t < 2; ++t) {
+      const Tensor tensor = t == 0 ? Tensor::k : Tensor::v;
+      for (int n = 0; n < count; ++n)
+        fill_chunk(DType::f32, reinterpret_cast<std::byte*>(values.data() + n * block_elems),
+                   block_elems, spec.seed, tensor,
+                   static_cast<std::uint64_t>(w.source_block_ids[first + n]) * block_elems, 1.0f);
+      const quant::QuantizedPool q =
+          quant::quantize(spec.kv_dtype, t == 0 ? quant::KvTensor::k : quant::KvTensor::v,
+                          {count, m.num_kv_heads, spec.block_size, m.head_dim}, values);
+      std::memcpy(codes[t]->data() + first * codes_per_block[t], q.codes.data(), q.codes.size());
+      std::copy(q.scales.begin(), q.scales.end(),
+                scales[t]->begin() + static_cast<std::ptrdiff_t>(first * scales_per_block[t]));
+      std::copy(q.zeros.begin(), q.zeros.end(),
+                zeros[t]->begin() + static_cast<std::ptrdiff_t>(first * zeros_per_block[t]));
+    }
   }
 }
 
@@ -357,6 +412,11 @@ kernels::PagedDecodeParams Workload::params() const {
   p.softmax_scale = softmax_scale;
   p.k_scale = k_scale;
   p.v_scale = v_scale;
+  auto or_null = [](const std::vector<std::uint16_t>& a) { return a.empty() ? nullptr : a.data(); };
+  p.k_scales = or_null(k_scales);
+  p.k_zeros = or_null(k_zeros);
+  p.v_scales = or_null(v_scales);
+  p.v_zeros = or_null(v_zeros);
   return p;
 }
 
@@ -444,8 +504,12 @@ Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
 
   // K/V [num_blocks][Hkv][P][d]: block n takes the values of original block source_block_ids[n].
   const std::int64_t block_elems = cache_elements(m, block_size, 1);
-  const std::size_t kv_size = dtype_size(spec.kv_dtype);
   const std::int64_t total = cache_elements(m, block_size, sub.num_blocks);
+  if (is_int_kv(spec.kv_dtype)) {
+    quantize_pieces(w, block_elems);
+    return w;
+  }
+  const std::size_t kv_size = dtype_size(spec.kv_dtype);
   w.k_cache.resize(static_cast<std::size_t>(total) * kv_size);
   w.v_cache.resize(static_cast<std::size_t>(total) * kv_size);
   const float inv_scale = inv_scale_for(Tensor::k, spec.kv_dtype);
@@ -463,6 +527,47 @@ Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
     }
   }
   return w;
+}
+
+std::vector<float> kv_source_values(const Workload& w, Tensor tensor) {
+  const std::int64_t block_elems = cache_elements(w.spec.model, w.spec.block_size, 1);
+  std::vector<float> values(static_cast<std::size_t>(block_elems * w.layout.num_blocks));
+  const float inv_scale = inv_scale_for(tensor, w.spec.kv_dtype);
+  for (int n = 0; n < w.layout.num_blocks; ++n) {
+    const std::uint64_t source =
+        w.source_block_ids.empty() ? n : static_cast<std::uint64_t>(w.source_block_ids[n]);
+    fill_values(reinterpret_cast<std::byte*>(values.data() + n * block_elems), DType::f32,
+                block_elems, w.spec.seed, tensor, source * block_elems, inv_scale);
+  }
+  return values;
+}
+
+std::vector<float> dequantized_kv(const Workload& w, Tensor t) {
+  if (!is_int_kv(w.spec.kv_dtype))
+    throw InputError(
+        fmt::format("dequantized_kv: {} is not an integer KV format", dtype_name(w.spec.kv_dtype)));
+  const bool is_k = t == Tensor::k;
+  const quant::KvTensor tensor = is_k ? quant::KvTensor::k : quant::KvTensor::v;
+  quant::QuantizedPool pool;
+  pool.format = w.spec.kv_dtype;
+  pool.tensor = tensor;
+  pool.shape = {w.layout.num_blocks, w.spec.model.num_kv_heads, w.spec.block_size,
+                w.spec.model.head_dim};
+  const std::vector<std::byte>& codes = is_k ? w.k_cache : w.v_cache;
+  pool.codes.resize(codes.size());
+  std::memcpy(pool.codes.data(), codes.data(), codes.size());
+  pool.scales = is_k ? w.k_scales : w.v_scales;
+  pool.zeros = is_k ? w.k_zeros : w.v_zeros;
+  std::int64_t groups = 1;
+  for (std::int64_t extent : pool.scale_shape()) groups *= extent;
+  const std::size_t want_zeros = quant::has_zeros(pool.format) ? groups : 0;
+  if (pool.scales.size() != static_cast<std::size_t>(groups) || pool.zeros.size() != want_zeros) {
+    throw InputError(
+        fmt::format("the {} {} cache has {} scales and {} zeros; its layout needs {} and {}",
+                    dtype_name(pool.format), quant::tensor_name(tensor), pool.scales.size(),
+                    pool.zeros.size(), groups, want_zeros));
+  }
+  return quant::dequantize(pool);
 }
 
 std::vector<int> validation_subset(const PagedLayout& layout, int max_rows) {
@@ -495,8 +600,11 @@ std::int64_t workload_host_bytes(const WorkloadSpec& spec, const PagedLayout& la
   const std::int64_t rows = static_cast<std::int64_t>(layout.context_lens.size());
   const std::int64_t q =
       rows * m.num_q_heads * m.head_dim * static_cast<std::int64_t>(dtype_size(spec.q_dtype));
-  const std::int64_t kv = 2 * cache_elements(m, spec.block_size, layout.num_blocks) *
-                          static_cast<std::int64_t>(dtype_size(spec.kv_dtype));
+  // Codes, scales and zeros of K and V (and, for an integer format, the float values of the
+  // blocks being quantized: a few MB, not counted).
+  const auto kv = static_cast<std::int64_t>(
+      std::ceil(static_cast<double>(layout.num_blocks) * spec.block_size * m.num_kv_heads *
+                kv_bytes_per_token_head(spec.kv_dtype, m.head_dim, spec.block_size)));
   const std::int64_t tables = static_cast<std::int64_t>(layout.block_tables.size()) * 4 + rows * 4;
   const std::int64_t ids = static_cast<std::int64_t>(layout.num_blocks) * 4;  // source_block_ids
   return q + kv + tables + ids;

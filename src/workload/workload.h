@@ -107,8 +107,11 @@ struct Workload {
   PagedLayout layout;
   std::vector<int> sequences;      // original sequence index of each row (all: 0..B-1)
   std::vector<std::byte> q;        // [rows][Hq][d] q_dtype
-  std::vector<std::byte> k_cache;  // [num_blocks][Hkv][P][d] kv_dtype
-  std::vector<std::byte> v_cache;  // [num_blocks][Hkv][P][d] kv_dtype
+  std::vector<std::byte> k_cache;  // [num_blocks][Hkv][P][d] kv_dtype (an int4 format: d / 2)
+  std::vector<std::byte> v_cache;  // [num_blocks][Hkv][P][d] kv_dtype (an int4 format: d / 2)
+  // Integer KV formats: the f16 scales and zeros of kernels::PagedDecodeParams (empty otherwise).
+  // Their values are the generator's (unscaled) quantized by quant::quantize.
+  std::vector<std::uint16_t> k_scales, k_zeros, v_scales, v_zeros;
   // [num_blocks] the original physical id of each pool block (the counter the values come
   // from); the identity for the full pool.
   std::vector<std::int32_t> source_block_ids;
@@ -136,6 +139,17 @@ std::vector<int> validation_subset(const PagedLayout& layout, int max_rows);
 // counter_normal(seed, tensor, index) * inv_scale (inv_scale = 1 / kv_scale_for(kv_dtype) for
 // K/V, 1 for Q), exactly what kernels::FillParams asks the device fill to compute.
 float inv_scale_for(Tensor tensor, DType kv_dtype);
+// The generator's values of `w`'s K or V pool before they were stored in the KV dtype (times
+// inv_scale_for: what an fp8 cache divides by its scale), float [num_blocks][Hkv][P][d]: the
+// source an integer format was quantized from.
+std::vector<float> kv_source_values(const Workload& w, Tensor tensor);
+// An integer format's K or V pool as the values its codes stand for (quant::dequantize: what
+// the kernels attend over), float [num_blocks][Hkv][P][d]. Throws InputError for a float
+// format, or when the scale or zero arrays do not match the format's layout.
+std::vector<float> dequantized_kv(const Workload& w, Tensor tensor);
+// Bytes one (token, KV head) holds in the cache, K and V together, codes, scales and zeros
+// (quant::bytes_per_token_head; a per-block scale counted as 1/P of it): the byte model's unit.
+double kv_bytes_per_token_head(DType kv_dtype, int head_dim, int block_size);
 // Host bytes make_workload(spec) would allocate (to skip points that do not fit).
 std::int64_t workload_host_bytes(const WorkloadSpec& spec, const PagedLayout& layout);
 

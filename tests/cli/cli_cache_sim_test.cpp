@@ -154,7 +154,7 @@ TEST(CliCacheSim, BadInputNamesTheOption) {
       {t + "--trace-format parquet", {"--trace-format", "'parquet'", "auto, mooncake, csv"}},
       {t + "--trace-block-tokens 0", {"--trace-block-tokens"}},
       {t + "--max-requests -1", {"--max-requests"}},
-      {t + "--kv-dtype int4", {"--kv-dtype", "'int4'"}},
+      {t + "--kv-dtype int2", {"--kv-dtype", "'int2'"}},
       {t + "--model no-such-model", {"--model", "no-such-model"}},
       {"--trace /nonexistent/trace.jsonl", {"--trace", "/nonexistent/trace.jsonl"}},
       {"--trace '" + kSlice + "' --trace-block-tokens 256", {"--trace", "hash_ids"}},

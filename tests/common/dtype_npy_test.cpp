@@ -23,15 +23,22 @@ TEST(Dtype, NamesAndParsing) {
   EXPECT_EQ(parse_dtype("e5m2"), DType::fp8_e5m2);
   EXPECT_EQ(parse_dtype("fp32"), DType::f32);
   EXPECT_EQ(dtype_name(DType::fp8_e5m2), "fp8_e5m2");
+  for (DType t : {DType::int8, DType::int4, DType::int4_token})
+    EXPECT_EQ(parse_dtype(dtype_name(t)), t);  // the integer KV formats
   try {
-    parse_dtype("int8", "--kv-dtype");
-    FAIL() << "int8 accepted";
+    parse_dtype("int2", "--kv-dtype");
+    FAIL() << "int2 accepted";
   } catch (const InputError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("--kv-dtype"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("'int8'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'int2'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("fp8_e4m3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("int4_token"), std::string::npos) << msg;
   }
+  // Codes without their scales are not values: the element conversions refuse them.
+  std::byte buf[1] = {};
+  EXPECT_THROW(encode_value(DType::int8, 1.0f, buf), InputError);
+  EXPECT_THROW(decode_value(DType::int4, buf), InputError);
 }
 
 TEST(Dtype, EncodeDecode) {

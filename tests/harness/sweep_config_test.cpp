@@ -252,7 +252,7 @@ TEST(LoadSweepConfig, ErrorsNameTheFileAndTheKey) {
       {R"({"hit_rate": -0.1})", {"hit_rate", "[0, 1]"}},
       {R"({"block_size": [16, 24]})", {"block_size[1]", "power of two"}},
       {R"({"prefix_groups": [0]})", {"prefix_groups[0]", ">= 1"}},
-      {R"({"kv_dtype": ["int4"]})", {"kv_dtype[0]", "int4", "fp8_e4m3"}},
+      {R"({"kv_dtype": ["int2"]})", {"kv_dtype[0]", "int2", "fp8_e4m3", "int4_token"}},
       {R"({"q_dtype": "fp8_e4m3"})", {"q_dtype", "auto, f16 or bf16"}},
       {R"({"q_dtype": ["auto", "int4"]})", {"q_dtype[1]", "'int4'", "valid: auto, f16, bf16"}},
       {R"({"shard": "3/3"})", {"shard", "0 <= i < n"}},

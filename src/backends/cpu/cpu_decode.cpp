@@ -17,38 +17,44 @@
 #include "backends/cpu/cpu_decode_common.h"
 #include "backends/cpu/cpu_decode_driver.h"
 #include "backends/cpu/cpu_decode_scalar.h"
+#include "common/dtype.h"
 #include "common/errors.h"
 
 namespace decodebench::cpu {
 namespace detail {
 // Instantiated in the generated per-dtype translation units (cpu_decode_<dtype>.cpp).
-extern template void decode_for_dtype<DType::f32>(const PagedDecodeParams&, int, int, DecodePath);
-extern template void decode_for_dtype<DType::f16>(const PagedDecodeParams&, int, int, DecodePath);
-extern template void decode_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int, DecodePath);
-extern template void decode_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int, int,
+#define DECODEBENCH_CPU_EXTERN(dtype)                                                            \
+  extern template void decode_for_dtype<DType::dtype>(const PagedDecodeParams&, int, int,        \
+                                                      DecodePath);                               \
+  extern template std::uint64_t read_walk_for_dtype<DType::dtype>(const PagedDecodeParams&, int, \
+                                                                  int, DecodePath);              \
+  extern template void cascade_for_dtype<DType::dtype>(const PagedDecodeParams&, int, int, int,  \
                                                        DecodePath);
-extern template void decode_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int, int,
-                                                       DecodePath);
-extern template std::uint64_t read_walk_for_dtype<DType::f32>(const PagedDecodeParams&, int, int,
-                                                              DecodePath);
-extern template std::uint64_t read_walk_for_dtype<DType::f16>(const PagedDecodeParams&, int, int,
-                                                              DecodePath);
-extern template std::uint64_t read_walk_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int,
-                                                               DecodePath);
-extern template std::uint64_t read_walk_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int,
-                                                                   int, DecodePath);
-extern template std::uint64_t read_walk_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int,
-                                                                   int, DecodePath);
-extern template void cascade_for_dtype<DType::f32>(const PagedDecodeParams&, int, int, int,
-                                                   DecodePath);
-extern template void cascade_for_dtype<DType::f16>(const PagedDecodeParams&, int, int, int,
-                                                   DecodePath);
-extern template void cascade_for_dtype<DType::bf16>(const PagedDecodeParams&, int, int, int,
-                                                    DecodePath);
-extern template void cascade_for_dtype<DType::fp8_e4m3>(const PagedDecodeParams&, int, int, int,
-                                                        DecodePath);
-extern template void cascade_for_dtype<DType::fp8_e5m2>(const PagedDecodeParams&, int, int, int,
-                                                        DecodePath);
+DECODEBENCH_CPU_EXTERN(f32)
+DECODEBENCH_CPU_EXTERN(f16)
+DECODEBENCH_CPU_EXTERN(bf16)
+DECODEBENCH_CPU_EXTERN(fp8_e4m3)
+DECODEBENCH_CPU_EXTERN(fp8_e5m2)
+DECODEBENCH_CPU_EXTERN(int8)
+DECODEBENCH_CPU_EXTERN(int4)
+DECODEBENCH_CPU_EXTERN(int4_token)
+#undef DECODEBENCH_CPU_EXTERN
+
+// f.template operator()<kv>() for the DType `kv`: the one run-time -> compile-time switch.
+template <class F>
+decltype(auto) with_kv_dtype(DType kv, F&& f) {
+  switch (kv) {
+    case DType::f32: return f.template operator()<DType::f32>();
+    case DType::f16: return f.template operator()<DType::f16>();
+    case DType::bf16: return f.template operator()<DType::bf16>();
+    case DType::fp8_e4m3: return f.template operator()<DType::fp8_e4m3>();
+    case DType::fp8_e5m2: return f.template operator()<DType::fp8_e5m2>();
+    case DType::int8: return f.template operator()<DType::int8>();
+    case DType::int4: return f.template operator()<DType::int4>();
+    case DType::int4_token: return f.template operator()<DType::int4_token>();
+  }
+  return f.template operator()<DType::f16>();  // unreachable: every DType is listed
+}
 }  // namespace detail
 
 namespace {
@@ -107,7 +113,8 @@ const kernels::KernelInfo& decode_info() {
     k.name = "cpu";
     k.idea = "the optimized host decode (OpenMP, AVX-512, AVX2 or portable tile kernels)";
     k.head_dims = {64, 128, 256};  // every head_dim instantiated in cpu_decode_<dtype>.cpp
-    k.kv_dtypes = {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2};
+    k.kv_dtypes = {DType::f32,      DType::f16,  DType::bf16, DType::fp8_e4m3,
+                   DType::fp8_e5m2, DType::int8, DType::int4, DType::int4_token};
     k.q_dtypes = {DType::f16, DType::bf16};
     k.min_block_size = 1;
     k.max_group = 0;  // any
@@ -159,17 +166,9 @@ Launch checked_launch(const kernels::PagedDecodeParams& p, const DecodeOptions& 
 
 void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
   const Launch l = checked_launch(p, options, /*needs_q_out=*/true);
-  switch (p.kv_dtype) {
-    case DType::f32: detail::decode_for_dtype<DType::f32>(p, l.threads, l.splits, l.path); break;
-    case DType::f16: detail::decode_for_dtype<DType::f16>(p, l.threads, l.splits, l.path); break;
-    case DType::bf16: detail::decode_for_dtype<DType::bf16>(p, l.threads, l.splits, l.path); break;
-    case DType::fp8_e4m3:
-      detail::decode_for_dtype<DType::fp8_e4m3>(p, l.threads, l.splits, l.path);
-      break;
-    case DType::fp8_e5m2:
-      detail::decode_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.path);
-      break;
-  }
+  detail::with_kv_dtype(p.kv_dtype, [&]<DType kKv>() {
+    detail::decode_for_dtype<kKv>(p, l.threads, l.splits, l.path);
+  });
 }
 
 int plan_prefix_chunks(const kernels::PagedDecodeParams& p, int num_threads) {
@@ -198,39 +197,16 @@ void paged_decode_cascade(const kernels::PagedDecodeParams& p, const DecodeOptio
     suffixes.context_lens = suffix_lens.data();
     splits = plan_cpu_splits(suffixes, l.threads);
   }
-  const DecodePath path = l.path;
-  switch (p.kv_dtype) {
-    case DType::f32:
-      detail::cascade_for_dtype<DType::f32>(p, l.threads, splits, chunks, path);
-      break;
-    case DType::f16:
-      detail::cascade_for_dtype<DType::f16>(p, l.threads, splits, chunks, path);
-      break;
-    case DType::bf16:
-      detail::cascade_for_dtype<DType::bf16>(p, l.threads, splits, chunks, path);
-      break;
-    case DType::fp8_e4m3:
-      detail::cascade_for_dtype<DType::fp8_e4m3>(p, l.threads, splits, chunks, path);
-      break;
-    case DType::fp8_e5m2:
-      detail::cascade_for_dtype<DType::fp8_e5m2>(p, l.threads, splits, chunks, path);
-      break;
-  }
+  detail::with_kv_dtype(p.kv_dtype, [&]<DType kKv>() {
+    detail::cascade_for_dtype<kKv>(p, l.threads, splits, chunks, l.path);
+  });
 }
 
 std::uint64_t paged_kv_read(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
   const Launch l = checked_launch(p, options, /*needs_q_out=*/false);
-  switch (p.kv_dtype) {
-    case DType::f32: return detail::read_walk_for_dtype<DType::f32>(p, l.threads, l.splits, l.path);
-    case DType::f16: return detail::read_walk_for_dtype<DType::f16>(p, l.threads, l.splits, l.path);
-    case DType::bf16:
-      return detail::read_walk_for_dtype<DType::bf16>(p, l.threads, l.splits, l.path);
-    case DType::fp8_e4m3:
-      return detail::read_walk_for_dtype<DType::fp8_e4m3>(p, l.threads, l.splits, l.path);
-    case DType::fp8_e5m2:
-      return detail::read_walk_for_dtype<DType::fp8_e5m2>(p, l.threads, l.splits, l.path);
-  }
-  return 0;
+  return detail::with_kv_dtype(p.kv_dtype, [&]<DType kKv>() {
+    return detail::read_walk_for_dtype<kKv>(p, l.threads, l.splits, l.path);
+  });
 }
 
 namespace {
@@ -272,13 +248,12 @@ void convert_kv_to_float(DType kv_dtype, const void* src, std::size_t count, flo
                          DecodePath path) {
   const DecodePath resolved = checked_path(path);
   const auto* bytes = static_cast<const std::byte*>(src);
-  switch (kv_dtype) {
-    case DType::f32: convert_typed<DType::f32>(bytes, count, dst, resolved); break;
-    case DType::f16: convert_typed<DType::f16>(bytes, count, dst, resolved); break;
-    case DType::bf16: convert_typed<DType::bf16>(bytes, count, dst, resolved); break;
-    case DType::fp8_e4m3: convert_typed<DType::fp8_e4m3>(bytes, count, dst, resolved); break;
-    case DType::fp8_e5m2: convert_typed<DType::fp8_e5m2>(bytes, count, dst, resolved); break;
-  }
+  if (is_int_kv(kv_dtype))
+    throw InputError(std::string("convert_kv_to_float: ") + std::string(dtype_name(kv_dtype)) +
+                     " codes need their scales (valid: f32, f16, bf16, fp8_e4m3, fp8_e5m2)");
+  detail::with_kv_dtype(kv_dtype, [&]<DType kKv>() {
+    if constexpr (!is_int_kv(kKv)) convert_typed<kKv>(bytes, count, dst, resolved);
+  });
 }
 
 void advise_huge_pages(const void* data, std::size_t bytes) {

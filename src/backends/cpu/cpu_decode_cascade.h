@@ -43,14 +43,13 @@ inline void walk_shared_prefix(const PagedDecodeParams& p, int b0, int kv_head, 
                                TileRows<Tile::kTile> (&rows)[2], float* s, float* acc,
                                SoftmaxState<float>* state) {
   constexpr int kTile = Tile::kTile;
-  constexpr std::size_t kElem = dtype_size(kKv);
-  const std::size_t head_offset =
-      static_cast<std::size_t>(kv_head) * p.block_size * kHeadDim * kElem;
+  constexpr std::size_t kRowBytes = kv_row_bytes(kKv, kHeadDim);
+  const std::size_t head_offset = static_cast<std::size_t>(kv_head) * p.block_size * kRowBytes;
   int cur = 0;
-  find_tile_rows<kTile, kHeadDim, kElem>(p, b0, t_begin, t_end, head_offset, rows[cur]);
+  find_tile_rows<kTile, kRowBytes>(p, b0, t_begin, t_end, head_offset, rows[cur]);
   for (int t0 = t_begin; t0 < t_end; t0 += kTile) {
     const int n = rows[cur].n;
-    find_tile_rows<kTile, kHeadDim, kElem>(p, b0, t0 + kTile, t_end, head_offset, rows[1 - cur]);
+    find_tile_rows<kTile, kRowBytes>(p, b0, t0 + kTile, t_end, head_offset, rows[1 - cur]);
     tile.load(TileUnit<kTile>{&rows[cur], head_offset},
               TileUnit<kTile>{&rows[1 - cur], head_offset});
     for (int r0 = 0; r0 < num_rows;) {
@@ -123,6 +122,7 @@ std::uint64_t cascade_step(const PagedDecodeParams& p, int num_threads, int num_
 #pragma omp parallel num_threads(num_threads)
   {
     auto tile = std::make_unique<Tile>();
+    bind_tile(*tile, p);
     const std::size_t scratch_rows = static_cast<std::size_t>(std::max(num_q_heads, max_rows));
     std::vector<float> acc(scratch_rows * kHeadDim);                           // [rows][d]
     std::vector<SoftmaxState<float>> state(scratch_rows);                      // [rows]
@@ -231,21 +231,21 @@ void cascade_for_dtype(const PagedDecodeParams& p, int num_threads, int num_spli
   auto run = [&]<int kHeadDim>() {
 #if DECODEBENCH_CPU_AVX512
     if (path == DecodePath::avx512) {
-      cascade_step<Avx512Tile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits,
-                                                             prefix_chunks);
+      cascade_step<Avx512TileFor<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits,
+                                                                prefix_chunks);
       return;
     }
 #endif
 #if DECODEBENCH_CPU_AVX2
     if (path == DecodePath::avx2) {
-      cascade_step<Avx2Tile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits,
-                                                           prefix_chunks);
+      cascade_step<Avx2TileFor<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits,
+                                                              prefix_chunks);
       return;
     }
 #endif
     (void)path;
-    cascade_step<PortableTile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits,
-                                                             prefix_chunks);
+    cascade_step<PortableTileFor<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits,
+                                                                prefix_chunks);
   };
   switch (p.head_dim) {
     case 64: run.template operator()<64>(); break;

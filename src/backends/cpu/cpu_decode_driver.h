@@ -25,14 +25,18 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/cpu_decode.h"  // DecodePath
+#include "backends/cpu/cpu_decode_avx2_quant_tile.h"
 #include "backends/cpu/cpu_decode_avx2_tile.h"
+#include "backends/cpu/cpu_decode_avx512_quant_tile.h"
 #include "backends/cpu/cpu_decode_avx512_tile.h"
 #include "backends/cpu/cpu_decode_common.h"
 #include "backends/cpu/cpu_decode_kv_walk.h"
 #include "backends/cpu/cpu_decode_portable_tile.h"
+#include "backends/cpu/cpu_decode_quant.h"
 #include "backends/cpu/cpu_decode_read_only_tile.h"
 #include "device/float_formats.h"
 #include "device/paged_kv.h"
@@ -53,12 +57,34 @@ inline float load_q(DType q_dtype, const void* q, std::size_t index) {
   return q_dtype == DType::bf16 ? floatfmt::bf16_to_float(bits) : floatfmt::f16_to_float(bits);
 }
 
+// The tile kernels of each path for a KV dtype: the integer formats have their own
+// (cpu_decode_quant.h), the float formats share one per path.
+#if DECODEBENCH_CPU_AVX512
+template <DType kKv, int kHeadDim>
+using Avx512TileFor =
+    std::conditional_t<is_int_kv(kKv), Avx512QuantTile<kKv, kHeadDim>, Avx512Tile<kKv, kHeadDim>>;
+#endif
+#if DECODEBENCH_CPU_AVX2
+template <DType kKv, int kHeadDim>
+using Avx2TileFor =
+    std::conditional_t<is_int_kv(kKv), Avx2QuantTile<kKv, kHeadDim>, Avx2Tile<kKv, kHeadDim>>;
+#endif
+template <DType kKv, int kHeadDim>
+using PortableTileFor = std::conditional_t<is_int_kv(kKv), PortableQuantTile<kKv, kHeadDim>,
+                                           PortableTile<kKv, kHeadDim>>;
+
+// A tile kernel that reads more of p than the rows (the integer formats' scales) takes it here.
+template <class Tile>
+inline void bind_tile(Tile& tile, const PagedDecodeParams& p) {
+  if constexpr (requires { tile.bind(p); }) tile.bind(p);
+}
+
 // KV head 0's row pointers of the tile of sequence b starting at token t0, clipped to t_end
 // (n = 0 past it). One block-table lookup (and one integer division) per block, not per token:
 // rows of a block are consecutive. The first lines of each block's K and V stretch at
 // `start_offset` bytes (0: every KV head of the block lies behind them) are requested a whole
 // tile before the per-unit prefetches reach the block: see kBlockStartLines.
-template <int kTile, int kHeadDim, std::size_t kElem>
+template <int kTile, std::size_t kRowBytes>
 inline void find_tile_rows(const PagedDecodeParams& p, int b, int t0, int t_end,
                            std::size_t start_offset, TileRows<kTile>& r) {
   const auto* k_base = static_cast<const std::byte*>(p.k_cache);
@@ -69,17 +95,18 @@ inline void find_tile_rows(const PagedDecodeParams& p, int b, int t0, int t_end,
     const std::int32_t block =
         physical_block(p.block_tables, p.max_blocks_per_seq, b, token, p.block_size);
     const int slot = token % p.block_size;
-    const std::size_t first = kv_row_offset(block, 0, slot, p.num_kv_heads, p.block_size, kHeadDim);
+    // Row indices (head_dim 1 in the element offset): bytes are row index x kRowBytes.
+    const std::size_t first = kv_row_offset(block, 0, slot, p.num_kv_heads, p.block_size, 1);
     const std::size_t start =
-        kv_row_offset(block, 0, 0, p.num_kv_heads, p.block_size, kHeadDim) * kElem + start_offset;
+        kv_row_offset(block, 0, 0, p.num_kv_heads, p.block_size, 1) * kRowBytes + start_offset;
     for (int line = 0; line < kBlockStartLines; ++line) {
       __builtin_prefetch(k_base + start + 64 * line, /*rw=*/0, kPrefetchLocality);
       __builtin_prefetch(v_base + start + 64 * line, /*rw=*/0, kPrefetchLocality);
     }
     const int run = std::min(r.n - j, p.block_size - slot);
     for (int i = 0; i < run; ++i, ++j) {
-      r.k[j] = k_base + (first + static_cast<std::size_t>(i) * kHeadDim) * kElem;
-      r.v[j] = v_base + (first + static_cast<std::size_t>(i) * kHeadDim) * kElem;
+      r.k[j] = k_base + (first + static_cast<std::size_t>(i)) * kRowBytes;
+      r.v[j] = v_base + (first + static_cast<std::size_t>(i)) * kRowBytes;
     }
   }
 }
@@ -93,15 +120,15 @@ inline void walk_sequence(const PagedDecodeParams& p, int b, int t_begin, int t_
                           const float* q_seq, Tile& tile, TileRows<Tile::kTile> (&rows)[2],
                           float* s, float* acc, SoftmaxState<float>* state) {
   constexpr int kTile = Tile::kTile;
-  constexpr std::size_t kElem = dtype_size(kKv);
+  constexpr std::size_t kRowBytes = kv_row_bytes(kKv, kHeadDim);
   const int num_kv_heads = p.num_kv_heads;
   const int group = p.num_q_heads / num_kv_heads;
-  const std::size_t head_stride = static_cast<std::size_t>(p.block_size) * kHeadDim * kElem;
+  const std::size_t head_stride = static_cast<std::size_t>(p.block_size) * kRowBytes;
   int cur = 0;
-  find_tile_rows<kTile, kHeadDim, kElem>(p, b, t_begin, t_end, 0, rows[cur]);
+  find_tile_rows<kTile, kRowBytes>(p, b, t_begin, t_end, 0, rows[cur]);
   for (int t0 = t_begin; t0 < t_end; t0 += kTile) {
     const int n = rows[cur].n;
-    find_tile_rows<kTile, kHeadDim, kElem>(p, b, t0 + kTile, t_end, 0, rows[1 - cur]);
+    find_tile_rows<kTile, kRowBytes>(p, b, t0 + kTile, t_end, 0, rows[1 - cur]);
     for (int kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
       const TileUnit<kTile> unit{&rows[cur], kv_head * head_stride};
       const TileUnit<kTile> next = kv_head + 1 < num_kv_heads
@@ -160,6 +187,7 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
 #pragma omp parallel num_threads(num_threads)
   {
     auto tile = std::make_unique<Tile>();
+    bind_tile(*tile, p);
     std::vector<float> acc(static_cast<std::size_t>(num_q_heads) * kHeadDim);  // [Hq][d]
     std::vector<SoftmaxState<float>> state(num_q_heads);                       // [Hq]
     alignas(64) float s[kMaxPassHeads * kTile];  // [pass heads][kTile]
@@ -237,18 +265,18 @@ void decode_for_dtype(const PagedDecodeParams& p, int num_threads, int num_split
   auto run = [&]<int kHeadDim>() {
 #if DECODEBENCH_CPU_AVX512
     if (path == DecodePath::avx512) {
-      decode_step<Avx512Tile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
+      decode_step<Avx512TileFor<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
       return;
     }
 #endif
 #if DECODEBENCH_CPU_AVX2
     if (path == DecodePath::avx2) {
-      decode_step<Avx2Tile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
+      decode_step<Avx2TileFor<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
       return;
     }
 #endif
     (void)path;
-    decode_step<PortableTile<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
+    decode_step<PortableTileFor<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits);
   };
   switch (p.head_dim) {
     case 64: run.template operator()<64>(); break;

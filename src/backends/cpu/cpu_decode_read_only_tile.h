@@ -23,9 +23,10 @@ struct ReadOnlyTile {
   static constexpr int kTile = kTileTokens;
   static constexpr float kLoadScale = 1.0f;
   static constexpr bool kArithmetic = false;
-  static constexpr int kRowBytes = kHeadDim * static_cast<int>(dtype_size(kKv));
-  static constexpr int kLines = kRowBytes / 64;
-  static_assert(kRowBytes % 64 == 0, "rows are whole 64-byte lines");
+  static constexpr int kRowBytes = static_cast<int>(kv_row_bytes(kKv, kHeadDim));
+  // Lines a row touches (an int4 row at d = 64 is half a line: one word of each row is read).
+  static constexpr int kLines = (kRowBytes + 63) / 64;
+  static_assert(kRowBytes % 64 == 0 || 64 % kRowBytes == 0, "rows tile 64-byte lines");
 
   TileUnit<kTile> unit, next;
   std::uint64_t checksum = 0;

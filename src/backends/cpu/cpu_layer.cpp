@@ -41,6 +41,9 @@ CpuAttention::CpuAttention(const Workload& w, bool cascade)
               {w.layout.block_tables.data(), w.layout.block_tables.size() * sizeof(std::int32_t)},
               {w.layout.context_lens.data(), w.layout.context_lens.size() * sizeof(std::int32_t)},
               {out_.data(), out_.size()}};
+  // An integer format's scales and zeros are read every step too (cold like the codes).
+  for (const std::vector<std::uint16_t>* a : {&w.k_scales, &w.k_zeros, &w.v_scales, &w.v_zeros})
+    if (!a->empty()) buffers_.push_back({a->data(), a->size() * sizeof(std::uint16_t)});
 }
 
 void CpuAttention::run() {

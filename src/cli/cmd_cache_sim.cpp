@@ -33,6 +33,7 @@ struct CacheSimOptions {
   int block_tokens = 512;
   std::int64_t max_requests = 0;
   std::string capacity = kDefaultCapacities;
+  std::string host_capacity = "0";
   std::string policy = "lru";
   std::string ttl = "300";
   CLI::Option* ttl_option = nullptr;
@@ -52,6 +53,22 @@ std::vector<double> parse_capacities(const std::string& text) {
     if (std::isnan(v) || v <= 0) {
       throw InputError(fmt::format(
           "--capacity: '{}' is not a capacity; valid: a number of tokens > 0 (e.g. 1e6) or inf",
+          item));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+// Host-tier capacities in tokens, >= 0 each (0: no host tier).
+std::vector<double> parse_host_capacities(const std::string& text) {
+  std::vector<double> out;
+  for (const std::string& item : split_list(text, "--host-capacity")) {
+    const double v = parse_double_list(item, "--host-capacity").front();
+    if (!(v >= 0) || std::isinf(v)) {
+      throw InputError(fmt::format(
+          "--host-capacity: '{}' is not a capacity; valid: a number of tokens >= 0 (e.g. 1e7; 0: "
+          "no host tier)",
           item));
     }
     out.push_back(v);
@@ -87,13 +104,25 @@ std::vector<CacheSimSetting> settings_of(const CacheSimOptions& o) {
     throw InputError("--ttl is used by the ttl policy only; add ttl to --policy (e.g. lru,ttl)");
   }
   const std::vector<double> ttls = has_ttl ? parse_ttls(o.ttl) : std::vector<double>{};
-  // Grouped by policy (and ttl), capacities innermost: each group is one line of a figure.
+  const std::vector<double> hosts = parse_host_capacities(o.host_capacity);
+  // Grouped by host tier, policy (and ttl), capacities innermost: each group is one line of a
+  // figure. An unbounded HBM never demotes a block, so it is not paired with a host tier.
   std::vector<CacheSimSetting> out;
-  for (EvictionPolicy p : policies) {
-    const std::vector<double> ttl_values = p == EvictionPolicy::ttl ? ttls : std::vector{0.0};
-    for (double ttl : ttl_values) {
-      for (double c : capacities) out.push_back({p, c, ttl});
+  for (double host : hosts) {
+    for (EvictionPolicy p : policies) {
+      const std::vector<double> ttl_values = p == EvictionPolicy::ttl ? ttls : std::vector{0.0};
+      for (double ttl : ttl_values) {
+        for (double c : capacities) {
+          if (host > 0 && std::isinf(c)) continue;
+          out.push_back({p, c, ttl, host});
+        }
+      }
     }
+  }
+  if (out.empty()) {
+    throw InputError(
+        "--host-capacity: every --capacity is inf; a host tier needs a finite HBM capacity (e.g. "
+        "--capacity 1e6)");
   }
   return out;
 }
@@ -121,41 +150,84 @@ std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
   s += "definition: requests in arrival order, no concurrency; hit = min(leading run of its "
        "blocks cached x block tokens, prompt); hit rate = hit / prompt tokens; ceiling = "
        "infinite capacity\n\n";
-  // Numbers right-aligned, the policy and ttl left.
+  // Numbers right-aligned, the policy and ttl left. With a host tier: its capacity, the hits by
+  // tier, the tier traffic and the link bytes each way.
+  const bool tiered = std::any_of(results.begin(), results.end(), [](const CacheSimResult& r) {
+    return r.setting.host_capacity_tokens > 0;
+  });
   Table table;
-  for (const char* title :
-       {"capacity tokens", "policy", "ttl", "hit rate", "ceiling", "inserted", "evicted", "expired",
-        "prefill computed", "saved", "PFLOP saved", "cache GB", "replay s"}) {
+  std::vector<const char*> titles = {"capacity tokens", "policy", "ttl", "hit rate", "ceiling"};
+  if (tiered) {
+    titles.insert(titles.begin() + 1, "host tokens");
+    for (const char* t :
+         {"HBM hits", "host hits", "promoted", "demoted", "dropped", "to HBM GB", "to host GB"})
+      titles.push_back(t);
+  }
+  for (const char* t : {"inserted", "evicted", "expired", "prefill computed", "saved",
+                        "PFLOP saved", "cache GB", "replay s"})
+    titles.push_back(t);
+  for (const char* title : titles) {
     const std::string_view name(title);
     table.columns.push_back({title, /*right=*/name != "policy" && name != "ttl"});
   }
   for (const CacheSimResult& r : results) {
-    table.add_row(
-        {tokens_label(r.setting.capacity_tokens), std::string(policy_name(r.setting.policy)),
-         ttl_label(r.setting), fmt::format("{:.2f}%", 100 * r.hit_rate),
-         fmt::format("{:.2f}%", 100 * r.hit_rate_ceiling), std::to_string(r.blocks.inserted),
-         std::to_string(r.blocks.evicted), std::to_string(r.blocks.expired),
-         std::to_string(r.prefill_tokens_computed), std::to_string(r.prefill_tokens_saved),
-         fmt::format("{:.2f}", r.prefill_flops_saved / 1e15),
-         fmt::format("{:.2f}", r.cache_bytes / 1e9), fmt::format("{:.3f}", r.elapsed_s)});
+    std::vector<std::string> row = {tokens_label(r.setting.capacity_tokens),
+                                    std::string(policy_name(r.setting.policy)),
+                                    ttl_label(r.setting), fmt::format("{:.2f}%", 100 * r.hit_rate),
+                                    fmt::format("{:.2f}%", 100 * r.hit_rate_ceiling)};
+    if (tiered) {
+      const CacheSimTiers& t = r.tiers;
+      row.insert(row.begin() + 1, tokens_label(r.setting.host_capacity_tokens));
+      for (std::string cell :
+           {fmt::format("{:.2f}%",
+                        100 * (r.setting.host_capacity_tokens > 0 ? t.hit_rate_hbm : r.hit_rate)),
+            fmt::format("{:.2f}%", 100 * t.hit_rate_host), std::to_string(t.blocks.promoted),
+            std::to_string(t.blocks.demoted), std::to_string(t.blocks.dropped),
+            fmt::format("{:.2f}", t.link_bytes_to_hbm / 1e9),
+            fmt::format("{:.2f}", t.link_bytes_to_host / 1e9)})
+        row.push_back(std::move(cell));
+    }
+    for (std::string cell :
+         {std::to_string(r.blocks.inserted), std::to_string(r.blocks.evicted),
+          std::to_string(r.blocks.expired), std::to_string(r.prefill_tokens_computed),
+          std::to_string(r.prefill_tokens_saved),
+          fmt::format("{:.2f}", r.prefill_flops_saved / 1e15),
+          fmt::format("{:.2f}", r.cache_bytes / 1e9), fmt::format("{:.3f}", r.elapsed_s)})
+      row.push_back(std::move(cell));
+    table.add_row(std::move(row));
   }
   return s + render_text(table);
 }
 
 std::string csv_text(const std::vector<CacheSimResult>& results) {
+  // With a host tier the tier columns come last (elapsed_s stays where it was without one).
+  const bool tiered = std::any_of(results.begin(), results.end(), [](const CacheSimResult& r) {
+    return r.setting.host_capacity_tokens > 0;
+  });
   std::string s =
       "policy,capacity_tokens,capacity_blocks,ttl_s,requests,input_tokens,hit_tokens,hit_rate,"
       "hit_rate_ceiling,inserted,evicted,expired,peak_blocks,prefill_tokens_computed,"
-      "prefill_tokens_saved,prefill_flops_saved,cache_bytes,elapsed_s\n";
+      "prefill_tokens_saved,prefill_flops_saved,cache_bytes,elapsed_s";
+  s += tiered ? ",host_capacity_tokens,hit_rate_hbm,hit_rate_host,promoted,demoted,dropped,"
+                "link_bytes_to_hbm,link_bytes_to_host\n"
+              : "\n";
   for (const CacheSimResult& r : results) {
+    const CacheSimTiers& t = r.tiers;
+    const std::string tier_cells =
+        tiered ? fmt::format(",{},{:.6g},{:.6g},{},{},{},{:.6g},{:.6g}",
+                             tokens_label(r.setting.host_capacity_tokens),
+                             r.setting.host_capacity_tokens > 0 ? t.hit_rate_hbm : r.hit_rate,
+                             t.hit_rate_host, t.blocks.promoted, t.blocks.demoted, t.blocks.dropped,
+                             t.link_bytes_to_hbm, t.link_bytes_to_host)
+               : "";
     s += fmt::format(
-        "{},{},{},{},{},{},{},{:.6g},{:.6g},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g}\n",
+        "{},{},{},{},{},{},{},{:.6g},{:.6g},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g}{}\n",
         policy_name(r.setting.policy), tokens_label(r.setting.capacity_tokens),
         r.capacity_blocks == kUnboundedBlocks ? "inf" : std::to_string(r.capacity_blocks),
         r.setting.policy == EvictionPolicy::ttl ? fmt::format("{:g}", r.setting.ttl_s) : "",
         r.requests, r.input_tokens, r.hit_tokens, r.hit_rate, r.hit_rate_ceiling, r.blocks.inserted,
         r.blocks.evicted, r.blocks.expired, r.blocks.peak_blocks, r.prefill_tokens_computed,
-        r.prefill_tokens_saved, r.prefill_flops_saved, r.cache_bytes, r.elapsed_s);
+        r.prefill_tokens_saved, r.prefill_flops_saved, r.cache_bytes, r.elapsed_s, tier_cells);
   }
   return s;
 }
@@ -251,6 +323,11 @@ void add_cache_sim_command(CLI::App& app, int& exit_code) {
                   "block tokens)")
       ->capture_default_str();
   cmd->add_option("--policy", o->policy, "Eviction policies (list of lru, lfu, ttl)")
+      ->capture_default_str();
+  cmd->add_option("--host-capacity", o->host_capacity,
+                  "Host-memory tier behind the cache, in tokens (list; 0: none): --capacity is "
+                  "then HBM, its victims are demoted to the host tier and host hits promoted "
+                  "back over the link; an unbounded --capacity is not paired with a host tier")
       ->capture_default_str();
   o->ttl_option =
       cmd->add_option("--ttl", o->ttl,

@@ -19,7 +19,35 @@ struct Replay {
   std::int64_t hit_tokens = 0;
   PrefixCacheStats blocks;
   double elapsed_s = 0;
+  std::int64_t hit_tokens_host = 0;  // tiered only
+  TierStats tiers;
 };
+
+// cache_sim.h's tiered definition: the run found in either tier, its tokens by block and tier.
+Replay replay_tiered(const Trace& trace, EvictionPolicy policy, std::int64_t hbm_blocks,
+                     std::int64_t host_blocks, double ttl_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  TieredPrefixCache cache(policy, hbm_blocks, host_blocks, ttl_s);
+  Replay r;
+  std::vector<CacheTier> tiers;
+  const std::int64_t bt = trace.block_tokens;
+  for (const TraceRequest& q : trace.requests) {
+    cache.expire(q.arrival_s);
+    const int run = cache.lookup(q.hash_ids, &tiers);
+    for (int k = 0; k < run; ++k) {
+      const std::int64_t tokens = std::clamp<std::int64_t>(q.input_tokens - k * bt, 0, bt);
+      r.hit_tokens += tokens;
+      if (tiers[k] == CacheTier::host) r.hit_tokens_host += tokens;
+    }
+    r.input_tokens += q.input_tokens;
+    cache.touch(q.hash_ids, q.arrival_s);
+    ++r.requests;
+  }
+  r.blocks = cache.hbm().stats();
+  r.tiers = cache.stats();
+  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
 
 // cache_sim.h's definition: per request, in arrival order, expire, count the leading run, touch.
 Replay replay(const Trace& trace, EvictionPolicy policy, std::int64_t capacity_blocks,
@@ -73,6 +101,17 @@ std::int64_t check_setting(const CacheSimSetting& s, int block_tokens) {
     throw InputError(
         fmt::format("cache-sim: the trace's block_tokens is {}; valid: >= 1", block_tokens));
   }
+  if (!(s.host_capacity_tokens >= 0) || std::isinf(s.host_capacity_tokens)) {
+    throw InputError(fmt::format(
+        "cache-sim setting '{}': host capacity {} tokens; valid: a finite number >= 0 (0: none)",
+        name, s.host_capacity_tokens));
+  }
+  if (s.host_capacity_tokens > 0 && std::isinf(s.capacity_tokens)) {
+    throw InputError(fmt::format(
+        "cache-sim setting '{}': a host tier needs a finite HBM capacity (an unbounded one never "
+        "demotes a block)",
+        name));
+  }
   const double blocks = std::floor(s.capacity_tokens / block_tokens);
   // Beyond what int64 counts, a capacity is as good as unbounded.
   if (std::isinf(blocks) || blocks >= static_cast<double>(kUnboundedBlocks)) {
@@ -103,6 +142,20 @@ CacheSimResult result_of(const Trace& trace, const CacheSimSetting& setting,
   out.cache_bytes =
       held_blocks * trace.block_tokens * kv_bytes_per_token_all_layers(model, kv_dtype);
   out.elapsed_s = r.elapsed_s;
+  if (setting.host_capacity_tokens > 0) {
+    CacheSimTiers& t = out.tiers;
+    const double block_bytes = trace.block_tokens * kv_bytes_per_token_all_layers(model, kv_dtype);
+    t.host_capacity_blocks =
+        static_cast<std::int64_t>(std::floor(setting.host_capacity_tokens / trace.block_tokens));
+    t.hit_tokens_host = r.hit_tokens_host;
+    t.hit_tokens_hbm = r.hit_tokens - r.hit_tokens_host;
+    t.hit_rate_hbm = ratio(t.hit_tokens_hbm, r.input_tokens);
+    t.hit_rate_host = ratio(t.hit_tokens_host, r.input_tokens);
+    t.blocks = r.tiers;
+    t.link_bytes_to_hbm = static_cast<double>(r.tiers.promoted) * block_bytes;
+    t.link_bytes_to_host = static_cast<double>(r.tiers.demoted) * block_bytes;
+    t.host_bytes = static_cast<double>(t.host_capacity_blocks) * block_bytes;
+  }
   return out;
 }
 
@@ -137,7 +190,13 @@ std::vector<CacheSimResult> simulate_cache(const Trace& trace,
   const double ceiling = ceiling_of(trace);
   std::vector<CacheSimResult> out;
   for (std::size_t i = 0; i < settings.size(); ++i) {
-    const Replay r = replay(trace, settings[i].policy, blocks[i], settings[i].ttl_s);
+    const CacheSimSetting& st = settings[i];
+    const Replay r = st.host_capacity_tokens > 0
+                         ? replay_tiered(trace, st.policy, blocks[i],
+                                         static_cast<std::int64_t>(std::floor(
+                                             st.host_capacity_tokens / trace.block_tokens)),
+                                         st.ttl_s)
+                         : replay(trace, st.policy, blocks[i], st.ttl_s);
     out.push_back(result_of(trace, settings[i], blocks[i], r, ceiling, model, kv_dtype));
   }
   return out;
@@ -165,6 +224,19 @@ nlohmann::json to_json(const CacheSimResult& r) {
   j["prefill_flops_saved"] = r.prefill_flops_saved;
   j["cache_bytes"] = r.cache_bytes;
   j["elapsed_s"] = r.elapsed_s;
+  if (r.setting.host_capacity_tokens > 0) {
+    const CacheSimTiers& t = r.tiers;
+    j["host_capacity_tokens"] = r.setting.host_capacity_tokens;
+    j["host_capacity_blocks"] = t.host_capacity_blocks;
+    j["hit_rate_by_tier"] = {{"hbm", t.hit_rate_hbm}, {"host", t.hit_rate_host}};
+    j["hit_tokens_by_tier"] = {{"hbm", t.hit_tokens_hbm}, {"host", t.hit_tokens_host}};
+    j["tier_blocks"] = {{"promoted", t.blocks.promoted},
+                        {"demoted", t.blocks.demoted},
+                        {"dropped", t.blocks.dropped},
+                        {"host_peak", t.blocks.host_peak}};
+    j["link_bytes"] = {{"host_to_hbm", t.link_bytes_to_hbm}, {"hbm_to_host", t.link_bytes_to_host}};
+    j["host_bytes"] = t.host_bytes;
+  }
   return j;
 }
 
@@ -214,6 +286,19 @@ nlohmann::json cache_sim_json(const Trace& trace, const ModelShape& model, DType
       {"cache_bytes",
        "capacity_blocks x block_tokens x kv_bytes_per_token (all layers); at infinite capacity "
        "the peak blocks held instead"}};
+  const bool tiered = std::any_of(results.begin(), results.end(), [](const CacheSimResult& r) {
+    return r.setting.host_capacity_tokens > 0;
+  });
+  if (tiered) {
+    j["definitions"]["tiers"] =
+        "with host_capacity_tokens: the cache above is HBM and a host-memory LRU sits behind it, "
+        "exclusive; the run is found in either tier and block k of a hit counts min(block_tokens, "
+        "input - k x block_tokens) tokens for the tier it was found in; every block of the request "
+        "then ends in HBM as most recent (a host hit is promoted, a miss inserted), each HBM "
+        "victim (and, under ttl, each expired block) is demoted to the host tier as its most "
+        "recent, and a host overflow drops the host's least recent block; link_bytes = promoted "
+        "(host_to_hbm) or demoted (hbm_to_host) blocks x block_tokens x kv_bytes_per_token";
+  }
   if (!trace.has_prefix_info) {
     j["note"] =
         "the trace has no prefix information (no hash ids): every request is a miss, hit rates "

@@ -2,7 +2,9 @@
 // concurrency, through a PrefixCache of a given capacity and policy (docs/design.md "Trace
 // replay"). Per request at its arrival (trace time): expire(now); hit = the cache's leading run
 // of its hash ids; hit tokens = min(run x block tokens, input tokens); then touch(all its ids).
-// hit rate = sum of hit tokens / sum of input tokens.
+// hit rate = sum of hit tokens / sum of input tokens. With a host tier (tiered_cache.h) the run
+// is found in either tier and its tokens are split by tier: block k holds min(block tokens,
+// input - k x block tokens) tokens.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 
 #include "common/dtype.h"
 #include "trace/prefix_cache.h"
+#include "trace/tiered_cache.h"
 #include "trace/trace.h"
 #include "workload/workload.h"  // ModelShape
 
@@ -24,6 +27,22 @@ struct CacheSimSetting {
   EvictionPolicy policy = EvictionPolicy::lru;
   double capacity_tokens = kUnboundedTokens;  // > 0 or infinity; blocks = floor(tokens / block)
   double ttl_s = 0;                           // ttl only, > 0 (seconds of trace time)
+  // A host-memory tier behind the cache (tiered_cache.h), tokens >= 0 (0: none); the cache above
+  // is then HBM and must be finite.
+  double host_capacity_tokens = 0;
+};
+
+// What a host tier adds to a setting (all zero without one).
+struct CacheSimTiers {
+  std::int64_t host_capacity_blocks = 0;
+  std::int64_t hit_tokens_hbm = 0;   // hit tokens whose block was found in HBM
+  std::int64_t hit_tokens_host = 0;  // ... in the host tier (promoted: they cross the link)
+  double hit_rate_hbm = 0;           // hit_tokens_hbm / input_tokens
+  double hit_rate_host = 0;
+  TierStats blocks;               // promoted, demoted, dropped, host peak
+  double link_bytes_to_hbm = 0;   // promoted blocks x block tokens x kv bytes per token
+  double link_bytes_to_host = 0;  // demoted blocks x the same
+  double host_bytes = 0;          // the host tier's KV bytes (capacity)
 };
 
 struct CacheSimResult {
@@ -43,6 +62,7 @@ struct CacheSimResult {
   // peak held instead.
   double cache_bytes = 0;
   double elapsed_s = 0;  // wall time of this setting's replay
+  CacheSimTiers tiers;   // with a host tier (setting.host_capacity_tokens > 0)
 };
 
 // The model needs num_params for the FLOPs (else params_from_shape; 0 FLOPs without a layer

@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -66,6 +67,7 @@ struct PrefixCache::State {
   std::uint64_t seq = 0;
   std::uint64_t call = 0;
   PrefixCacheStats stats;
+  PrefixCache::RemovalListener on_remove;  // told of every evicted or expired block
 
   std::int64_t held() const { return static_cast<std::int64_t>(blocks.size()) + private_blocks; }
   // Room for one more block without evicting. Written as a subtraction: capacity may be
@@ -97,9 +99,11 @@ struct PrefixCache::State {
   // Removes the first victim; false when every cached block is pinned (or held).
   bool evict_one() {
     if (evictable.empty()) return false;
-    blocks.erase(evictable.begin()->id);
+    const std::uint64_t id = evictable.begin()->id;
+    blocks.erase(id);
     evictable.erase(evictable.begin());
     ++stats.evicted;
+    if (on_remove) on_remove(id, /*expired=*/false);
     return true;
   }
   // The distinct ids of `ids` that are absent (absent == true) or present and unpinned.
@@ -142,9 +146,11 @@ void PrefixCache::expire(double now) {
   const double cutoff = now - s.ttl_s;
   // Under ttl the keys order by recency alone, so the expired blocks lead the set.
   while (!s.evictable.empty() && s.evictable.begin()->recency < cutoff) {
-    s.blocks.erase(s.evictable.begin()->id);
+    const std::uint64_t id = s.evictable.begin()->id;
+    s.blocks.erase(id);
     s.evictable.erase(s.evictable.begin());
     ++s.stats.expired;
+    if (s.on_remove) s.on_remove(id, /*expired=*/true);
   }
 }
 
@@ -248,6 +254,10 @@ void PrefixCache::release_private(std::int64_t n) {
                                        n, s.private_blocks));
   }
   s.private_blocks -= n;
+}
+
+void PrefixCache::set_removal_listener(RemovalListener listener) {
+  s_->on_remove = std::move(listener);
 }
 
 std::int64_t PrefixCache::capacity_blocks() const { return s_->capacity; }

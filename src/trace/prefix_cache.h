@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <span>
@@ -74,6 +75,11 @@ class PrefixCache {
   // nothing, when n do not fit; release returns them.
   bool reserve_private(std::int64_t n);
   void release_private(std::int64_t n);
+
+  // Called with every block that leaves the cache by eviction (expired = false) or by expire()
+  // (true), after it has left: how a tiered cache (tiered_cache.h) demotes HBM's victims.
+  using RemovalListener = std::function<void(std::uint64_t id, bool expired)>;
+  void set_removal_listener(RemovalListener listener);
 
   std::int64_t capacity_blocks() const;
   std::int64_t cached_blocks() const;  // blocks in the cache (pinned or not)

@@ -50,6 +50,47 @@ TEST(CliCacheSim, TableOnTheCommittedSlice) {
   EXPECT_EQ(capacities, expected) << r.out;
 }
 
+// A host tier behind HBM: the slice's hits split by tier, the link bytes each way, and the JSON's
+// tier keys only where a setting has the tier; the quantized KV moves fewer bytes.
+TEST(CliCacheSim, HostTier) {
+  TempDir dir;
+  const auto run_json = [&](const std::string& kv) {
+    const CliResult r = run_cli("cache-sim --trace '" + kSlice +
+                                    "' --capacity 1e5 --host-capacity 0,1e6 --format json "
+                                    "--kv-dtype " +
+                                    kv,
+                                dir.path());
+    EXPECT_EQ(r.code, 0) << r.err;
+    return json::parse(r.out).at("cache_sim");
+  };
+  const json j = run_json("bf16");
+  const json& settings = j.at("settings");
+  ASSERT_EQ(settings.size(), 2u);
+  EXPECT_FALSE(settings[0].contains("hit_rate_by_tier"));  // host 0: the single cache
+  const json& two = settings[1];
+  EXPECT_EQ(two.at("host_capacity_tokens"), 1e6);
+  const double hbm = two.at("hit_rate_by_tier").at("hbm").get<double>();
+  const double host = two.at("hit_rate_by_tier").at("host").get<double>();
+  EXPECT_DOUBLE_EQ(hbm, settings[0].at("hit_rate").get<double>());  // HBM sees the same traffic
+  EXPECT_GT(host, 0);
+  EXPECT_NEAR(hbm + host, two.at("hit_rate").get<double>(), 1e-12);
+  const double block_bytes = 512 * j.at("model").at("kv_bytes_per_token").get<double>();
+  EXPECT_DOUBLE_EQ(two.at("link_bytes").at("host_to_hbm").get<double>(),
+                   two.at("tier_blocks").at("promoted").get<double>() * block_bytes);
+  EXPECT_TRUE(j.at("definitions").contains("tiers"));
+  // int4 KV: the same blocks move, at about a third of bf16's bytes.
+  const json q = run_json("int4");
+  const double ratio = q.at("settings")[1].at("link_bytes").at("host_to_hbm").get<double>() /
+                       two.at("link_bytes").at("host_to_hbm").get<double>();
+  EXPECT_NEAR(ratio, (96.0 + 80) / 512, 1e-9);  // int4 K + V bytes per token-head at P = 16
+  // The table gains the tier columns.
+  const CliResult table =
+      run_cli("cache-sim --trace '" + kSlice + "' --capacity 1e5 --host-capacity 1e6", dir.path());
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("host hits"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("to HBM GB"), std::string::npos) << table.out;
+}
+
 TEST(CliCacheSim, JsonShape) {
   TempDir dir;
   const std::string file = (dir / "sub/cache.json").string();
@@ -155,6 +196,9 @@ TEST(CliCacheSim, BadInputNamesTheOption) {
       {t + "--trace-block-tokens 0", {"--trace-block-tokens"}},
       {t + "--max-requests -1", {"--max-requests"}},
       {t + "--kv-dtype int2", {"--kv-dtype", "'int2'"}},
+      {t + "--host-capacity -1", {"--host-capacity", "'-1'", ">= 0"}},
+      {t + "--host-capacity inf", {"--host-capacity", "'inf'"}},
+      {t + "--capacity inf --host-capacity 1e6", {"--host-capacity", "finite HBM capacity"}},
       {t + "--model no-such-model", {"--model", "no-such-model"}},
       {"--trace /nonexistent/trace.jsonl", {"--trace", "/nonexistent/trace.jsonl"}},
       {"--trace '" + kSlice + "' --trace-block-tokens 256", {"--trace", "hash_ids"}},

@@ -32,7 +32,8 @@ Given the JSON of `decodebench quant-error --format json` (docs/report-schema.md
   quant-error      per KV format, the attention weights' mean KL and the attention output's
                    relative L2 error (log y) against the tokens/s it allows (the read
                    ceiling's bound, open markers; measured by the run's sweep, filled), the
-                   Pareto front (no format both faster and more accurate) drawn through them
+                   Pareto front (no format both faster and more accurate) drawn through the
+                   measured points when every format has one, else through the bounds
 
   scripts/plot.py results/latest.json                  # results/latest-*.png|svg
   scripts/plot.py new.json --baseline old.json         # runs decodebench compare
@@ -854,22 +855,28 @@ def fig_quant_error(doc):
     floor = 1e-12  # a lossless format's zero error on a log axis
     for ax, key, label in ((axes[0], "attn_kl_mean", "attention weights: mean KL (nats)"),
                            (axes[1], "out_rel_l2", "attention output: relative L2 error")):
+        # The front goes through the measured tokens/s when every format has one (what the
+        # kernels buy), else through the bounds (what the bytes allow).
+        measured = all(f.get("tokens_per_s") for f in doc["formats"])
         points = []
         for n, f in enumerate(doc["formats"]):
             color = f"C{n % 10}"
             y = max(f["overall"][key], floor)
             x = f["tokens_per_s_roof"]
-            points.append((x, y))
             ax.plot([x], [y], marker="o", fillstyle="none", color=color, linestyle="none",
                     label=f"{f['format']} (bound)", gid="roof")
             if f.get("tokens_per_s"):
                 ax.plot([f["tokens_per_s"]], [y], marker="o", color=color, linestyle="none",
                         label=f"{f['format']} measured", gid="measured")
+            if measured:
+                x = f["tokens_per_s"]
+            points.append((x, y))
             ax.annotate(f["format"], (x, y), textcoords="offset points", xytext=(5, 4),
                         fontsize=8)
         front = pareto_front(points)
         ax.plot([p[0] for p in front], [p[1] for p in front], color="black", linestyle="--",
-                linewidth=1, label="Pareto front (bound)", gid="pareto")
+                linewidth=1, label=f"Pareto front ({'measured' if measured else 'bound'})",
+                gid="pareto")
         ax.set_yscale("log")
         ax.set_xlabel("tokens/s (attention only, every layer)")
         ax.set_ylabel(label)

@@ -137,7 +137,8 @@ std::vector<Datasheet> parse_datasheets(std::string_view text, const std::filesy
   const json doc = parse_json_text(text, file.string());
   if (!doc.is_object()) throw InputError(file.string() + ": must hold a JSON object");
   for (const auto& [k, v] : doc.items()) {
-    if (k != "devices" && k != "_comment") fail(file, k, "unknown key (valid: devices, _comment)");
+    if (k != "devices" && k != "links" && k != "_comment")
+      fail(file, k, "unknown key (valid: devices, links, _comment)");
   }
   if (!doc.contains("devices") || !doc.at("devices").is_array()) {
     fail(file, "devices", "must be an array of device rows");
@@ -156,6 +157,60 @@ std::vector<Datasheet> parse_datasheets(std::string_view text, const std::filesy
 }
 
 std::vector<Datasheet> all_datasheets() { return load_datasheets(datasheet_file()); }
+
+std::vector<LinkDatasheet> parse_link_datasheets(std::string_view text,
+                                                 const std::filesystem::path& file) {
+  parse_datasheets(text, file);  // the whole file is checked, devices too
+  const json doc = parse_json_text(text, file.string());
+  std::vector<LinkDatasheet> links;
+  if (!doc.contains("links")) return links;
+  if (!doc.at("links").is_array()) fail(file, "links", "must be an array of link rows");
+  static const std::vector<std::string> kKeys = {"key", "name", "to_device", "to_host", "source"};
+  int i = 0;
+  for (const json& row : doc.at("links")) {
+    const std::string where = "links[" + std::to_string(i++) + "]";
+    if (!row.is_object()) fail(file, where, "must be an object");
+    for (const auto& [k, v] : row.items()) {
+      if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end())
+        fail(file, where + "." + k, "unknown key (valid: key, name, to_device, to_host, source)");
+    }
+    for (const char* k : {"key", "name", "source"}) {
+      if (!row.contains(k) || !row.at(k).is_string() || row.at(k).get<std::string>().empty())
+        fail(file, where + "." + k, "must be a non-empty string");
+    }
+    LinkDatasheet l;
+    l.key = row.at("key").get<std::string>();
+    l.name = row.at("name").get<std::string>();
+    l.source = row.at("source").get<std::string>();
+    const std::string here = "links[" + l.key + "]";
+    l.to_device = positive_number(row, "to_device", file, here);
+    l.to_host = positive_number(row, "to_host", file, here);
+    for (const LinkDatasheet& other : links) {
+      if (lower(other.key) == lower(l.key)) fail(file, here + ".key", "duplicate key");
+    }
+    links.push_back(std::move(l));
+  }
+  return links;
+}
+
+std::vector<LinkDatasheet> all_link_datasheets() {
+  const std::filesystem::path file = datasheet_file();
+  std::ifstream in(file);
+  if (!in) throw InputError(file.string() + ": cannot open the device datasheet file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_link_datasheets(ss.view(), file);
+}
+
+LinkDatasheet link_by_key(std::string_view key) {
+  std::string keys;
+  for (LinkDatasheet& l : all_link_datasheets()) {
+    if (lower(l.key) == lower(key)) return l;
+    keys += (keys.empty() ? "" : ", ") + l.key;
+  }
+  throw InputError("unknown link '" + std::string(key) + "' in " + datasheet_file().string() +
+                   " (valid: " + keys + ")");
+}
 
 std::optional<Datasheet> find_datasheet(std::string_view device_name) {
   const std::string name = lower(device_name);

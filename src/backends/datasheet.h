@@ -31,6 +31,17 @@ struct Datasheet {
   std::string compute_capability;  // "9.0"
 };
 
+// A link the KV cache crosses between memory tiers (configs/devices.json "links"): its datasheet
+// rate each way. No datasheet gives a per-transfer overhead; where one is needed it is measured
+// or given.
+struct LinkDatasheet {
+  std::string key;       // "pcie-gen5-x16", "nvlink-c2c", "rdma-400g", ...
+  std::string name;      // "PCIe 5.0 x16"
+  double to_device = 0;  // B/s, host memory (or a remote node) -> GPU
+  double to_host = 0;    // B/s, the reverse
+  std::string source;    // where the figure comes from
+};
+
 // configs_dir() / "devices.json".
 std::filesystem::path datasheet_file();
 
@@ -47,5 +58,12 @@ std::optional<Datasheet> find_datasheet(std::string_view device_name);
 
 // The row with this key (case-insensitive); InputError listing the valid keys otherwise.
 Datasheet datasheet_by_key(std::string_view key);
+
+// The file's links, in file order (none when it has no "links"); InputError as above.
+std::vector<LinkDatasheet> all_link_datasheets();
+std::vector<LinkDatasheet> parse_link_datasheets(std::string_view text,
+                                                 const std::filesystem::path& file);
+// The link with this key (case-insensitive); InputError listing the valid keys otherwise.
+LinkDatasheet link_by_key(std::string_view key);
 
 }  // namespace decodebench

@@ -11,10 +11,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "backends/datasheet.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "common/units.h"
 #include "report/format.h"
 #include "report/table.h"
 #include "results/report.h"
@@ -34,6 +36,10 @@ struct CacheSimOptions {
   std::int64_t max_requests = 0;
   std::string capacity = kDefaultCapacities;
   std::string host_capacity = "0";
+  std::string link;  // configs/devices.json "links" keys (list); empty: bytes only
+  std::string reload = "always";
+  double link_overhead_s = 0;
+  std::string device = "h200";  // whose tensor-core peak recomputation runs at
   std::string policy = "lru";
   std::string ttl = "300";
   CLI::Option* ttl_option = nullptr;
@@ -105,6 +111,62 @@ std::vector<CacheSimSetting> settings_of(const CacheSimOptions& o) {
   }
   const std::vector<double> ttls = has_ttl ? parse_ttls(o.ttl) : std::vector<double>{};
   const std::vector<double> hosts = parse_host_capacities(o.host_capacity);
+  std::vector<LinkDatasheet> links;
+  for (const std::string& key :
+       o.link.empty() ? std::vector<std::string>{} : split_list(o.link, "--link")) {
+    try {
+      links.push_back(link_by_key(key));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--link: {}", e.what()));
+    }
+  }
+  std::vector<ReloadPolicy> reloads;
+  for (const std::string& r : split_list(o.reload, "--reload-policy")) {
+    try {
+      reloads.push_back(parse_reload_policy(r));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--reload-policy: {}", e.what()));
+    }
+  }
+  if (!(o.link_overhead_s >= 0) || std::isinf(o.link_overhead_s)) {
+    throw InputError(fmt::format("--link-overhead: {} s; valid: a finite number of seconds >= 0",
+                                 o.link_overhead_s));
+  }
+  const bool any_host = std::any_of(hosts.begin(), hosts.end(), [](double h) { return h > 0; });
+  if ((!links.empty() || o.reload != "always") && !any_host) {
+    throw InputError(
+        "--link and --reload-policy price the host tier's hits; add --host-capacity (e.g. 1e7)");
+  }
+  if (links.empty() && o.reload != "always") {
+    throw InputError("--reload-policy needs a --link to price a reload against a recompute");
+  }
+  double prefill_flops = 0;
+  if (!links.empty()) {
+    try {
+      prefill_flops = datasheet_by_key(o.device).tensor_f16_flops;
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--device: {}", e.what()));
+    }
+  }
+  // A host tier's settings for every link x reload policy (none: one, bytes only).
+  const auto priced = [&](CacheSimSetting base, std::vector<CacheSimSetting>& into) {
+    if (base.host_capacity_tokens == 0 || links.empty()) {
+      into.push_back(base);
+      return;
+    }
+    for (const LinkDatasheet& l : links) {
+      for (ReloadPolicy r : reloads) {
+        CacheSimSetting s = base;
+        s.link = l.key;
+        s.link_to_device = l.to_device;
+        s.link_to_host = l.to_host;
+        s.link_overhead_s = o.link_overhead_s;
+        s.prefill_flops = prefill_flops;
+        s.reload = r;
+        into.push_back(s);
+      }
+    }
+  };
   // Grouped by host tier, policy (and ttl), capacities innermost: each group is one line of a
   // figure. An unbounded HBM never demotes a block, so it is not paired with a host tier.
   std::vector<CacheSimSetting> out;
@@ -114,7 +176,12 @@ std::vector<CacheSimSetting> settings_of(const CacheSimOptions& o) {
       for (double ttl : ttl_values) {
         for (double c : capacities) {
           if (host > 0 && std::isinf(c)) continue;
-          out.push_back({p, c, ttl, host});
+          CacheSimSetting base;
+          base.policy = p;
+          base.capacity_tokens = c;
+          base.ttl_s = ttl;
+          base.host_capacity_tokens = host;
+          priced(base, out);
         }
       }
     }
@@ -139,11 +206,11 @@ std::string ttl_label(const CacheSimSetting& s) {
 
 std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
                        const std::vector<CacheSimResult>& results) {
-  const nlohmann::json t = trace_summary_json(trace);
+  const nlohmann::json summary = trace_summary_json(trace);
   std::string s =
       fmt::format("trace: {} ({}, {} requests over {}, {}-token blocks{})\n", trace.source,
                   trace_format_name(trace.format), trace.requests.size(),
-                  format_seconds(t["span_s"].get<double>()), trace.block_tokens,
+                  format_seconds(summary["span_s"].get<double>()), trace.block_tokens,
                   trace.has_prefix_info ? "" : "; no prefix information: every request is a miss");
   s += fmt::format("model: {}, KV {} ({} per token over {} layers)\n", model.name, dtype_name(kv),
                    format_bytes(kv_bytes_per_token_all_layers(model, kv)), model.num_layers);
@@ -163,12 +230,19 @@ std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
          {"HBM hits", "host hits", "promoted", "demoted", "dropped", "to HBM GB", "to host GB"})
       titles.push_back(t);
   }
+  const bool priced = std::any_of(results.begin(), results.end(),
+                                  [](const CacheSimResult& r) { return !r.setting.link.empty(); });
+  if (priced) {
+    for (const char* t : {"link", "reload", "recomputed", "busy to HBM", "busy to host"})
+      titles.push_back(t);
+  }
   for (const char* t : {"inserted", "evicted", "expired", "prefill computed", "saved",
                         "PFLOP saved", "cache GB", "replay s"})
     titles.push_back(t);
   for (const char* title : titles) {
     const std::string_view name(title);
-    table.columns.push_back({title, /*right=*/name != "policy" && name != "ttl"});
+    table.columns.push_back(
+        {title, /*right=*/name != "policy" && name != "ttl" && name != "link" && name != "reload"});
   }
   for (const CacheSimResult& r : results) {
     std::vector<std::string> row = {tokens_label(r.setting.capacity_tokens),
@@ -187,6 +261,17 @@ std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
             fmt::format("{:.2f}", t.link_bytes_to_host / 1e9)})
         row.push_back(std::move(cell));
     }
+    if (priced) {
+      const CacheSimTiers& tiers = r.tiers;
+      const bool has = !r.setting.link.empty();
+      for (std::string cell :
+           {has ? r.setting.link : "-",
+            has ? std::string(reload_policy_name(r.setting.reload)) : "-",
+            has ? std::to_string(tiers.recomputed_tokens) : "-",
+            has ? fmt::format("{:.2f}%", 100 * tiers.link_busy_fraction_to_hbm) : "-",
+            has ? fmt::format("{:.2f}%", 100 * tiers.link_busy_fraction_to_host) : "-"})
+        row.push_back(std::move(cell));
+    }
     for (std::string cell :
          {std::to_string(r.blocks.inserted), std::to_string(r.blocks.evicted),
           std::to_string(r.blocks.expired), std::to_string(r.prefill_tokens_computed),
@@ -196,7 +281,26 @@ std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
       row.push_back(std::move(cell));
     table.add_row(std::move(row));
   }
-  return s + render_text(table);
+  s += render_text(table);
+  // The trade behind --reload-policy cheaper, once per link.
+  std::vector<std::string> seen;
+  for (const CacheSimResult& r : results) {
+    if (r.setting.link.empty() || std::find(seen.begin(), seen.end(), r.setting.link) != seen.end())
+      continue;
+    seen.push_back(r.setting.link);
+    const ReloadTrade& t = r.tiers.trade;
+    s += fmt::format(
+        "{}: reloading a host prefix costs {} per token ({} to HBM) + {} per transfer, "
+        "recomputing it {} per token ({:.0f} TFLOP/s); ",
+        r.setting.link, format_seconds(t.load_per_token_s),
+        format_bandwidth(r.setting.link_to_device), format_seconds(t.overhead_s),
+        format_seconds(t.recompute_per_token_s), r.setting.prefill_flops / 1e12);
+    s += std::isinf(t.break_even_tokens)
+             ? "recomputing is cheaper at every length\n"
+             : fmt::format("reloading is cheaper from {:.0f} tokens on\n",
+                           std::ceil(t.break_even_tokens));
+  }
+  return s;
 }
 
 std::string csv_text(const std::vector<CacheSimResult>& results) {
@@ -323,6 +427,23 @@ void add_cache_sim_command(CLI::App& app, int& exit_code) {
                   "block tokens)")
       ->capture_default_str();
   cmd->add_option("--policy", o->policy, "Eviction policies (list of lru, lfu, ttl)")
+      ->capture_default_str();
+  cmd->add_option("--link", o->link,
+                  "Links the host tier's blocks cross (list of configs/devices.json \"links\" "
+                  "keys, e.g. pcie-gen5-x16,nvlink-c2c): each host hit's reload is priced at its "
+                  "datasheet rate and compared with recomputing it")
+      ->capture_default_str();
+  cmd->add_option("--reload-policy", o->reload,
+                  "What a host hit does (list): always reload it, never (recompute), or the "
+                  "cheaper per request")
+      ->capture_default_str();
+  cmd->add_option("--link-overhead", o->link_overhead_s,
+                  "Seconds per transfer on the link (one per request and direction; no datasheet "
+                  "gives it: a GPU's ceilings measure it)")
+      ->capture_default_str();
+  cmd->add_option("--device", o->device,
+                  "Device whose dense f16 tensor-core peak recomputation is priced at "
+                  "(configs/devices.json)")
       ->capture_default_str();
   cmd->add_option("--host-capacity", o->host_capacity,
                   "Host-memory tier behind the cache, in tokens (list; 0: none): --capacity is "

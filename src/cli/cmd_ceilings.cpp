@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/backend.h"
+#include "backends/datasheet.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/atomic_write.h"
@@ -53,7 +54,26 @@ std::string ceilings_table(const DeviceInfo& d) {
   if (!m.note.empty()) s += fmt::format("note        {}\n", m.note);
   s += fmt::format("fp32 peak   measured {}, device/datasheet {}\n", format_flops(m.fma_flops),
                    format_flops(d.flops_peak));
+  for (const LinkDatasheet& l : all_link_datasheets()) {
+    s += fmt::format("link        {} ({}): to device {}, to host {} (datasheet, not measured)\n",
+                     l.key, l.name, format_bandwidth(l.to_device), format_bandwidth(l.to_host));
+  }
   return s;
+}
+
+// The links' datasheet rows: what a KV cache's tiers cross. Not measured by this build (a GPU's
+// copies would be); labelled so.
+nlohmann::json links_json() {
+  nlohmann::json links = nlohmann::json::array();
+  for (const LinkDatasheet& l : all_link_datasheets()) {
+    links.push_back({{"key", l.key},
+                     {"name", l.name},
+                     {"to_device_Bps", l.to_device},
+                     {"to_host_Bps", l.to_host},
+                     {"kind", "datasheet"},
+                     {"source", l.source}});
+  }
+  return links;
 }
 
 int run_ceilings(const CeilingsOptions& o) {
@@ -62,7 +82,8 @@ int run_ceilings(const CeilingsOptions& o) {
   DeviceInfo info = backend->device_info();
   if (backend->name() != "emu") std::cerr << "measuring ceilings on " << info.name << " ...\n";
   info.measured = backend->measure_ceilings();
-  const nlohmann::json j = to_json(info);
+  nlohmann::json j = to_json(info);
+  j["links"] = links_json();
   if (!o.out.empty()) write_text_atomic(o.out, j.dump(2) + "\n");
   if (format == OutputFormat::json) {
     emit(j.dump(2), "");
@@ -82,6 +103,12 @@ int run_ceilings(const CeilingsOptions& o) {
     t.columns = {{"backend"}, {"device"}, {"quantity"}, {"value", true}};
     for (const auto& [k, v] : rows) {
       t.add_row({info.backend, info.name, k, v > 0 ? fmt::format("{:.6g}", v) : ""});
+    }
+    for (const LinkDatasheet& l : all_link_datasheets()) {
+      t.add_row({info.backend, info.name, "datasheet_link_" + l.key + "_to_device_Bps",
+                 fmt::format("{:.6g}", l.to_device)});
+      t.add_row({info.backend, info.name, "datasheet_link_" + l.key + "_to_host_Bps",
+                 fmt::format("{:.6g}", l.to_host)});
     }
     const std::string s = format == OutputFormat::csv ? render_csv(t) : render_md(t);
     emit(s, "");

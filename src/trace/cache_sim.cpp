@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>
@@ -19,28 +20,74 @@ struct Replay {
   std::int64_t hit_tokens = 0;
   PrefixCacheStats blocks;
   double elapsed_s = 0;
-  std::int64_t hit_tokens_host = 0;  // tiered only
+  // Tiered only.
+  std::int64_t hit_tokens_host = 0;
   TierStats tiers;
+  std::int64_t reloads = 0, reloaded_blocks = 0, reloaded_tokens = 0, recomputed_tokens = 0;
+  double busy_to_hbm_s = 0, busy_to_host_s = 0;
 };
 
-// cache_sim.h's tiered definition: the run found in either tier, its tokens by block and tier.
+// What the tiered replay needs to price a host hit (cache_sim.h ReloadPolicy).
+struct TradeContext {
+  bool priced = false;  // a link was given: times are computed
+  ReloadPolicy reload = ReloadPolicy::always;
+  double block_bytes = 0;  // one block's KV over every layer
+  double to_device = 0, to_host = 0, overhead_s = 0;
+  double flops_per_token = 0;  // 2 x parameters
+  double prefill_flops = 0;
+};
+
+// cache_sim.h's tiered definition: the run found in either tier, its tokens by block and tier;
+// each request's host blocks of the run reloaded or recomputed as the policy says.
 Replay replay_tiered(const Trace& trace, EvictionPolicy policy, std::int64_t hbm_blocks,
-                     std::int64_t host_blocks, double ttl_s) {
+                     std::int64_t host_blocks, double ttl_s, const TradeContext& trade) {
   const auto t0 = std::chrono::steady_clock::now();
   TieredPrefixCache cache(policy, hbm_blocks, host_blocks, ttl_s);
   Replay r;
   std::vector<CacheTier> tiers;
   const std::int64_t bt = trace.block_tokens;
   for (const TraceRequest& q : trace.requests) {
+    // Blocks demoted at this arrival (ttl's expiries, then the touch's victims): one transfer.
+    const std::int64_t demoted_before = cache.stats().demoted;
     cache.expire(q.arrival_s);
     const int run = cache.lookup(q.hash_ids, &tiers);
+    std::int64_t host_tokens = 0, host_run_blocks = 0;
     for (int k = 0; k < run; ++k) {
       const std::int64_t tokens = std::clamp<std::int64_t>(q.input_tokens - k * bt, 0, bt);
       r.hit_tokens += tokens;
-      if (tiers[k] == CacheTier::host) r.hit_tokens_host += tokens;
+      if (tiers[k] == CacheTier::host) {
+        host_tokens += tokens;
+        ++host_run_blocks;
+      }
+    }
+    r.hit_tokens_host += host_tokens;
+    if (host_run_blocks > 0) {
+      const double load = trade.priced ? static_cast<double>(host_run_blocks) * trade.block_bytes /
+                                                 trade.to_device +
+                                             trade.overhead_s
+                                       : 0;
+      const double recompute =
+          trade.prefill_flops > 0
+              ? trade.flops_per_token * static_cast<double>(host_tokens) / trade.prefill_flops
+              : 0;
+      const bool reload = trade.reload == ReloadPolicy::always ||
+                          (trade.reload == ReloadPolicy::cheaper && load <= recompute);
+      if (reload) {
+        ++r.reloads;
+        r.reloaded_blocks += host_run_blocks;
+        r.reloaded_tokens += host_tokens;
+        r.busy_to_hbm_s += load;
+      } else {
+        r.recomputed_tokens += host_tokens;
+      }
     }
     r.input_tokens += q.input_tokens;
     cache.touch(q.hash_ids, q.arrival_s);
+    const std::int64_t demoted = cache.stats().demoted - demoted_before;
+    if (trade.priced && demoted > 0) {
+      r.busy_to_host_s +=
+          static_cast<double>(demoted) * trade.block_bytes / trade.to_host + trade.overhead_s;
+    }
     ++r.requests;
   }
   r.blocks = cache.hbm().stats();
@@ -152,9 +199,27 @@ CacheSimResult result_of(const Trace& trace, const CacheSimSetting& setting,
     t.hit_rate_hbm = ratio(t.hit_tokens_hbm, r.input_tokens);
     t.hit_rate_host = ratio(t.hit_tokens_host, r.input_tokens);
     t.blocks = r.tiers;
-    t.link_bytes_to_hbm = static_cast<double>(r.tiers.promoted) * block_bytes;
+    t.link_bytes_to_hbm = static_cast<double>(r.reloaded_blocks) * block_bytes;
     t.link_bytes_to_host = static_cast<double>(r.tiers.demoted) * block_bytes;
     t.host_bytes = static_cast<double>(t.host_capacity_blocks) * block_bytes;
+    t.reloads = r.reloads;
+    t.reloaded_tokens = r.reloaded_tokens;
+    t.recomputed_tokens = r.recomputed_tokens;
+    // A recomputed host hit saves no prefill.
+    out.prefill_tokens_saved = r.hit_tokens - r.recomputed_tokens;
+    out.prefill_tokens_computed = r.input_tokens - out.prefill_tokens_saved;
+    out.prefill_flops_saved = 2.0 * static_cast<double>(model_params(model)) *
+                              static_cast<double>(out.prefill_tokens_saved);
+    if (!setting.link.empty()) {
+      double span = 0;
+      for (const TraceRequest& q : trace.requests) span = std::max(span, q.arrival_s);
+      t.link_busy_s_to_hbm = r.busy_to_hbm_s;
+      t.link_busy_s_to_host = r.busy_to_host_s;
+      t.link_busy_fraction_to_hbm = span > 0 ? r.busy_to_hbm_s / span : 0;
+      t.link_busy_fraction_to_host = span > 0 ? r.busy_to_host_s / span : 0;
+      t.trade = reload_trade(model, kv_dtype, setting.link_to_device, setting.link_overhead_s,
+                             setting.prefill_flops);
+    }
   }
   return out;
 }
@@ -176,6 +241,38 @@ double kv_bytes_per_token_all_layers(const ModelShape& model, DType kv_dtype) {
          model.num_layers;
 }
 
+std::string_view reload_policy_name(ReloadPolicy p) {
+  switch (p) {
+    case ReloadPolicy::always: return "always";
+    case ReloadPolicy::never: return "never";
+    case ReloadPolicy::cheaper: return "cheaper";
+  }
+  return "?";
+}
+
+ReloadPolicy parse_reload_policy(std::string_view name) {
+  for (ReloadPolicy p : {ReloadPolicy::always, ReloadPolicy::never, ReloadPolicy::cheaper}) {
+    if (name == reload_policy_name(p)) return p;
+  }
+  throw InputError(fmt::format("unknown reload policy '{}'; valid: always, never, cheaper", name));
+}
+
+ReloadTrade reload_trade(const ModelShape& model, DType kv_dtype, double to_device,
+                         double overhead_s, double prefill_flops) {
+  ReloadTrade t;
+  t.load_per_token_s = to_device > 0 ? kv_bytes_per_token_all_layers(model, kv_dtype) / to_device
+                                     : std::numeric_limits<double>::infinity();
+  t.recompute_per_token_s = prefill_flops > 0
+                                ? 2.0 * static_cast<double>(model_params(model)) / prefill_flops
+                                : std::numeric_limits<double>::infinity();
+  t.overhead_s = overhead_s;
+  // n x load + overhead <= n x recompute from n = overhead / (recompute - load) on.
+  t.break_even_tokens = t.recompute_per_token_s > t.load_per_token_s
+                            ? overhead_s / (t.recompute_per_token_s - t.load_per_token_s)
+                            : std::numeric_limits<double>::infinity();
+  return t;
+}
+
 CacheSimResult simulate_cache(const Trace& trace, const CacheSimSetting& setting,
                               const ModelShape& model, DType kv_dtype) {
   return simulate_cache(trace, std::vector<CacheSimSetting>{setting}, model, kv_dtype).front();
@@ -191,11 +288,19 @@ std::vector<CacheSimResult> simulate_cache(const Trace& trace,
   std::vector<CacheSimResult> out;
   for (std::size_t i = 0; i < settings.size(); ++i) {
     const CacheSimSetting& st = settings[i];
+    TradeContext trade;
+    trade.priced = !st.link.empty();
+    trade.reload = st.reload;
+    trade.block_bytes = trace.block_tokens * kv_bytes_per_token_all_layers(model, kv_dtype);
+    trade.to_device = st.link_to_device;
+    trade.to_host = st.link_to_host;
+    trade.overhead_s = st.link_overhead_s;
+    trade.flops_per_token = 2.0 * static_cast<double>(model_params(model));
+    trade.prefill_flops = st.prefill_flops;
+    const std::int64_t host_blocks =
+        static_cast<std::int64_t>(std::floor(st.host_capacity_tokens / trace.block_tokens));
     const Replay r = st.host_capacity_tokens > 0
-                         ? replay_tiered(trace, st.policy, blocks[i],
-                                         static_cast<std::int64_t>(std::floor(
-                                             st.host_capacity_tokens / trace.block_tokens)),
-                                         st.ttl_s)
+                         ? replay_tiered(trace, st.policy, blocks[i], host_blocks, st.ttl_s, trade)
                          : replay(trace, st.policy, blocks[i], st.ttl_s);
     out.push_back(result_of(trace, settings[i], blocks[i], r, ceiling, model, kv_dtype));
   }
@@ -236,6 +341,27 @@ nlohmann::json to_json(const CacheSimResult& r) {
                         {"host_peak", t.blocks.host_peak}};
     j["link_bytes"] = {{"host_to_hbm", t.link_bytes_to_hbm}, {"hbm_to_host", t.link_bytes_to_host}};
     j["host_bytes"] = t.host_bytes;
+    j["reload_policy"] = std::string(reload_policy_name(r.setting.reload));
+    j["reloads"] = t.reloads;
+    j["reloaded_tokens"] = t.reloaded_tokens;
+    j["recomputed_tokens"] = t.recomputed_tokens;
+    if (!r.setting.link.empty()) {
+      const auto finite_or_inf = [](double x) {
+        return std::isinf(x) ? nlohmann::json("inf") : nlohmann::json(x);
+      };
+      j["link"] = {
+          {"key", r.setting.link},
+          {"to_device", r.setting.link_to_device},
+          {"to_host", r.setting.link_to_host},
+          {"overhead_s", r.setting.link_overhead_s},
+          {"busy_s", {{"to_hbm", t.link_busy_s_to_hbm}, {"to_host", t.link_busy_s_to_host}}},
+          {"busy_fraction",
+           {{"to_hbm", t.link_busy_fraction_to_hbm}, {"to_host", t.link_busy_fraction_to_host}}}};
+      j["trade"] = {{"load_per_token_s", finite_or_inf(t.trade.load_per_token_s)},
+                    {"recompute_per_token_s", finite_or_inf(t.trade.recompute_per_token_s)},
+                    {"prefill_flops", r.setting.prefill_flops},
+                    {"break_even_tokens", finite_or_inf(t.trade.break_even_tokens)}};
+    }
   }
   return j;
 }

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +25,14 @@ namespace decodebench {
 
 inline constexpr double kUnboundedTokens = std::numeric_limits<double>::infinity();
 
+// What a request does with the blocks of its hit found in the host tier: always reload them over
+// the link, never (recompute those tokens, as if they were a miss), or the cheaper of the two
+// for that request: load = bytes / to_device + overhead (the request's host blocks in one
+// transfer), recompute = 2 x parameters x tokens / prefill_flops.
+enum class ReloadPolicy { always, never, cheaper };
+std::string_view reload_policy_name(ReloadPolicy p);
+ReloadPolicy parse_reload_policy(std::string_view name);  // InputError listing them
+
 struct CacheSimSetting {
   EvictionPolicy policy = EvictionPolicy::lru;
   double capacity_tokens = kUnboundedTokens;  // > 0 or infinity; blocks = floor(tokens / block)
@@ -30,7 +40,27 @@ struct CacheSimSetting {
   // A host-memory tier behind the cache (tiered_cache.h), tokens >= 0 (0: none); the cache above
   // is then HBM and must be finite.
   double host_capacity_tokens = 0;
+  // With a host tier: the link its blocks cross and what a host hit does (ReloadTrade below).
+  // No link (empty key): host hits are reloaded and only bytes are counted.
+  std::string link;            // configs/devices.json "links" key, as resolved by the caller
+  double link_to_device = 0;   // B/s host -> HBM
+  double link_to_host = 0;     // B/s HBM -> host
+  double link_overhead_s = 0;  // per transfer (one per request and direction)
+  double prefill_flops = 0;    // FLOP/s recomputation runs at (the device's tensor-core peak)
+  ReloadPolicy reload = ReloadPolicy::always;
 };
+
+// The per-token trade behind `cheaper`, for a model, KV dtype, link and device: reloading a
+// prefix of n tokens costs n x load_per_token + overhead, recomputing it n x recompute_per_token;
+// reload pays from break_even_tokens on (infinity when recompute is cheaper per token: never).
+struct ReloadTrade {
+  double load_per_token_s = 0;
+  double recompute_per_token_s = 0;
+  double overhead_s = 0;
+  double break_even_tokens = 0;
+};
+ReloadTrade reload_trade(const ModelShape& model, DType kv_dtype, double to_device,
+                         double overhead_s, double prefill_flops);
 
 // What a host tier adds to a setting (all zero without one).
 struct CacheSimTiers {
@@ -43,6 +73,16 @@ struct CacheSimTiers {
   double link_bytes_to_hbm = 0;   // promoted blocks x block tokens x kv bytes per token
   double link_bytes_to_host = 0;  // demoted blocks x the same
   double host_bytes = 0;          // the host tier's KV bytes (capacity)
+  // With a link: the host hits' fate and the link's time (requests serialized, each direction
+  // on its own; busy fractions over the trace's span).
+  std::int64_t reloads = 0;              // requests whose host blocks were reloaded
+  std::int64_t reloaded_tokens = 0;      // host hit tokens reloaded (counted as saved)
+  std::int64_t recomputed_tokens = 0;    // host hit tokens recomputed (counted as computed)
+  double link_busy_s_to_hbm = 0;         // sum of the reload transfers' times
+  double link_busy_s_to_host = 0;        // sum of the demotions' transfers' times
+  double link_busy_fraction_to_hbm = 0;  // / span
+  double link_busy_fraction_to_host = 0;
+  ReloadTrade trade;
 };
 
 struct CacheSimResult {

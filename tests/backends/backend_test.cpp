@@ -180,6 +180,39 @@ TEST(Datasheet, MalformedFileNamesFileAndKey) {
   std::filesystem::remove(path);
 }
 
+// The links a KV cache crosses between tiers: every row parsed, a key found whatever its case,
+// an unknown one named with the valid keys, a malformed row named by file and key.
+TEST(Datasheet, Links) {
+  const std::vector<LinkDatasheet> links = all_link_datasheets();
+  ASSERT_GE(links.size(), 5u);
+  const LinkDatasheet gen5 = link_by_key("PCIe-Gen5-x16");
+  EXPECT_DOUBLE_EQ(gen5.to_device, 63.0e9);
+  EXPECT_DOUBLE_EQ(gen5.to_host, 63.0e9);
+  EXPECT_FALSE(gen5.source.empty());
+  for (const char* key : {"pcie-gen4-x16", "nvlink-c2c", "rdma-200g", "rdma-400g"})
+    EXPECT_GT(link_by_key(key).to_device, 0) << key;
+  const std::string unknown = error_of([] { link_by_key("pcie-gen9"); });
+  EXPECT_NE(unknown.find("'pcie-gen9'"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("nvlink-c2c"), std::string::npos) << unknown;
+  const std::string device = R"({"key": "x", "name": "X", "match": ["X"], "bandwidth": 1e12,
+      "fp32_flops": 1e12, "tensor_f16_flops": 1e13, "mem_bytes": 1e9})";
+  const auto link_error = [&](const std::string& links_json) {
+    return error_of([&] {
+      parse_link_datasheets(R"({"devices": [)" + device + R"(], "links": )" + links_json + "}",
+                            "bad.json");
+    });
+  };
+  std::string msg = link_error(R"([{"key": "l", "name": "L", "to_device": 0, "to_host": 1e9,
+      "source": "s"}])");
+  EXPECT_NE(msg.find("links[l].to_device"), std::string::npos) << msg;
+  msg = link_error(R"([{"key": "l", "name": "L", "to_device": 1e9, "to_host": 1e9}])");
+  EXPECT_NE(msg.find("links[0].source"), std::string::npos) << msg;
+  msg = link_error(R"([{"key": "l", "name": "L", "to_device": 1e9, "to_host": 1e9, "source": "s",
+      "latency": 1}])");
+  EXPECT_NE(msg.find("latency"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bad.json"), std::string::npos) << msg;
+}
+
 // Inputs the fuzzer (tests/fuzz/fuzz_datasheet) found: a memory size beyond int64 was cast from
 // double (undefined), an SM count beyond int wrapped to a small positive one.
 TEST(Datasheet, OutOfRangeValuesAreRejected) {

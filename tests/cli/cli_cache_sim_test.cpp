@@ -91,6 +91,45 @@ TEST(CliCacheSim, HostTier) {
   EXPECT_NE(table.out.find("to HBM GB"), std::string::npos) << table.out;
 }
 
+// A link prices each host hit: reload over it or recompute. `never` recomputes every host hit (no
+// link bytes to HBM, the tokens computed), `always` reloads them all; `cheaper` picks per request,
+// so its prefill saved lies between; the break-even follows from the per-token costs.
+TEST(CliCacheSim, LinkPricesReloadAgainstRecompute) {
+  TempDir dir;
+  const CliResult r = run_cli("cache-sim --trace '" + kSlice +
+                                  "' --capacity 1e5 --host-capacity 1e6 --link rdma-200g "
+                                  "--reload-policy always,never,cheaper --link-overhead 1e-5 "
+                                  "--model llama-2-7b --format json",
+                              dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json settings = json::parse(r.out).at("cache_sim").at("settings");
+  ASSERT_EQ(settings.size(), 3u);
+  const json &always = settings[0], &never = settings[1], &cheaper = settings[2];
+  EXPECT_EQ(always.at("reload_policy"), "always");
+  EXPECT_EQ(always.at("recomputed_tokens"), 0);
+  EXPECT_GT(always.at("link_bytes").at("host_to_hbm").get<double>(), 0);
+  EXPECT_EQ(never.at("link_bytes").at("host_to_hbm").get<double>(), 0.0);
+  EXPECT_EQ(never.at("recomputed_tokens"), never.at("hit_tokens_by_tier").at("host"));
+  EXPECT_EQ(never.at("prefill_tokens_saved"), never.at("hit_tokens_by_tier").at("hbm"));
+  const auto saved = [](const json& s) { return s.at("prefill_tokens_saved").get<double>(); };
+  EXPECT_LE(saved(never), saved(cheaper));
+  EXPECT_LE(saved(cheaper), saved(always));
+  // Per token: llama-2-7b's bf16 KV (524288 B over 32 layers) at 25 GB/s, against 2 x params
+  // at the h200's 989.4 TFLOP/s; at 200 Gb/s the reload never pays (21 us > 13.6 us per token).
+  const json& trade = always.at("trade");
+  EXPECT_NEAR(trade.at("load_per_token_s").get<double>(), 524288.0 / 25e9, 1e-12);
+  EXPECT_EQ(trade.at("break_even_tokens"), "inf");
+  EXPECT_GT(always.at("link").at("busy_fraction").at("to_hbm").get<double>(), 0);
+  // A faster link: reload pays from overhead / (recompute - load) tokens on.
+  const CliResult fast = run_cli("cache-sim --trace '" + kSlice +
+                                     "' --capacity 1e5 --host-capacity 1e6 --link nvlink-c2c "
+                                     "--link-overhead 1e-5 --model llama-2-7b",
+                                 dir.path());
+  ASSERT_EQ(fast.code, 0) << fast.err;
+  EXPECT_NE(fast.out.find("reloading is cheaper from"), std::string::npos) << fast.out;
+  EXPECT_NE(fast.out.find("busy to HBM"), std::string::npos) << fast.out;
+}
+
 TEST(CliCacheSim, JsonShape) {
   TempDir dir;
   const std::string file = (dir / "sub/cache.json").string();
@@ -199,6 +238,17 @@ TEST(CliCacheSim, BadInputNamesTheOption) {
       {t + "--host-capacity -1", {"--host-capacity", "'-1'", ">= 0"}},
       {t + "--host-capacity inf", {"--host-capacity", "'inf'"}},
       {t + "--capacity inf --host-capacity 1e6", {"--host-capacity", "finite HBM capacity"}},
+      {t + "--capacity 1e5 --host-capacity 1e6 --link pcie-gen9",
+       {"--link", "'pcie-gen9'", "pcie-gen5-x16"}},
+      {t + "--capacity 1e5 --host-capacity 1e6 --link pcie-gen5-x16 --reload-policy sometimes",
+       {"--reload-policy", "'sometimes'", "always, never, cheaper"}},
+      {t + "--link pcie-gen5-x16", {"--link", "--host-capacity"}},
+      {t + "--capacity 1e5 --host-capacity 1e6 --reload-policy cheaper",
+       {"--reload-policy", "--link"}},
+      {t + "--capacity 1e5 --host-capacity 1e6 --link pcie-gen5-x16 --link-overhead -1",
+       {"--link-overhead", ">= 0"}},
+      {t + "--capacity 1e5 --host-capacity 1e6 --link pcie-gen5-x16 --device tpu",
+       {"--device", "'tpu'"}},
       {t + "--model no-such-model", {"--model", "no-such-model"}},
       {"--trace /nonexistent/trace.jsonl", {"--trace", "/nonexistent/trace.jsonl"}},
       {"--trace '" + kSlice + "' --trace-block-tokens 256", {"--trace", "hash_ids"}},

@@ -561,5 +561,26 @@ TEST(CliDump, CpuDumpRecomputesWithNumpySemantics) {
   expect_valid_dump(dir / "dump", "cpu", 3, 2e-2);
 }
 
+// The links a KV cache's tiers cross, from configs/devices.json, each direction named and
+// labelled as datasheet (this build measures no link).
+TEST(Cli, CeilingsListTheLinksAsDatasheetRows) {
+  TempDir dir;
+  const CliResult table = run_cli("ceilings --backend emu", dir.path());
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("link        pcie-gen5-x16 (PCIe 5.0 x16): to device 63.0 GB/s"),
+            std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("(datasheet, not measured)"), std::string::npos) << table.out;
+  const CliResult j = run_cli("ceilings --backend emu --format json", dir.path());
+  ASSERT_EQ(j.code, 0) << j.err;
+  const json links = json::parse(j.out).at("links");
+  ASSERT_GE(links.size(), 5u);
+  for (const json& l : links) {
+    EXPECT_EQ(l.at("kind"), "datasheet");
+    EXPECT_GT(l.at("to_device_Bps").get<double>(), 0);
+    EXPECT_GT(l.at("to_host_Bps").get<double>(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace decodebench::testing

@@ -195,18 +195,15 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
     }
   }
 
-  // V in slices, as the AVX-512 quant tile: probabilities times the token's scales first (ps),
-  // sum_t p * z per 32 channels added at the end of a slice (int4).
+  // V in slices, as the AVX-512 quant tile: each row dequantized once in registers and shared by
+  // the pass's heads (int4: even/odd order within each 16 channels).
   template <int kNH>
   void accumulate_n(const float* __restrict p /*[kNH][kTile]*/, int n, float* __restrict acc) {
     constexpr int kGroup = kNH >= 4 ? 2 : 8 / kNH;  // int4 slices hold whole 16-channel pieces
     static_assert(kChunks % kGroup == 0, "slices cover d");
-    constexpr int kScaleGroups = kKv == DType::int8 ? 1 : kGroups;
+    constexpr int kPer = decltype(unit_scales)::kPer;  // scales per (token, head)
     const int n_prefetch = this->v_prefetch_pending ? this->next.n() : 0;
     this->v_prefetch_pending = false;
-    alignas(32) float ps[kNH * kTile * kScaleGroups];      // [head][token][group]
-    [[maybe_unused]] float zsum[kNH * kScaleGroups] = {};  // int4: [head][group]
-    unit_scales.template v_factors<kNH>(p, n, ps, zsum);
     constexpr int kVLines = (kRowBytes + 63) / 64;  // lines of a code row
     for (int c0 = 0; c0 < kChunks; c0 += kGroup) {
       __m256 a[kNH][kGroup];
@@ -230,17 +227,21 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
 #pragma GCC unroll 8
         for (int c = 0; c < kGroup; c += 2) {
           __m256 v0, v1;
-          int g = 0;
           if constexpr (kKv == DType::int8) {
-            v0 = avx2q::int8x8(row + 8 * (c0 + c));
-            v1 = avx2q::int8x8(row + 8 * (c0 + c) + 8);
+            const __m256 scale = _mm256_broadcast_ss(unit_scales.v_scale + j);
+            v0 = _mm256_mul_ps(avx2q::int8x8(row + 8 * (c0 + c)), scale);
+            v1 = _mm256_mul_ps(avx2q::int8x8(row + 8 * (c0 + c) + 8), scale);
           } else {
+            const int g = (c0 + c) / 4;  // 32 channels = 4 chunks
+            const __m256 scale = _mm256_broadcast_ss(unit_scales.v_scale + j * kPer + g);
+            const __m256 zero = _mm256_broadcast_ss(unit_scales.v_zero + j * kPer + g);
             avx2q::int4x16(row + 4 * (c0 + c), v0, v1);  // 16 channels = 8 bytes
-            g = (c0 + c) / 4;
+            v0 = _mm256_fmadd_ps(v0, scale, zero);
+            v1 = _mm256_fmadd_ps(v1, scale, zero);
           }
 #pragma GCC unroll 8
           for (int h = 0; h < kNH; ++h) {
-            const __m256 pj = _mm256_broadcast_ss(ps + (h * kTile + j) * kScaleGroups + g);
+            const __m256 pj = _mm256_broadcast_ss(p + h * kTile + j);
             a[h][c] = _mm256_fmadd_ps(pj, v0, a[h][c]);
             a[h][c + 1] = _mm256_fmadd_ps(pj, v1, a[h][c + 1]);
           }
@@ -253,9 +254,8 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
             _mm256_storeu_ps(out, a[h][c]);
             _mm256_storeu_ps(out + 8, a[h][c + 1]);
           } else {
-            const __m256 z = _mm256_set1_ps(zsum[h * kScaleGroups + (c0 + c) / 4]);
             __m256 lo, hi;
-            avx2q::interleave(_mm256_add_ps(a[h][c], z), _mm256_add_ps(a[h][c + 1], z), lo, hi);
+            avx2q::interleave(a[h][c], a[h][c + 1], lo, hi);
             _mm256_storeu_ps(out, lo);
             _mm256_storeu_ps(out + 8, hi);
           }

@@ -197,19 +197,18 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
     }
   }
 
-  // V in slices of the float tile's width. int8: p * s_V per token first (pv), then the codes.
-  // int4: p * s per (token, group) (ps) multiplies the codes, in even/odd order per group, and
-  // sum_t p * z per group is added to the slice's accumulators at the end.
+  // V in slices of the float tile's width, each row dequantized in registers once and shared by
+  // the pass's heads: int8 code x s_V(t), int4 fma(code, s, z) per (token, 32 channels), in
+  // even/odd order within each group (the accumulators are permuted to match at the slice's
+  // edges). Cheaper than folding s into each head's probability: one multiply per 16 codes
+  // instead of one per head and token.
   template <int kNH>
   void accumulate_n(const float* __restrict p /*[kNH][kTile]*/, int n, float* __restrict acc) {
     constexpr int kGroup = kChunks < 16 / kNH ? kChunks : 16 / kNH;
     static_assert(kChunks % kGroup == 0 && kGroup % 2 == 0, "slices cover whole 32-channel groups");
-    constexpr int kScaleGroups = kKv == DType::int8 ? 1 : kGroups;
+    constexpr int kPer = decltype(unit_scales)::kPer;  // scales per (token, head)
     const int n_prefetch = this->v_prefetch_pending ? this->next.n() : 0;
     this->v_prefetch_pending = false;
-    alignas(64) float ps[kNH * kTile * kScaleGroups];      // [head][token][group]
-    [[maybe_unused]] float zsum[kNH * kScaleGroups] = {};  // int4: [head][group] sum_t p * z
-    unit_scales.template v_factors<kNH>(p, n, ps, zsum);
     constexpr int kVLines = (kRowBytes + 63) / 64;  // lines of a code row
     for (int c0 = 0; c0 < kChunks; c0 += kGroup) {
       __m512 a[kNH][kGroup];
@@ -230,29 +229,28 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
             __builtin_prefetch(this->next.v(j) + 64 * line, /*rw=*/0, kPrefetchLocality);
         }
         const std::byte* row = this->unit.v(j);
+        __m512 v[kGroup];
         if constexpr (kKv == DType::int8) {
-          __m512 v[kGroup];
+          const __m512 scale = _mm512_set1_ps(unit_scales.v_scale[j]);
 #pragma GCC unroll 16
-          for (int c = 0; c < kGroup; ++c) v[c] = avx512q::int8x16(row + 16 * (c0 + c));
-#pragma GCC unroll 8
-          for (int h = 0; h < kNH; ++h) {
-            const __m512 pj = _mm512_set1_ps(ps[h * kTile + j]);  // one group: [head][token]
-#pragma GCC unroll 16
-            for (int c = 0; c < kGroup; ++c) a[h][c] = _mm512_fmadd_ps(pj, v[c], a[h][c]);
-          }
+          for (int c = 0; c < kGroup; ++c)
+            v[c] = _mm512_mul_ps(avx512q::int8x16(row + 16 * (c0 + c)), scale);
         } else {
 #pragma GCC unroll 8
           for (int c = 0; c < kGroup; c += 2) {
             const int g = (c0 + c) / 2;
-            __m512 even, odd;
-            avx512q::int4x32(row + 16 * g, even, odd);
-#pragma GCC unroll 8
-            for (int h = 0; h < kNH; ++h) {
-              const __m512 pj = _mm512_set1_ps(ps[(h * kTile + j) * kScaleGroups + g]);
-              a[h][c] = _mm512_fmadd_ps(pj, even, a[h][c]);
-              a[h][c + 1] = _mm512_fmadd_ps(pj, odd, a[h][c + 1]);
-            }
+            const __m512 scale = _mm512_set1_ps(unit_scales.v_scale[j * kPer + g]);
+            const __m512 zero = _mm512_set1_ps(unit_scales.v_zero[j * kPer + g]);
+            avx512q::int4x32(row + 16 * g, v[c], v[c + 1]);
+            v[c] = _mm512_fmadd_ps(v[c], scale, zero);
+            v[c + 1] = _mm512_fmadd_ps(v[c + 1], scale, zero);
           }
+        }
+#pragma GCC unroll 8
+        for (int h = 0; h < kNH; ++h) {
+          const __m512 pj = _mm512_set1_ps(p[h * kTile + j]);
+#pragma GCC unroll 16
+          for (int c = 0; c < kGroup; ++c) a[h][c] = _mm512_fmadd_ps(pj, v[c], a[h][c]);
         }
       }
       for (int h = 0; h < kNH; ++h)
@@ -262,9 +260,8 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
             _mm512_storeu_ps(out, a[h][c]);
             _mm512_storeu_ps(out + 16, a[h][c + 1]);
           } else {
-            const __m512 z = _mm512_set1_ps(zsum[h * kScaleGroups + (c0 + c) / 2]);
             __m512 lo, hi;
-            avx512q::interleave(_mm512_add_ps(a[h][c], z), _mm512_add_ps(a[h][c + 1], z), lo, hi);
+            avx512q::interleave(a[h][c], a[h][c + 1], lo, hi);
             _mm512_storeu_ps(out, lo);
             _mm512_storeu_ps(out + 16, hi);
           }

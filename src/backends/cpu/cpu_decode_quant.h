@@ -5,15 +5,16 @@
 // The codes sit in the float formats' paged layout, [num_blocks][Hkv][P][row bytes], so the
 // driver walks them unchanged; a row's (block, head, token) index is its byte offset over the row
 // size, and every scale array is laid out by that index (or by its block-head, for int4 keys).
-// How the arithmetic avoids dequantizing element by element where it can:
-//   int8        s per (token, head): a score is s_K(t) * (q . codes), a probability is folded
-//               as p * s_V(t) before the V pass. Codes are sign-extended and converted.
+// How the arithmetic is arranged (each choice measured: results/cpu-xeon-spr-2vcpu/quant/):
+//   int8 K      s per (token, head): a score is s_K(t) * (q . codes), 16 scores at a time.
+//               Codes are sign-extended and converted.
 //   int4 K      s, z per (block, head, channel): q . k = (q * s) . codes + q . z, so per block
 //               the pass's q rows are multiplied by s once (q') and q . z is one bias per head.
 //   int4_token  s, z per (token, head, 32 channels): K rows are dequantized in registers
 //   K           (fma(code, s, z), shared by the pass's heads) before the dot products.
-//   int4 V      (both int4 formats) p * v = (p * s) * codes + p * z: the V pass multiplies the
-//               codes by p * s, and sum_t p * z per 32 channels is added once per tile.
+//   V           every row dequantized in registers (code x s, or fma(code, s, z) per 32
+//               channels) once, shared by the pass's heads; one multiply per 16 codes beats
+//               folding s into each head's probability at any GQA group.
 // Two int4 codes share a byte (even channel low), so a register of 16 (or 8) bytes unpacks to the
 // even channels and the odd ones: q' and the V accumulators are kept in that order within each
 // 32 (or 16) channels and permuted back at the tile's edges.
@@ -121,9 +122,9 @@ inline void halves_to_floats(const std::uint16_t* src, int count, float* dst) {
 template <DType kKv, int kHeadDim, int kTile>
 struct UnitScales {
   using Layout = QuantLayout<kKv, kHeadDim>;
-  static constexpr int kPer = static_cast<int>(Layout::per_token());
-  alignas(64) float k_scale[kTile * kPer];  // int8, int4_token
-  alignas(64) float k_zero[kTile * kPer];   // int4_token
+  static constexpr int kPer = static_cast<int>(Layout::per_token());  // [token][group]
+  alignas(64) float k_scale[kTile * kPer];                            // int8, int4_token
+  alignas(64) float k_zero[kTile * kPer];                             // int4_token
   alignas(64) float v_scale[kTile * kPer];
   alignas(64) float v_zero[kTile * kPer];  // int4 formats
 
@@ -141,25 +142,6 @@ struct UnitScales {
       if constexpr (kKv == DType::int4_token)
         halves_to_floats(layout.k_zeros + first, count, k_zero + j * kPer);
       j += run;
-    }
-  }
-
-  // The V pass's per-token factors for the pass's heads: ps[head][token][group] = p * s, and
-  // zsum[head][group] = sum_t p * z (int4 formats), over the tile's n tokens.
-  template <int kNH>
-  void v_factors(const float* __restrict p /*[kNH][kTile]*/, int n, float* __restrict ps,
-                 float* __restrict zsum) const {
-    for (int h = 0; h < kNH; ++h) {
-      float z[kPer] = {};
-      for (int j = 0; j < n; ++j) {
-        const float pj = p[h * kTile + j];
-#pragma GCC unroll 8
-        for (int g = 0; g < kPer; ++g) {
-          ps[(h * kTile + j) * kPer + g] = pj * v_scale[j * kPer + g];
-          if constexpr (kKv != DType::int8) z[g] += pj * v_zero[j * kPer + g];
-        }
-      }
-      for (int g = 0; g < kPer; ++g) zsum[h * kPer + g] = z[g];
     }
   }
 };

@@ -103,6 +103,8 @@ void time_cold_steps(benchmark::State& state, Prepared& p, Step step) {
   for (auto _ : state) {
     cpu::evict_from_caches(p.w.k_cache.data(), p.w.k_cache.size());
     cpu::evict_from_caches(p.w.v_cache.data(), p.w.v_cache.size());
+    for (const auto* a : {&p.w.k_scales, &p.w.k_zeros, &p.w.v_scales, &p.w.v_zeros})
+      if (!a->empty()) cpu::evict_from_caches(a->data(), a->size() * sizeof(std::uint16_t));
     const auto t0 = std::chrono::steady_clock::now();
     step();
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
@@ -261,6 +263,11 @@ void register_decode() {
       {"llama-3.1-8b", 8, 8192, 0, DType::fp8_e5m2},
       {"qwen2.5-7b", 8, 8192, 0, DType::f16},  // GQA 7: passes of 4 + 2 + 1 heads
       {"llama-2-7b", 4, 4096, 0, DType::f16},  // MHA
+      // The integer KV formats (kv-formats-cpu.json's model): codes widened in registers, MHA
+      // and group 4.
+      {"llama-2-7b", 4, 4096, 0, DType::int8},
+      {"llama-2-7b", 4, 4096, 0, DType::int4},
+      {"llama-3.1-8b", 8, 8192, 0, DType::int4},
       // Prefix points: the target point with a shared prefix of h of every context (one group,
       // as the sweep lays it out); bytes_min_GBps counts each shared block once,
       // bytes_logical_GBps once per sequence.

@@ -42,7 +42,7 @@ KvFormat parse_format(std::string_view text, std::string_view what = "--kv-dtype
 // "k" or "v" (also "key", "value"); InputError naming `what` otherwise.
 KvTensor parse_tensor(std::string_view text, std::string_view what = "--tensor");
 std::string_view tensor_name(KvTensor t);
-// The float formats are stored as a DType the kernels read today; the integer ones are not.
+// The float formats: an element stands alone (no scale arrays); !is_int_kv(f).
 bool is_float_format(KvFormat f);
 DType float_format_dtype(KvFormat f);  // std::logic_error for an integer format
 

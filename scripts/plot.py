@@ -663,18 +663,19 @@ def replay_setting_label(setting):
         policy = f"ttl {setting['ttl_s']:g} s"
     pool = setting.get("kv_pool_bytes")
     pool = f"{pool / 1e9:.3g} GB" if isinstance(pool, (int, float)) else "?"
-    return f"{pool} {policy} {setting.get('kv_dtype', '?')}"
+    label = f"{pool} {policy} {setting.get('kv_dtype', '?')}"
+    host = setting.get("host_capacity_tokens")
+    if isinstance(host, (int, float)) and host > 0:
+        label += f" + host {host:.3g} tok"
+        if setting.get("link"):
+            label += f" {setting['link']} {setting.get('reload_policy', '?')}"
+    return label
 
 
 def fig_replay(report):
     replay = report["replay"]
     cells = replay.get("settings") or []
     labels = [replay_setting_label(c.get("setting", {})) for c in cells]
-    kernels = []
-    for c in cells:
-        for k in c.get("kernels", []):
-            if k.get("kernel") not in kernels:
-                kernels.append(k.get("kernel"))
     fig = new_figure(15, 2.0 + 0.42 * max(len(cells), 2))
     axes = fig.subplots(1, 5, sharey=True)
     y = list(range(len(cells)))
@@ -682,6 +683,29 @@ def fig_replay(report):
     # A missing value draws no bar (width 0), never a NaN bar.
     nums = lambda rows, *keys: [num(dig(r, *keys)) for r in rows]  # noqa: E731
     bar = lambda v: 0 if v is None or math.isnan(v) else v  # noqa: E731
+    tiered = any(isinstance(r.get("tiers"), dict) or isinstance(r.get("prefill_link"), dict)
+                 for r in sched)
+    if tiered:
+        draw_tier_panels(axes, y, sched, nums, bar)
+    else:
+        draw_cache_panels(axes, y, sched, nums, bar)
+    draw_tokens_panel(axes[4], y, cells, bar)
+    axes[0].set_yticks(y, labels, fontsize=8)
+    axes[0].invert_yaxis()
+    for ax in axes:
+        ax.grid(True, axis="x", alpha=0.25)
+        ax.set_xlim(left=0)
+    trace = replay.get("trace", {})
+    device = dig(replay, "schedule_model", "device") or "?"
+    fig.suptitle(f"Trace replay: {os.path.basename(str(trace.get('source', '?')))}, "
+                 f"{trace.get('requests', '?')} requests, {replay.get('model', '?')}, scope "
+                 f"{replay.get('scope', '?')}; schedule modeled for {device}; steps measured on "
+                 f"{describe(report, ok_points(report))}", fontsize=8)
+    return fig
+
+
+def draw_cache_panels(axes, y, sched, nums, bar):
+    """One KV pool: hit rate, evictions, prefill saved, KV bytes per step."""
     hit = [100 * bar(h) for h in nums(sched, "hit_rate")]
     axes[0].barh(y, hit, color="C0", gid="hit-rate")
     axes[0].set_xlabel("hit rate (% of prompt tokens)")
@@ -700,6 +724,65 @@ def fig_replay(report):
            [max(0.0, bar(hi) - bar(m)) / 1e6 for m, hi in zip(p50, p90)]]
     axes[3].barh(y, mb, xerr=err, color="C4", capsize=2, gid="kv-bytes")
     axes[3].set_xlabel("KV MB per decode step (p50, p10-p90)")
+
+
+def draw_tier_panels(axes, y, sched, nums, bar):
+    """A host tier or a prefill link: hits by tier, link traffic, recomputation, time to first
+    token."""
+    hbm = [100 * bar(h) for h in nums(sched, "tiers", "hit_rate_by_tier", "hbm")]
+    # A setting without a host tier has all its hits in HBM.
+    hbm = [h if isinstance(r.get("tiers"), dict) else 100 * bar(num(r.get("hit_rate")))
+           for h, r in zip(hbm, sched)]
+    host = [100 * bar(h) for h in nums(sched, "tiers", "hit_rate_by_tier", "host")]
+    axes[0].barh(y, hbm, color="C0", label="in HBM", gid="hit-rate-hbm")
+    axes[0].barh(y, host, left=hbm, color="C0", alpha=0.45, label="in the host tier",
+                 gid="hit-rate-host")
+    axes[0].set_xlabel("hit rate (% of prompt tokens)")
+    axes[0].legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False)
+    h = 0.4
+    to_hbm = [bar(v) / 1e9 for v in nums(sched, "tiers", "link_bytes", "to_hbm")]
+    to_host = [bar(v) / 1e9 for v in nums(sched, "tiers", "link_bytes", "to_host")]
+    prefill = [bar(v) / 1e9 for v in nums(sched, "prefill_link", "bytes")]
+    axes[1].barh([v - h / 2 for v in y], to_hbm, height=h / 2, color="C2",
+                 label="host -> HBM", gid="link-to-hbm")
+    axes[1].barh(y, to_host, height=h / 2, color="C1", label="HBM -> host", gid="link-to-host")
+    axes[1].barh([v + h / 2 for v in y], prefill, height=h / 2, color="C5",
+                 label="prefill node -> HBM", gid="link-prefill")
+    busy = zip(nums(sched, "tiers", "link_busy_fraction", "to_hbm"),
+               nums(sched, "tiers", "link_busy_fraction", "to_host"),
+               nums(sched, "prefill_link", "busy_fraction"))
+    for v, (a, b, c) in zip(y, busy):
+        parts = (("in", a), ("out", b), ("prefill", c))
+        text = "  ".join(f"{name} {100 * x:.1f}%" for name, x in parts
+                         if x is not None and not math.isnan(x))
+        if text:
+            axes[1].annotate(f"busy {text}", (0, v), xytext=(2, 7), textcoords="offset points",
+                             fontsize=6)
+    axes[1].set_xlabel("GB over the links")
+    axes[1].legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False)
+    host_re = [bar(v) for v in nums(sched, "tiers", "recomputed_tokens")]
+    preempt_re = [bar(v) for v in nums(sched, "recomputed_tokens")]
+    axes[2].barh(y, host_re, color="C3", label="host hits recomputed", gid="recomputed-host")
+    axes[2].barh(y, preempt_re, left=host_re, color="C3", alpha=0.45,
+                 label="after preemption", gid="recomputed-preempted")
+    axes[2].set_xlabel("tokens prefilled again")
+    axes[2].legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1), ncol=1, frameon=False)
+    ttft = [bar(v) for v in nums(sched, "ttft_s", "p50")]
+    wait = [bar(v) for v in nums(sched, "link_wait_s", "p99")]
+    axes[3].barh(y, ttft, color="C4", label="time to first token p50", gid="ttft")
+    axes[3].plot(wait, y, linestyle="none", marker="|", markersize=12, color="black",
+                 label="link wait p99", gid="link-wait")
+    axes[3].set_xlabel("seconds (modeled)")
+    axes[3].legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1), ncol=1, frameon=False)
+
+
+def draw_tokens_panel(ax, y, cells, bar):
+    """Measured decode tokens/s per kernel, the schedule's modeled rate as a tick."""
+    kernels = []
+    for c in cells:
+        for k in c.get("kernels", []):
+            if k.get("kernel") not in kernels:
+                kernels.append(k.get("kernel"))
     height = 0.8 / max(len(kernels), 1)
     for n, kernel in enumerate(kernels):
         measured, modeled = [], []
@@ -708,25 +791,13 @@ def fig_replay(report):
             measured.append(num(dig(k, "measured", "tokens_per_s")))
             modeled.append(num(dig(c, "schedule", "modeled", "decode_tokens_per_s")))
         offs = [v - 0.4 + height * (n + 0.5) for v in y]
-        axes[4].barh(offs, [bar(m) for m in measured], height=height, color=f"C{n % 10}",
-                     label=f"{kernel} (measured)", gid=f"tokens-{kernel}")
+        ax.barh(offs, [bar(m) for m in measured], height=height, color=f"C{n % 10}",
+                label=f"{kernel} (measured)", gid=f"tokens-{kernel}")
         if n == 0:
-            axes[4].plot([m for m in modeled], y, linestyle="none", marker="|", markersize=12,
-                         color="black", label="modeled (the schedule's clock)", gid="modeled")
-    axes[4].set_xlabel("decode tokens/s over the trace")
-    axes[4].legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False)
-    axes[0].set_yticks(y, labels, fontsize=8)
-    axes[0].invert_yaxis()
-    for ax in axes:
-        ax.grid(True, axis="x", alpha=0.25)
-        ax.set_xlim(left=0)
-    trace = replay.get("trace", {})
-    device = dig(replay, "schedule_model", "device") or "?"
-    fig.suptitle(f"Trace replay: {os.path.basename(str(trace.get('source', '?')))}, "
-                 f"{trace.get('requests', '?')} requests, {replay.get('model', '?')}, scope "
-                 f"{replay.get('scope', '?')}; schedule modeled for {device}; steps measured on "
-                 f"{describe(report, ok_points(report))}", fontsize=8)
-    return fig
+            ax.plot([m for m in modeled], y, linestyle="none", marker="|", markersize=12,
+                    color="black", label="modeled (the schedule's clock)", gid="modeled")
+    ax.set_xlabel("decode tokens/s over the trace")
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False)
 
 
 # ---- cache-sim -------------------------------------------------------------------------------

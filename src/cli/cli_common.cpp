@@ -223,4 +223,51 @@ int results_exit_code(const Report& report) {
   return kExitOk;
 }
 
+TierOptions parse_tier_options(const std::string& host_capacity, const std::string& link,
+                               const std::string& reload, double link_overhead_s) {
+  TierOptions t;
+  for (const std::string& item : split_list(host_capacity, "--host-capacity")) {
+    const double v = parse_double_list(item, "--host-capacity").front();
+    if (!(v >= 0) || std::isinf(v)) {
+      throw InputError(fmt::format(
+          "--host-capacity: '{}' is not a capacity; valid: a number of tokens >= 0 (e.g. 1e7; 0: "
+          "no host tier)",
+          item));
+    }
+    t.host_capacities.push_back(v);
+  }
+  for (const std::string& key :
+       link.empty() ? std::vector<std::string>{} : split_list(link, "--link")) {
+    try {
+      t.links.push_back(link_by_key(key));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--link: {}", e.what()));
+    }
+  }
+  for (const std::string& r : split_list(reload, "--reload-policy")) {
+    try {
+      t.reloads.push_back(parse_reload_policy(r));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--reload-policy: {}", e.what()));
+    }
+  }
+  if (!(link_overhead_s >= 0) || std::isinf(link_overhead_s)) {
+    throw InputError(fmt::format("--link-overhead: {} s; valid: a finite number of seconds >= 0",
+                                 link_overhead_s));
+  }
+  t.link_overhead_s = link_overhead_s;
+  const bool any_host = std::any_of(t.host_capacities.begin(), t.host_capacities.end(),
+                                    [](double h) { return h > 0; });
+  const bool only_always = std::all_of(t.reloads.begin(), t.reloads.end(),
+                                       [](ReloadPolicy r) { return r == ReloadPolicy::always; });
+  if ((!t.links.empty() || !only_always) && !any_host) {
+    throw InputError(
+        "--link and --reload-policy price the host tier's hits; add --host-capacity (e.g. 1e7)");
+  }
+  if (t.links.empty() && !only_always) {
+    throw InputError("--reload-policy needs a --link to price a reload against a recompute");
+  }
+  return t;
+}
+
 }  // namespace decodebench::cli

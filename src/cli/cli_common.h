@@ -11,10 +11,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "backends/datasheet.h"  // LinkDatasheet
 #include "harness/sweep_axes.h"
 #include "harness/sweep_config.h"
 #include "report/format.h"
 #include "results/report.h"
+#include "trace/cache_sim.h"  // ReloadPolicy
 
 namespace decodebench::cli {
 
@@ -90,5 +92,18 @@ void check_can_create_in(const std::filesystem::path& dir, std::string_view flag
 void check_output_file(const std::string& path, std::string_view flag);
 // An output directory flag's value: a directory (created if need be) a file can be created in.
 void check_output_dir(const std::string& path, std::string_view flag);
+
+// The host tier's options of cache-sim and replay: --host-capacity (tokens, a list, 0: none),
+// --link (configs/devices.json "links" keys, a list), --reload-policy (a list) and
+// --link-overhead (seconds per transfer), checked together: a link or a reload policy other than
+// always needs a host tier, and a reload policy other than always a link to price it.
+struct TierOptions {
+  std::vector<double> host_capacities;
+  std::vector<LinkDatasheet> links;  // empty: bytes only
+  std::vector<ReloadPolicy> reloads;
+  double link_overhead_s = 0;
+};
+TierOptions parse_tier_options(const std::string& host_capacity, const std::string& link,
+                               const std::string& reload, double link_overhead_s);
 
 }  // namespace decodebench::cli

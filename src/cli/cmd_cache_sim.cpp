@@ -66,22 +66,6 @@ std::vector<double> parse_capacities(const std::string& text) {
   return out;
 }
 
-// Host-tier capacities in tokens, >= 0 each (0: no host tier).
-std::vector<double> parse_host_capacities(const std::string& text) {
-  std::vector<double> out;
-  for (const std::string& item : split_list(text, "--host-capacity")) {
-    const double v = parse_double_list(item, "--host-capacity").front();
-    if (!(v >= 0) || std::isinf(v)) {
-      throw InputError(fmt::format(
-          "--host-capacity: '{}' is not a capacity; valid: a number of tokens >= 0 (e.g. 1e7; 0: "
-          "no host tier)",
-          item));
-    }
-    out.push_back(v);
-  }
-  return out;
-}
-
 std::vector<double> parse_ttls(const std::string& text) {
   std::vector<double> out;
   for (const std::string& item : split_list(text, "--ttl")) {
@@ -110,36 +94,11 @@ std::vector<CacheSimSetting> settings_of(const CacheSimOptions& o) {
     throw InputError("--ttl is used by the ttl policy only; add ttl to --policy (e.g. lru,ttl)");
   }
   const std::vector<double> ttls = has_ttl ? parse_ttls(o.ttl) : std::vector<double>{};
-  const std::vector<double> hosts = parse_host_capacities(o.host_capacity);
-  std::vector<LinkDatasheet> links;
-  for (const std::string& key :
-       o.link.empty() ? std::vector<std::string>{} : split_list(o.link, "--link")) {
-    try {
-      links.push_back(link_by_key(key));
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("--link: {}", e.what()));
-    }
-  }
-  std::vector<ReloadPolicy> reloads;
-  for (const std::string& r : split_list(o.reload, "--reload-policy")) {
-    try {
-      reloads.push_back(parse_reload_policy(r));
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("--reload-policy: {}", e.what()));
-    }
-  }
-  if (!(o.link_overhead_s >= 0) || std::isinf(o.link_overhead_s)) {
-    throw InputError(fmt::format("--link-overhead: {} s; valid: a finite number of seconds >= 0",
-                                 o.link_overhead_s));
-  }
-  const bool any_host = std::any_of(hosts.begin(), hosts.end(), [](double h) { return h > 0; });
-  if ((!links.empty() || o.reload != "always") && !any_host) {
-    throw InputError(
-        "--link and --reload-policy price the host tier's hits; add --host-capacity (e.g. 1e7)");
-  }
-  if (links.empty() && o.reload != "always") {
-    throw InputError("--reload-policy needs a --link to price a reload against a recompute");
-  }
+  const TierOptions tiers =
+      parse_tier_options(o.host_capacity, o.link, o.reload, o.link_overhead_s);
+  const std::vector<double>& hosts = tiers.host_capacities;
+  const std::vector<LinkDatasheet>& links = tiers.links;
+  const std::vector<ReloadPolicy>& reloads = tiers.reloads;
   double prefill_flops = 0;
   if (!links.empty()) {
     try {

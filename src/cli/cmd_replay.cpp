@@ -48,6 +48,11 @@ struct ReplayOptions {
   std::string kv_pool;  // list of bytes; empty: device memory minus weights
   std::string policies = "lru";
   std::string ttls = "300";
+  std::string host_capacity = "0";  // tokens (list); 0: no host tier
+  std::string link;                 // configs/devices.json "links" keys (list)
+  std::string reload = "always";
+  double link_overhead_s = 0;
+  std::string prefill_link;  // a "links" key: disaggregated prefill
   double rate_scale = 1;
   int max_batch = 256;
   double prefill_rate = 0;      // tokens/s; 0: modeled from the device's FLOP rate
@@ -137,8 +142,11 @@ double positive_number(const std::string& item, std::string_view flag, std::stri
   return x;
 }
 
-// The settings of the table: every KV pool x policy (ttl: x every --ttl) x KV dtype.
+// The settings of the table: every KV pool x policy (ttl: x every --ttl) x KV dtype x host tier
+// (with a link: x every link x reload policy).
 std::vector<ReplaySetting> expand_settings(const ReplayOptions& o, std::int64_t default_pool) {
+  const TierOptions tiers =
+      parse_tier_options(o.host_capacity, o.link, o.reload, o.link_overhead_s);
   std::vector<std::int64_t> pools;
   if (o.kv_pool.empty()) {
     pools.push_back(default_pool);
@@ -158,7 +166,26 @@ std::vector<ReplaySetting> expand_settings(const ReplayOptions& o, std::int64_t 
       const EvictionPolicy policy = parse_policy(name);
       const std::vector<double> per = policy == EvictionPolicy::ttl ? ttls : std::vector<double>{0};
       for (double ttl : per) {
-        for (DType d : kv) settings.push_back({pool, policy, ttl, d});
+        for (DType d : kv) {
+          for (double host : tiers.host_capacities) {
+            ReplaySetting base{pool, policy, ttl, d};
+            base.host_capacity_tokens = host;
+            if (host == 0 || tiers.links.empty()) {
+              settings.push_back(base);
+              continue;
+            }
+            for (const LinkDatasheet& l : tiers.links) {
+              for (ReloadPolicy r : tiers.reloads) {
+                ReplaySetting s = base;
+                s.link = l.key;
+                s.link_to_device = l.to_device;
+                s.link_to_host = l.to_host;
+                s.reload = r;
+                settings.push_back(s);
+              }
+            }
+          }
+        }
       }
     }
   }
@@ -194,6 +221,16 @@ int run(CLI::App& cmd, ReplayOptions& o) {
   plan.schedule.rate_scale = o.rate_scale;
   plan.schedule.max_batch = o.max_batch;
   plan.schedule.max_steps = o.max_steps;
+  plan.schedule.link_overhead_s = o.link_overhead_s;
+  if (!o.prefill_link.empty()) {
+    try {
+      const LinkDatasheet l = link_by_key(o.prefill_link);
+      plan.prefill_link = l.key;
+      plan.schedule.prefill_link_to_device = l.to_device;
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--prefill-link: {}", e.what()));
+    }
+  }
 
   // Scope: the whole layer step where the backend has it for this model, else the attention.
   std::string scope_note;
@@ -238,14 +275,7 @@ int run(CLI::App& cmd, ReplayOptions& o) {
   // Every setting's input checked before anything is measured (the rates are checked with
   // placeholders here: they are measured or modeled below).
   for (const ReplaySetting& s : settings) {
-    ScheduleConfig c = plan.schedule;
-    c.model = model;
-    c.kv_dtype = s.kv_dtype;
-    c.weights_dtype = weights;
-    c.page_tokens = o.block_size;
-    c.kv_pool_bytes = s.kv_pool_bytes;
-    c.policy = s.policy;
-    c.ttl_s = s.ttl_s;
+    ScheduleConfig c = schedule_config(plan, s);
     c.prefill_tokens_per_s = 1;
     c.decode_read_bytes_per_s = 1;
     validate(c, trace);
@@ -357,8 +387,11 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       "running sequences and the prefix cache), sample the decode steps that traffic produces, "
       "build each as a real workload (ragged contexts, the trace's shared prefix blocks), "
       "validate and time it on the backend, and report the cache's trade (hit rate, evictions, "
-      "prefill saved) next to decode bytes per step and tokens/s. Lists multiply: every KV pool "
-      "x policy (x TTL) x KV dtype is one setting, each measured with every kernel.");
+      "prefill saved) next to decode bytes per step and tokens/s. With --host-capacity a host "
+      "tier behind the pool, its hits reloaded over --link or recomputed; with --prefill-link "
+      "every prompt's KV sent from a prefill node. Lists multiply: every KV pool x policy (x "
+      "TTL) x KV dtype x host tier (x link x reload policy) is one setting, each measured with "
+      "every kernel.");
   cmd->add_option("--config", o->config,
                   "JSON file of this command's options (keys: the long option names); the "
                   "command line wins");
@@ -390,6 +423,23 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--ttl", o->ttls, "TTLs in seconds of simulated time (list; policy ttl)")
       ->capture_default_str();
+  cmd->add_option("--host-capacity", o->host_capacity,
+                  "Host-memory tier behind the KV pool, tokens (list; 0: none): the pool's "
+                  "victims are demoted to it, its hits reloaded or recomputed")
+      ->capture_default_str();
+  cmd->add_option("--link", o->link,
+                  "The link the host tier's blocks cross (list of configs/devices.json \"links\" "
+                  "keys, e.g. pcie-gen5-x16); without one only bytes are counted")
+      ->capture_default_str();
+  cmd->add_option("--reload-policy", o->reload,
+                  "What a host hit does (list): always (reload), never (recompute), cheaper")
+      ->capture_default_str();
+  cmd->add_option("--link-overhead", o->link_overhead_s,
+                  "Seconds per transfer on every link (no datasheet gives it)")
+      ->capture_default_str();
+  cmd->add_option("--prefill-link", o->prefill_link,
+                  "Disaggregated prefill: every prompt is prefilled on a prefill node and its KV "
+                  "sent over this link (a configs/devices.json \"links\" key)");
   cmd->add_option("--rate-scale", o->rate_scale, "Arrival rate multiplier (2: twice as fast)")
       ->capture_default_str();
   cmd->add_option("--max-batch", o->max_batch, "Most sequences running at once")

@@ -31,17 +31,85 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // A number, or null where it is not available (kNotAvailable is NaN).
 json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(); }
 
+// A setting as the plan lists it; the tier keys only with a host tier.
+json setting_fields(const ReplaySetting& s) {
+  json j = {{"kv_pool_bytes", s.kv_pool_bytes},
+            {"policy", policy_name(s.policy)},
+            {"ttl_s", s.policy == EvictionPolicy::ttl ? json(s.ttl_s) : json()},
+            {"kv_dtype", dtype_name(s.kv_dtype)}};
+  if (s.host_capacity_tokens > 0) {
+    j["host_capacity_tokens"] = s.host_capacity_tokens;
+    j["link"] = s.link.empty() ? json() : json(s.link);
+    j["reload_policy"] = reload_policy_name(s.reload);
+  }
+  return j;
+}
+
 json setting_json(const ReplaySetting& s, const ReplaySchedule& schedule, int block_tokens) {
-  return {{"kv_pool_bytes", s.kv_pool_bytes},
-          {"kv_pool_tokens", schedule.pool_blocks * block_tokens},
-          {"policy", policy_name(s.policy)},
-          {"ttl_s", s.policy == EvictionPolicy::ttl ? json(s.ttl_s) : json()},
-          {"kv_dtype", dtype_name(s.kv_dtype)}};
+  json j = setting_fields(s);
+  j["kv_pool_tokens"] = schedule.pool_blocks * block_tokens;
+  return j;
+}
+
+json fraction_of(double busy_s, double span_s) {
+  return span_s > 0 ? json(busy_s / span_s) : json();
+}
+
+// What the host tier and the links did in a setting, and what the requests waited for them.
+void add_tier_json(json& out, const ReplaySchedule& s, const ReplayPlan& plan, int block_tokens) {
+  const ReplayTiers& t = s.tiers;
+  std::vector<double> ttft, wait;
+  for (const RequestOutcome& r : s.requests) {
+    if (r.first_token_s >= 0) ttft.push_back(r.first_token_s - r.arrival_s);
+    if (r.admitted_s >= 0) wait.push_back(r.link_wait_s);
+  }
+  out["ttft_s"] = distribution_json(ttft);
+  const bool prefill_link = plan.schedule.prefill_link_to_device > 0;
+  if (t.host_capacity_blocks == 0 && !prefill_link) return;
+  // The time to first token that waiting for a link added.
+  out["link_wait_s"] = distribution_json(wait);
+  out["decode_idle_waiting_s"] = t.decode_idle_waiting_s;
+  const double input = static_cast<double>(s.input_tokens);
+  if (t.host_capacity_blocks > 0) {
+    out["tiers"] = {
+        {"host_capacity_tokens", t.host_capacity_blocks * block_tokens},
+        {"hit_rate_by_tier",
+         {{"hbm", input > 0 ? static_cast<double>(t.hit_tokens_hbm) / input : 0.0},
+          {"host", input > 0 ? static_cast<double>(t.hit_tokens_host) / input : 0.0}}},
+        {"blocks",
+         {{"promoted", t.blocks.promoted},
+          {"demoted", t.blocks.demoted},
+          {"dropped", t.blocks.dropped},
+          {"host_peak", t.blocks.host_peak}}},
+        {"reloads", t.reloads},
+        {"reloaded_tokens", t.reloaded_tokens},
+        {"recomputed_tokens", t.recomputed_tokens},
+        {"link_bytes", {{"to_hbm", t.link_bytes_to_hbm}, {"to_host", t.link_bytes_to_host}}},
+        {"link_busy_s", {{"to_hbm", t.link_busy_s_to_hbm}, {"to_host", t.link_busy_s_to_host}}},
+        {"link_busy_fraction",
+         {{"to_hbm", fraction_of(t.link_busy_s_to_hbm, s.end_s)},
+          {"to_host", fraction_of(t.link_busy_s_to_host, s.end_s)}}}};
+  }
+  if (prefill_link) {
+    // Which of the two streams into HBM has less slack: the prompts' KV over the link, or the
+    // decode steps' reads.
+    const double link = s.end_s > 0 ? t.prefill_link_busy_s / s.end_s : 0.0;
+    const double hbm = s.end_s > 0 ? s.decode_s / s.end_s : 0.0;
+    out["prefill_link"] = {
+        {"link", plan.prefill_link},
+        {"bytes", t.prefill_link_bytes},
+        {"busy_s", t.prefill_link_busy_s},
+        {"busy_fraction", fraction_of(t.prefill_link_busy_s, s.end_s)},
+        {"prefill_node_busy_fraction", fraction_of(t.prefill_node_busy_s, s.end_s)},
+        {"decode_busy_fraction", fraction_of(s.decode_s, s.end_s)},
+        {"binds", link > hbm ? "link" : "hbm"}};
+  }
 }
 
 // The schedule's side of one setting: the cache's trade and the decode steps it produced.
-json schedule_json(const Trace& trace, const ReplaySchedule& s, const ModelShape& model,
+json schedule_json(const Trace& trace, const ReplaySchedule& s, const ReplayPlan& plan,
                    double simulate_s) {
+  const ModelShape& model = plan.model;
   std::int64_t admitted = 0;
   std::vector<double> per_request;
   for (const RequestOutcome& r : s.requests) {
@@ -61,8 +129,9 @@ json schedule_json(const Trace& trace, const ReplaySchedule& s, const ModelShape
   const std::int64_t params = model.num_params > 0      ? model.num_params
                               : model.has_layer_shape() ? params_from_shape(model)
                                                         : 0;
-  const std::int64_t saved = s.hit_tokens;
-  return {
+  // Host hits recomputed instead of reloaded saved nothing.
+  const std::int64_t saved = s.hit_tokens - s.tiers.recomputed_tokens;
+  json out = {
       {"requests",
        {{"total", static_cast<std::int64_t>(trace.requests.size())},
         {"admitted", admitted},
@@ -96,16 +165,15 @@ json schedule_json(const Trace& trace, const ReplaySchedule& s, const ModelShape
         {"cut_at_max_steps", s.cut}}},
       {"simulate_s", simulate_s},
   };
+  add_tier_json(out, s, plan, trace.block_tokens);
+  return out;
 }
 
 json plan_json(const Trace& trace, const ReplayPlan& plan,
                const std::vector<ReplaySetting>& settings) {
   json cells = json::array();
   for (const ReplaySetting& s : settings) {
-    cells.push_back({{"kv_pool_bytes", s.kv_pool_bytes},
-                     {"policy", policy_name(s.policy)},
-                     {"ttl_s", s.policy == EvictionPolicy::ttl ? json(s.ttl_s) : json()},
-                     {"kv_dtype", dtype_name(s.kv_dtype)}});
+    cells.push_back(setting_fields(s));
   }
   const MeasureOptions& m = plan.measure.measure;
   return {{"trace", trace.source},
@@ -124,6 +192,8 @@ json plan_json(const Trace& trace, const ReplayPlan& plan,
           {"max_steps", plan.schedule.max_steps},
           {"prefill_tokens_per_s", plan.schedule.prefill_tokens_per_s},
           {"decode_read_bytes_per_s", plan.schedule.decode_read_bytes_per_s},
+          {"link_overhead_s", plan.schedule.link_overhead_s},
+          {"prefill_link", plan.prefill_link.empty() ? json() : json(plan.prefill_link)},
           {"schedule_device", plan.schedule_device},
           {"seed", plan.measure.seed},
           {"validate_max_rows", plan.measure.validate_max_rows},
@@ -137,6 +207,22 @@ json plan_json(const Trace& trace, const ReplayPlan& plan,
 }
 
 }  // namespace
+
+ScheduleConfig schedule_config(const ReplayPlan& plan, const ReplaySetting& setting) {
+  ScheduleConfig sc = plan.schedule;
+  sc.model = plan.model;
+  sc.kv_dtype = setting.kv_dtype;
+  sc.weights_dtype = plan.measure.weights_dtype;
+  sc.page_tokens = plan.block_size;
+  sc.kv_pool_bytes = setting.kv_pool_bytes;
+  sc.policy = setting.policy;
+  sc.ttl_s = setting.ttl_s;
+  sc.host_capacity_tokens = setting.host_capacity_tokens;
+  sc.link_to_device = setting.link_to_device;
+  sc.link_to_host = setting.link_to_host;
+  sc.reload = setting.reload;
+  return sc;
+}
 
 json distribution_json(std::vector<double> v) {
   if (v.empty()) return {{"count", 0}};
@@ -220,7 +306,12 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
         {"definition",
          "continuous batching over one device (src/trace/replay_schedule.h): FCFS admission while "
          "the batch and the KV pool allow, the uncached prompt prefilled at the modeled rate, one "
-         "token per running sequence per step at the modeled read rate, recompute preemption"}}},
+         "token per running sequence per step at the modeled read rate, recompute preemption; "
+         "with a host tier its hits reloaded over the link (one transfer at a time per direction, "
+         "the sequence waiting) or recomputed; with a prefill link every prefill done on a "
+         "prefill node and its KV sent over the link"},
+        {"link_overhead_s", plan.schedule.link_overhead_s},
+        {"prefill_link", plan.prefill_link.empty() ? json() : json(plan.prefill_link)}}},
       {"interpolation", kInterpolationMethod},
       {"settings", finished},
   };
@@ -240,20 +331,13 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
   bool stopped = false;
   for (std::size_t si = 0; si < settings.size() && !stopped; ++si) {
     const ReplaySetting& setting = settings[si];
-    ScheduleConfig sc = plan.schedule;
-    sc.model = plan.model;
-    sc.kv_dtype = setting.kv_dtype;
-    sc.weights_dtype = plan.measure.weights_dtype;
-    sc.page_tokens = plan.block_size;
-    sc.kv_pool_bytes = setting.kv_pool_bytes;
-    sc.policy = setting.policy;
-    sc.ttl_s = setting.ttl_s;
+    const ScheduleConfig sc = schedule_config(plan, setting);
     const auto t0 = std::chrono::steady_clock::now();
     const ReplaySchedule schedule = simulate_schedule(trace, sc);
     const double simulate_s = seconds_since(t0);
     const std::vector<std::int64_t> sampled = sample_steps(schedule, plan.sample_steps);
     json cell = {{"setting", setting_json(setting, schedule, trace.block_tokens)},
-                 {"schedule", schedule_json(trace, schedule, plan.model, simulate_s)},
+                 {"schedule", schedule_json(trace, schedule, plan, simulate_s)},
                  {"kernels", json::array()}};
     if (options.progress) {
       options.progress(fmt::format(

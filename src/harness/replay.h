@@ -28,6 +28,14 @@ struct ReplaySetting {
   EvictionPolicy policy = EvictionPolicy::lru;
   double ttl_s = 0;  // ttl only
   DType kv_dtype = DType::bf16;
+  // A host tier behind the pool (tokens, 0: none), the link its blocks cross (a configs/
+  // devices.json "links" key and its rates; empty: bytes counted, no time) and what a host hit
+  // does.
+  double host_capacity_tokens = 0;
+  std::string link;
+  double link_to_device = 0;
+  double link_to_host = 0;
+  ReloadPolicy reload = ReloadPolicy::always;
 };
 
 // Everything the settings share.
@@ -46,7 +54,11 @@ struct ReplayPlan {
   std::string read_rate_basis;
   // How each step is measured: measure, validate_max_rows, weights_dtype, seed.
   SweepConfig measure;
+  std::string prefill_link;  // disaggregated prefill: the link's key (schedule has its rate)
 };
+
+// The schedule of one setting: the plan's fixed inputs with the setting's.
+ScheduleConfig schedule_config(const ReplayPlan& plan, const ReplaySetting& setting);
 
 struct ReplayRunOptions {
   std::atomic<bool>* interrupted = nullptr;  // polled between and inside steps

@@ -48,11 +48,21 @@ struct Column {
   bool left = false;
 };
 
-constexpr Column kColumns[] = {
-    {"kv pool GB"},    {"policy", true},  {"ttl s"},       {"kv", true},       {"kernel", true},
-    {"hit rate"},      {"evicted"},       {"PFLOP saved"}, {"recomputed"},     {"preempt"},
-    {"rejected"},      {"steps"},         {"batch p50"},   {"KV MB/step p50"}, {"shareable"},
-    {"tok/s modeled"}, {"tok/s measured"}};
+constexpr Column kColumns[] = {{"kv pool GB"},   {"policy", true},   {"ttl s"},    {"kv", true},
+                               {"kernel", true}, {"hit rate"},       {"evicted"},  {"PFLOP saved"},
+                               {"recomputed"},   {"preempt"},        {"rejected"}, {"steps"},
+                               {"batch p50"},    {"KV MB/step p50"}, {"shareable"}};
+// With a host tier in any setting: the tier, its link and what crossed it.
+constexpr Column kTierColumns[] = {{"host tokens"}, {"link", true},  {"reload", true},
+                                   {"HBM hits"},    {"host hits"},   {"to HBM GB"},
+                                   {"to host GB"},  {"busy to HBM"}, {"busy to host"}};
+// With a prefill link: its busy fraction, the decode's, which binds; and, with either, the time
+// to first token the link waits added.
+constexpr Column kLinkColumns[] = {{"prefill link"}, {"decode busy"}, {"binds", true}};
+constexpr Column kWaitColumns[] = {{"link wait p99 s"}, {"TTFT p50 s"}};
+constexpr Column kRateColumns[] = {{"tok/s modeled"}, {"tok/s measured"}};
+
+std::string percent(double x) { return std::isfinite(x) ? fmt::format("{:.1f}%", 100 * x) : "-"; }
 
 }  // namespace
 
@@ -63,6 +73,13 @@ std::string format_replay(const Report& r, OutputFormat out) {
         "replay`)");
   }
   if (out == OutputFormat::json) return r.replay.dump(2) + "\n";
+  bool has_tiers = false;
+  bool has_prefill_link = false;
+  for (const json& cell : arr(r.replay, "settings")) {
+    has_tiers = has_tiers || member(obj(cell, "schedule"), "tiers").is_object();
+    has_prefill_link =
+        has_prefill_link || member(obj(cell, "schedule"), "prefill_link").is_object();
+  }
   std::vector<std::vector<std::string>> rows;
   for (const json& cell : arr(r.replay, "settings")) {
     const json& s = obj(cell, "setting");
@@ -76,23 +93,64 @@ std::string format_replay(const Report& r, OutputFormat out) {
       } else if (m.is_object() && m.contains("reason")) {
         measured = "failed";
       }
-      rows.push_back({fixed(num(s, "kv_pool_bytes") / 1e9, 2), str(s, "policy"),
-                      std::isfinite(ttl_s) ? fixed(ttl_s, 0) : "-", str(s, "kv_dtype"),
-                      str(k, "kernel"), fixed(num(sch, "hit_rate"), 3),
-                      fixed(num(obj(sch, "blocks"), "evicted"), 0),
-                      fixed(num(sch, "prefill_flops_saved") / 1e15, 1),
-                      fixed(num(sch, "recomputed_tokens"), 0), fixed(num(sch, "preemptions"), 0),
-                      fixed(num(obj(sch, "requests"), "rejected"), 0), fixed(num(sch, "steps"), 0),
-                      fixed(num(obj(sch, "batch"), "p50"), 0),
-                      fixed(num(obj(sch, "kv_bytes_per_step"), "p50") / 1e6, 1),
-                      std::isfinite(num(sch, "shareable_fraction"))
-                          ? fmt::format("{:.1f}%", 100 * num(sch, "shareable_fraction"))
-                          : "-",
-                      fixed(num(obj(sch, "modeled"), "decode_tokens_per_s"), 1), measured});
+      std::vector<std::string> row = {
+          fixed(num(s, "kv_pool_bytes") / 1e9, 2),
+          str(s, "policy"),
+          std::isfinite(ttl_s) ? fixed(ttl_s, 0) : "-",
+          str(s, "kv_dtype"),
+          str(k, "kernel"),
+          fixed(num(sch, "hit_rate"), 3),
+          fixed(num(obj(sch, "blocks"), "evicted"), 0),
+          fixed(num(sch, "prefill_flops_saved") / 1e15, 1),
+          fixed(num(sch, "recomputed_tokens"), 0),
+          fixed(num(sch, "preemptions"), 0),
+          fixed(num(obj(sch, "requests"), "rejected"), 0),
+          fixed(num(sch, "steps"), 0),
+          fixed(num(obj(sch, "batch"), "p50"), 0),
+          fixed(num(obj(sch, "kv_bytes_per_step"), "p50") / 1e6, 1),
+          std::isfinite(num(sch, "shareable_fraction"))
+              ? fmt::format("{:.1f}%", 100 * num(sch, "shareable_fraction"))
+              : "-"};
+      if (has_tiers) {
+        const json& t = obj(sch, "tiers");
+        const bool tier = member(sch, "tiers").is_object();
+        const auto gb = [&](const char* key) {
+          return tier ? fixed(num(obj(t, "link_bytes"), key) / 1e9, 2) : "-";
+        };
+        const auto busy = [&](const char* key) {
+          return tier && s.contains("link") && !member(s, "link").is_null()
+                     ? percent(num(obj(t, "link_busy_fraction"), key))
+                     : "-";
+        };
+        row.insert(row.end(), {tier ? fmt::format("{:.3g}", num(t, "host_capacity_tokens")) : "-",
+                               tier && member(s, "link").is_string() ? str(s, "link") : "-",
+                               tier ? str(s, "reload_policy") : "-",
+                               tier ? percent(num(obj(t, "hit_rate_by_tier"), "hbm")) : "-",
+                               tier ? percent(num(obj(t, "hit_rate_by_tier"), "host")) : "-",
+                               gb("to_hbm"), gb("to_host"), busy("to_hbm"), busy("to_host")});
+      }
+      if (has_prefill_link) {
+        const json& pl = obj(sch, "prefill_link");
+        row.insert(row.end(), {percent(num(pl, "busy_fraction")),
+                               percent(num(pl, "decode_busy_fraction")), str(pl, "binds")});
+      }
+      if (has_tiers || has_prefill_link) {
+        row.insert(row.end(), {fixed(num(obj(sch, "link_wait_s"), "p99"), 2),
+                               fixed(num(obj(sch, "ttft_s"), "p50"), 2)});
+      }
+      row.insert(row.end(), {fixed(num(obj(sch, "modeled"), "decode_tokens_per_s"), 1), measured});
+      rows.push_back(std::move(row));
     }
   }
   Table t;
-  for (const Column& c : kColumns) t.columns.push_back({c.header, /*right=*/!c.left});
+  const auto add = [&](const auto& columns) {
+    for (const Column& c : columns) t.columns.push_back({c.header, /*right=*/!c.left});
+  };
+  add(kColumns);
+  if (has_tiers) add(kTierColumns);
+  if (has_prefill_link) add(kLinkColumns);
+  if (has_tiers || has_prefill_link) add(kWaitColumns);
+  add(kRateColumns);
   t.rows = std::move(rows);
   t.rule = true;
   if (out == OutputFormat::csv) return render_csv(t);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/errors.h"
+#include "trace/tiered_cache.h"
 #include "workload/layer_model.h"
 
 namespace decodebench {
@@ -153,6 +155,19 @@ void validate(const ScheduleConfig& c, const Trace& trace) {
     throw InputError(fmt::format("--decode-read-rate {} bytes/s must be finite and > 0",
                                  c.decode_read_bytes_per_s));
   }
+  if (!(c.host_capacity_tokens >= 0) || !std::isfinite(c.host_capacity_tokens)) {
+    throw InputError(fmt::format(
+        "--host-capacity {} tokens; valid: a finite number of tokens >= 0 (0: no host tier)",
+        c.host_capacity_tokens));
+  }
+  for (const auto& [value, flag] : {std::pair{c.link_to_device, "--link (to the device)"},
+                                    std::pair{c.link_to_host, "--link (to the host)"},
+                                    std::pair{c.link_overhead_s, "--link-overhead"},
+                                    std::pair{c.prefill_link_to_device, "--prefill-link"}}) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      throw InputError(fmt::format("{} {}; valid: a finite number >= 0", flag, value));
+    }
+  }
   if (c.max_steps < 0) {
     throw InputError(fmt::format("--max-steps {} must be >= 0 (0: no limit)", c.max_steps));
   }
@@ -168,6 +183,26 @@ struct Running {
   std::int32_t generated = 0;  // g
   std::int64_t prompt_private = 0;
   std::int64_t generated_private = 0;  // ceil(g / block_tokens)
+  // Admitted but waiting for its KV over a link until ready_s; then its `prefill` tokens are
+  // prefilled here and it decodes (started).
+  bool started = false;
+  double ready_s = 0;
+  std::int64_t prefill = 0;
+};
+
+// One link direction serving transfers one at a time: a transfer asked for at `from` starts when
+// the direction is free and takes bytes / rate + overhead (no time without a rate).
+struct LinkQueue {
+  double rate = 0;
+  double overhead_s = 0;
+  double free_at = 0;
+  double busy_s = 0;
+  double send(double from, double bytes) {
+    const double dt = rate > 0 ? bytes / rate + overhead_s : 0.0;
+    free_at = std::max(from, free_at) + dt;
+    busy_s += dt;
+    return free_at;
+  }
 };
 
 class Scheduler {
@@ -177,9 +212,15 @@ class Scheduler {
         c_(c),
         hashed_(uses_hash_ids(trace)),
         cache_(c.policy, pool_blocks_of(c, trace.block_tokens),
+               static_cast<std::int64_t>(std::floor(c.host_capacity_tokens / trace.block_tokens)),
                c.policy == EvictionPolicy::ttl ? c.ttl_s : 0),
+        tiered_(cache_.host_capacity_blocks() > 0),
         generated_(trace.requests.size(), 0) {
-    s_.pool_blocks = cache_.capacity_blocks();
+    s_.pool_blocks = cache_.hbm().capacity_blocks();
+    s_.tiers.host_capacity_blocks = cache_.host_capacity_blocks();
+    to_hbm_ = {c.link_to_device, c.link_overhead_s};
+    to_host_ = {c.link_to_host, c.link_overhead_s};
+    prefill_link_ = {c.prefill_link_to_device, c.link_overhead_s};
     s_.kv_bytes_per_token = kv_bytes_per_token(c.model, c.kv_dtype, c.page_tokens);
     s_.weights_bytes_per_step = weights_bytes_per_step(c.model, c.weights_dtype);
     s_.requests.resize(trace.requests.size());
@@ -191,11 +232,31 @@ class Scheduler {
   ReplaySchedule run() {
     while (true) {
       admit();
+      start_ready();
       if (running_.empty()) {
-        // With nothing running every queued request fits (fits_alone), so admit() took them all.
-        if (!queue_.empty()) throw std::logic_error("replay: a request fits no empty pool");
+        // With nothing running every queued request fits (fits_alone), so admit() takes at
+        // least the head; the queue can be non-empty here only when start_ready() just finished
+        // the last sequence (output 1) or enqueued arrivals.
+        if (!queue_.empty()) {
+          const std::size_t queued = queue_.size();
+          admit();
+          if (running_.empty() && queue_.size() == queued)
+            throw std::logic_error("replay: a request fits no empty pool");
+          continue;
+        }
         if (next_arrival_ == t_.requests.size()) break;
         now_ = std::max(now_, s_.requests[next_arrival_].arrival_s);
+        continue;
+      }
+      if (!any_started()) {
+        // Every admitted sequence waits for a link: the clock goes to the first transfer's end
+        // or the next arrival, whichever comes first.
+        double next = std::numeric_limits<double>::infinity();
+        for (const Running& run : running_) next = std::min(next, run.ready_s);
+        if (next_arrival_ < t_.requests.size())
+          next = std::min(next, s_.requests[next_arrival_].arrival_s);
+        s_.tiers.decode_idle_waiting_s += std::max(0.0, next - now_);
+        now_ = std::max(now_, next);
         continue;
       }
       decode_step();
@@ -205,7 +266,11 @@ class Scheduler {
       }
     }
     s_.end_s = now_;
-    s_.cache = cache_.stats();
+    s_.cache = cache_.hbm().stats();
+    if (tiered_) s_.tiers.blocks = cache_.stats();
+    s_.tiers.link_busy_s_to_hbm = to_hbm_.busy_s;
+    s_.tiers.link_busy_s_to_host = to_host_.busy_s;
+    s_.tiers.prefill_link_busy_s = prefill_link_.busy_s;
     s_.hit_rate = s_.input_tokens
                       ? static_cast<double>(s_.hit_tokens) / static_cast<double>(s_.input_tokens)
                       : 0.0;
@@ -264,40 +329,121 @@ class Scheduler {
       if (!cache_.can_fit(ids, run.prompt_private + first_step)) break;
       queue_.pop_front();
 
+      // The hit in either tier, its tokens split by the tier each block was found in.
+      const int found = cache_.lookup(ids, &found_in_);
       const std::int64_t hit = std::min<std::int64_t>(
-          static_cast<std::int64_t>(cache_.leading_run(ids)) * t_.block_tokens, q.input_tokens);
+          static_cast<std::int64_t>(found) * t_.block_tokens, q.input_tokens);
+      std::int64_t host_tokens = 0;
+      std::int64_t host_blocks = 0;
+      for (int k = 0; k < found; ++k) {
+        if (found_in_[static_cast<std::size_t>(k)] != CacheTier::host) continue;
+        ++host_blocks;
+        host_tokens += std::min(t_.block_tokens, q.input_tokens - k * t_.block_tokens);
+      }
+      const double block_bytes = static_cast<double>(t_.block_tokens) * s_.kv_bytes_per_token;
+      const double host_bytes = static_cast<double>(host_blocks) * block_bytes;
+      bool reload = true;
+      if (host_tokens > 0 && c_.reload != ReloadPolicy::always) {
+        const double load =
+            c_.link_to_device > 0 ? host_bytes / c_.link_to_device + c_.link_overhead_s : 0.0;
+        const double recompute = static_cast<double>(host_tokens) / c_.prefill_tokens_per_s;
+        reload = c_.reload == ReloadPolicy::cheaper && load <= recompute;
+      }
       if (!ids.empty() && !cache_.touch(ids, now_, /*pin=*/true)) {
         throw std::logic_error("replay: touch failed after can_fit");
       }
       if (!cache_.reserve_private(run.prompt_private + run.generated_private)) {
         throw std::logic_error("replay: reserve_private failed after can_fit");
       }
-      std::int64_t prefill = q.input_tokens - hit;
+      std::int64_t prefill = q.input_tokens - hit + (reload ? 0 : host_tokens);
       if (out.admitted_s < 0) {
         out.admitted_s = now_;
         out.hit_tokens = hit;
         s_.input_tokens += q.input_tokens;
         s_.hit_tokens += hit;
+        s_.tiers.hit_tokens_hbm += hit - host_tokens;
+        s_.tiers.hit_tokens_host += host_tokens;
+        if (!reload) s_.tiers.recomputed_tokens += host_tokens;
       } else {
         prefill += g;  // the generated tokens' KV went with the preemption
         out.recomputed_tokens += prefill;
         s_.recomputed_tokens += prefill;
       }
       s_.prefill_tokens += prefill;
-      const double dt = static_cast<double>(prefill) / c_.prefill_tokens_per_s;
-      now_ += dt;
-      s_.prefill_s += dt;
       generated_[static_cast<std::size_t>(r)] = g;
 
-      if (g >= q.output_tokens) {  // output 1: the prefill's token is the whole answer
-        release(run);
-        out.finished_s = now_;
-      } else {
-        hold(run);
-        running_.push_back(run);
+      // What must arrive over a link before the sequence can go on.
+      double ready = now_;
+      if (host_tokens > 0 && reload) {
+        ++s_.tiers.reloads;
+        s_.tiers.reloaded_tokens += host_tokens;
+        s_.tiers.link_bytes_to_hbm += host_bytes;
+        ready = to_hbm_.send(now_, host_bytes);
       }
+      if (c_.prefill_link_to_device > 0 && prefill > 0) {
+        const double compute = static_cast<double>(prefill) / c_.prefill_tokens_per_s;
+        prefill_node_free_ = std::max(prefill_node_free_, now_) + compute;
+        s_.tiers.prefill_node_busy_s += compute;
+        const double bytes = static_cast<double>(prefill) * s_.kv_bytes_per_token;
+        s_.tiers.prefill_link_bytes += bytes;
+        ready = std::max(ready, prefill_link_.send(prefill_node_free_, bytes));
+        prefill = 0;  // computed on the prefill node
+      }
+      flush_demotions();
+      out.link_wait_s += ready - now_;
+      run.ready_s = ready;
+      run.prefill = prefill;
+      if (ready > now_ || start(run)) running_.push_back(run);
       enqueue_arrivals();  // the prefill took time
     }
+  }
+
+  // A sequence whose KV is here: its prefill (the clock waits, decode too) and its first token.
+  // Returns whether it decodes on (false: that token was its last, its blocks are released).
+  bool start(Running& run) {
+    RequestOutcome& out = s_.requests[static_cast<std::size_t>(run.request)];
+    const double dt = static_cast<double>(run.prefill) / c_.prefill_tokens_per_s;
+    now_ += dt;
+    s_.prefill_s += dt;
+    if (out.first_token_s < 0) out.first_token_s = now_;
+    run.started = true;
+    if (run.generated >= t_.requests[static_cast<std::size_t>(run.request)].output_tokens) {
+      release(run);  // output 1: the prefill's token is the whole answer
+      out.finished_s = now_;
+      return false;
+    }
+    hold(run);
+    return true;
+  }
+
+  // The waiting sequences whose transfers have ended, in admission order.
+  void start_ready() {
+    for (std::size_t i = 0; i < running_.size();) {
+      Running& run = running_[i];
+      if (run.started || run.ready_s > now_ || start(run)) {
+        ++i;
+      } else {
+        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+    }
+    enqueue_arrivals();
+  }
+
+  bool any_started() const {
+    return std::any_of(running_.begin(), running_.end(),
+                       [](const Running& r) { return r.started; });
+  }
+
+  // The blocks demoted since the last call cross the link HBM -> host as one transfer.
+  void flush_demotions() {
+    if (!tiered_) return;
+    const std::int64_t demoted = cache_.stats().demoted;
+    if (demoted == demoted_sent_) return;
+    const double bytes = static_cast<double>(demoted - demoted_sent_) *
+                         static_cast<double>(t_.block_tokens) * s_.kv_bytes_per_token;
+    demoted_sent_ = demoted;
+    s_.tiers.link_bytes_to_host += bytes;
+    to_host_.send(now_, bytes);
   }
 
   // The sharing counts of the running set, kept as sequences come and go.
@@ -334,7 +480,7 @@ class Scheduler {
   void preempt_last() {
     const Running run = running_.back();
     running_.pop_back();
-    unhold(run);
+    if (run.started) unhold(run);  // a waiting one was never counted as shared
     release(run);
     queue_.push_front(run.request);
     ++s_.requests[static_cast<std::size_t>(run.request)].preemptions;
@@ -345,6 +491,7 @@ class Scheduler {
     // Each sequence about to write into a new block reserves it, oldest first; when the pool is
     // full the most recently admitted sequence is preempted (possibly the one asking).
     for (std::size_t i = 0; i < running_.size(); ++i) {
+      if (!running_[i].started) continue;  // waiting for a link: it does not decode yet
       const std::int64_t need = ceil_div(running_[i].generated + 1, t_.block_tokens);
       if (need == running_[i].generated_private) continue;
       bool self_preempted = false;
@@ -356,17 +503,22 @@ class Scheduler {
       if (self_preempted) break;
       running_[i].generated_private = need;
     }
-    // The oldest sequence always fits (fits_alone), so the step keeps at least it.
+    flush_demotions();  // the blocks reserved above may have pushed cached ones out
+    // The oldest sequence always fits (fits_alone), so the step keeps at least it, unless the
+    // pool is held by sequences waiting for a link: then there is no step, and the clock waits.
     if (running_.empty()) throw std::logic_error("replay: every sequence preempted");
+    if (!any_started()) return;
 
     DecodeStep step;
     step.start_s = now_;
     step.first = static_cast<std::int64_t>(s_.sequences.size());
-    step.batch = static_cast<std::int32_t>(running_.size());
+    step.batch = 0;
     for (const Running& run : running_) {
+      if (!run.started) continue;
       const TraceRequest& q = t_.requests[static_cast<std::size_t>(run.request)];
       const std::int32_t context = q.input_tokens + run.generated;
       s_.sequences.push_back({run.request, context});
+      ++step.batch;
       step.kv_tokens += context;
       s_.requests[static_cast<std::size_t>(run.request)].decode_kv_tokens += context;
     }
@@ -382,6 +534,10 @@ class Scheduler {
 
     std::size_t kept = 0;
     for (Running& run : running_) {
+      if (!run.started) {
+        running_[kept++] = run;
+        continue;
+      }
       ++run.generated;
       generated_[static_cast<std::size_t>(run.request)] = run.generated;
       if (run.generated >= t_.requests[static_cast<std::size_t>(run.request)].output_tokens) {
@@ -398,7 +554,8 @@ class Scheduler {
   const Trace& t_;
   const ScheduleConfig& c_;
   const bool hashed_;
-  PrefixCache cache_;
+  TieredPrefixCache cache_;
+  const bool tiered_;  // a host tier behind the pool
   ReplaySchedule s_;
   double now_ = 0;
   std::size_t next_arrival_ = 0;
@@ -407,6 +564,10 @@ class Scheduler {
   std::vector<std::int32_t> generated_;  // g of every request, kept across preemption
   std::unordered_map<std::uint64_t, std::int32_t> holders_;  // hash id -> running sequences
   std::int64_t shared_tokens_ = 0;
+  std::vector<CacheTier> found_in_;  // scratch: the tier of each block of a hit
+  LinkQueue to_hbm_, to_host_, prefill_link_;
+  double prefill_node_free_ = 0;   // disaggregated: when the prefill node is free
+  std::int64_t demoted_sent_ = 0;  // demoted blocks already sent over the link
 };
 
 }  // namespace

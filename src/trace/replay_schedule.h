@@ -26,6 +26,22 @@
 //    back to the head of the queue, and at readmission its prompt's uncached tokens and its g
 //    generated tokens are prefilled again (counted as recomputed tokens).
 //  - A request that cannot fit even in an empty pool is rejected (counted, never admitted).
+//  - A host tier (host_capacity_tokens > 0, tiered_cache.h): the pool's cached blocks are HBM;
+//    every block the pool evicts (for a prompt, a private block, or ttl) is demoted to the host
+//    tier, an exclusive LRU that drops its least recent block on overflow. At admission the hit
+//    is the leading run in either tier (cache-sim's definition, split by tier); the host part is
+//    reloaded or recomputed (reload_policy, cache-sim's rule: load = bytes / to_device +
+//    overhead against recompute = tokens / prefill rate). A reload is one transfer on the link's
+//    host -> HBM direction, which serves transfers one at a time in admission order; the
+//    sequence holds its blocks but waits (no decode, no prefill) until its transfer ends, while
+//    the running sequences keep decoding. Its uncached tokens are then prefilled as above. The
+//    demotions of an admission or a step are one transfer on the HBM -> host direction, timed and
+//    counted; nothing waits for it (an engine copies victims out before it reuses their pages;
+//    the busy fraction says whether the link keeps up).
+//  - Disaggregated prefill (prefill_link_to_device > 0): a prefill node computes every token
+//    this node would prefill, one request at a time at prefill_tokens_per_s, and sends its KV
+//    over the prefill link (one transfer per request, in order); the sequence waits for it as for
+//    a reload, and this node's clock spends nothing on prefill. HBM hits are not sent.
 //  - Sharing at a step, at the kernels' page granularity page_tokens (which divides
 //    block_tokens): a page is shared when it is a whole page of prompt content inside a hash-id
 //    block that two or more of the step's sequences hold. shared_tokens = sum over hash ids held
@@ -39,6 +55,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "trace/cache_sim.h"  // ReloadPolicy
 #include "trace/prefix_cache.h"
 #include "trace/trace.h"
 #include "workload/workload.h"  // ModelShape, PagedLayout
@@ -58,6 +75,14 @@ struct ScheduleConfig {
   double prefill_tokens_per_s = 0;     // > 0, modeled
   double decode_read_bytes_per_s = 0;  // > 0, the modeled step's read rate
   std::int64_t max_steps = 0;          // > 0: stop recording (and simulating) after this many steps
+  // A host tier behind the pool, tokens >= 0 (0: none), and the link its blocks cross: B/s each
+  // way (0 with a host tier: transfers take no time, only bytes are counted).
+  double host_capacity_tokens = 0;
+  double link_to_device = 0;
+  double link_to_host = 0;
+  double link_overhead_s = 0;  // per transfer, every link
+  ReloadPolicy reload = ReloadPolicy::always;
+  double prefill_link_to_device = 0;  // > 0: disaggregated prefill over a link of this B/s
 };
 // Throws InputError naming the field and its valid range.
 void validate(const ScheduleConfig& c, const Trace& trace);
@@ -84,7 +109,28 @@ struct RequestOutcome {
   std::int64_t recomputed_tokens = 0;  // prefilled again after preemption
   int preemptions = 0;
   double decode_kv_tokens = 0;  // sum over its decode steps of its context
+  double first_token_s = -1;    // its first output token (after its first prefill)
+  double link_wait_s = 0;       // at admissions, waiting for its KV to arrive over a link
   bool rejected = false;
+};
+
+// What a host tier and the links add (all zero without them).
+struct ReplayTiers {
+  std::int64_t host_capacity_blocks = 0;
+  std::int64_t hit_tokens_hbm = 0;  // at first admissions, by the tier the block was found in
+  std::int64_t hit_tokens_host = 0;
+  TierStats blocks;                    // promoted, demoted, dropped, host peak
+  std::int64_t reloads = 0;            // admissions that reloaded host blocks
+  std::int64_t reloaded_tokens = 0;    // host hit tokens reloaded
+  std::int64_t recomputed_tokens = 0;  // host hit tokens recomputed instead (reload_policy)
+  double link_bytes_to_hbm = 0;        // reloaded blocks x block bytes
+  double link_bytes_to_host = 0;       // demoted blocks x block bytes
+  double link_busy_s_to_hbm = 0;       // sum of the transfers' times
+  double link_busy_s_to_host = 0;
+  double prefill_link_bytes = 0;  // disaggregated: the prompts' KV sent by the prefill node
+  double prefill_link_busy_s = 0;
+  double prefill_node_busy_s = 0;    // the prefill node's compute
+  double decode_idle_waiting_s = 0;  // clock time with sequences waiting for KV and none decoding
 };
 
 struct ReplaySchedule {
@@ -106,6 +152,7 @@ struct ReplaySchedule {
   bool cut = false;                    // stopped at max_steps
   double weights_bytes_per_step = 0;   // the modeled step's weight bytes
   double kv_bytes_per_token = 0;       // all layers
+  ReplayTiers tiers;
 };
 
 ReplaySchedule simulate_schedule(const Trace& trace, const ScheduleConfig& config);

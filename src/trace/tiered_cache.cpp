@@ -1,6 +1,7 @@
 #include "trace/tiered_cache.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -52,7 +53,9 @@ int TieredPrefixCache::lookup(std::span<const std::uint64_t> ids,
   return run;
 }
 
-void TieredPrefixCache::touch(std::span<const std::uint64_t> ids, double now) {
+bool TieredPrefixCache::touch(std::span<const std::uint64_t> ids, double now, bool pin) {
+  // A pinned touch that HBM would refuse must not promote anything first.
+  if (pin && !hbm_.can_fit(ids, 0)) return false;
   // Host hits leave the host tier first; HBM's touch then inserts them with the misses, and its
   // victims come back to the host tier through demote().
   for (std::uint64_t id : ids) {
@@ -62,7 +65,9 @@ void TieredPrefixCache::touch(std::span<const std::uint64_t> ids, double now) {
     host_index_.erase(it);
     ++stats_.promoted;
   }
-  hbm_.touch(ids, now);
+  if (!hbm_.touch(ids, now, pin))
+    throw std::logic_error("tiered cache: touch failed after can_fit");
+  return true;
 }
 
 }  // namespace decodebench

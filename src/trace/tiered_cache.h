@@ -50,7 +50,18 @@ class TieredPrefixCache {
   void expire(double now);  // HBM's ttl (its expired blocks are demoted)
   // The leading run of `ids` present in either tier; `tiers` (if given) gets each run block's.
   int lookup(std::span<const std::uint64_t> ids, std::vector<CacheTier>* tiers = nullptr) const;
-  void touch(std::span<const std::uint64_t> ids, double now);
+  // With pin (replay: a running sequence holds its prompt's blocks), every id is pinned in HBM
+  // after the touch, and false is returned, changing nothing in either tier, when the absent ids
+  // cannot be made to fit (PrefixCache::touch); without pin it always succeeds.
+  bool touch(std::span<const std::uint64_t> ids, double now, bool pin = false);
+  // HBM's pool as PrefixCache has it: a block it evicts for these is demoted like any victim.
+  bool can_fit(std::span<const std::uint64_t> ids, std::int64_t extra_private) const {
+    return hbm_.can_fit(ids, extra_private);
+  }
+  void unpin(std::span<const std::uint64_t> ids) { hbm_.unpin(ids); }
+  bool reserve_private(std::int64_t n) { return hbm_.reserve_private(n); }
+  void release_private(std::int64_t n) { hbm_.release_private(n); }
+  std::int64_t host_capacity_blocks() const { return host_capacity_; }
 
   const PrefixCache& hbm() const { return hbm_; }
   std::int64_t host_blocks() const { return static_cast<std::int64_t>(host_index_.size()); }

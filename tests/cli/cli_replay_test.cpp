@@ -98,6 +98,60 @@ TEST(CliReplay, ActivationsFollowSixteenBitWeights) {
   }
 }
 
+// A host tier behind a small pool, priced on a PCIe link with both reload policies, and the
+// prompts' KV arriving from a prefill node: the first 200 requests of the slice put blocks in the
+// host tier and find some of them again.
+TEST(CliReplay, HostTierAndPrefillLink) {
+  TempDir dir;
+  const std::string out = (dir / "tiers.json").string();
+  const CliResult r = run_cli("replay --trace '" + kSlice +
+                                  "' --backend cpu --max-requests 200 --scope attention"
+                                  " --sample-steps 1 --min-samples 2 --min-time 0 --timeout 1"
+                                  " --kv-pool 4e9 -q --kernel cpu"
+                                  " --host-capacity 1e6 --link pcie-gen5-x16"
+                                  " --reload-policy always,never --prefill-link rdma-400g"
+                                  " --link-overhead 1e-5 --out '" +
+                                  out + "'",
+                              dir.path());
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  for (const char* col : {"host tokens", "HBM hits", "host hits", "to HBM GB", "busy to host",
+                          "prefill link", "binds", "link wait p99 s", "TTFT p50 s"}) {
+    EXPECT_NE(r.out.find(col), std::string::npos) << col << "\n" << r.out;
+  }
+  const json report = json::parse(read_file(out));
+  EXPECT_EQ(report.at("config").at("prefill_link"), "rdma-400g");
+  const json& settings = report.at("replay").at("settings");
+  ASSERT_EQ(settings.size(), 2u);  // always, never
+  for (const json& cell : settings) {
+    const json& set = cell.at("setting");
+    const json& s = cell.at("schedule");
+    EXPECT_EQ(set.at("link"), "pcie-gen5-x16");
+    const json& t = s.at("tiers");
+    EXPECT_EQ(t.at("host_capacity_tokens").get<double>(), 1e6 - static_cast<int>(1e6) % 512);
+    const double hbm = t.at("hit_rate_by_tier").at("hbm").get<double>();
+    const double host = t.at("hit_rate_by_tier").at("host").get<double>();
+    EXPECT_GT(host, 0) << t.dump();
+    EXPECT_NEAR(hbm + host, s.at("hit_rate").get<double>(), 1e-12);
+    EXPECT_GT(t.at("blocks").at("demoted").get<double>(), 0);
+    EXPECT_GT(t.at("link_bytes").at("to_host").get<double>(), 0);
+    if (set.at("reload_policy") == "always") {
+      EXPECT_GT(t.at("reloads").get<double>(), 0);
+      EXPECT_EQ(t.at("recomputed_tokens").get<double>(), 0);
+      EXPECT_GT(t.at("link_bytes").at("to_hbm").get<double>(), 0);
+    } else {
+      EXPECT_EQ(t.at("reloads").get<double>(), 0);
+      EXPECT_GT(t.at("recomputed_tokens").get<double>(), 0);
+      EXPECT_EQ(t.at("link_bytes").at("to_hbm").get<double>(), 0);
+    }
+    const json& pl = s.at("prefill_link");
+    EXPECT_GT(pl.at("bytes").get<double>(), 0);
+    EXPECT_TRUE(pl.at("binds") == "link" || pl.at("binds") == "hbm") << pl.dump();
+    EXPECT_EQ(s.at("modeled").at("prefill_s").get<double>(), 0);  // all on the prefill node
+    EXPECT_GT(s.at("link_wait_s").at("p50").get<double>(), 0);
+    EXPECT_GE(s.at("ttft_s").at("p50").get<double>(), s.at("link_wait_s").at("p50").get<double>());
+  }
+}
+
 TEST(CliReplay, BadInputExitsTwoNamingTheOption) {
   TempDir dir;
   const std::string trace = " --trace '" + kSlice + "'";
@@ -118,6 +172,15 @@ TEST(CliReplay, BadInputExitsTwoNamingTheOption) {
       {"replay" + trace + kSmall + " --sample-steps 0", "--sample-steps"},
       {"replay" + trace + kSmall + " --format yaml", "yaml"},
       {"replay" + trace + kSmall + " --model no-such-model", "no-such-model"},
+      {"replay" + trace + kSmall + " --host-capacity -1", "--host-capacity"},
+      {"replay" + trace + kSmall + " --link pcie-gen5-x16", "add --host-capacity"},
+      {"replay" + trace + kSmall + " --host-capacity 1e6 --reload-policy never", "needs a --link"},
+      {"replay" + trace + kSmall + " --host-capacity 1e6 --link pcie-gen9", "pcie-gen9"},
+      {"replay" + trace + kSmall +
+           " --host-capacity 1e6 --link pcie-gen5-x16 --reload-policy maybe",
+       "maybe"},
+      {"replay" + trace + kSmall + " --prefill-link carrier-pigeon", "--prefill-link"},
+      {"replay" + trace + kSmall + " --link-overhead -1", "--link-overhead"},
   };
   for (const Case& c : cases) {
     const CliResult r = run_cli(c.args, dir.path());
@@ -126,16 +189,17 @@ TEST(CliReplay, BadInputExitsTwoNamingTheOption) {
   }
 }
 
-// The shipped operator tables (configs/sweeps/trace*.json) parse and run: their own pools,
-// policies, TTLs, KV dtypes and rate, shrunk by the command line to a few requests, one step per
-// setting and the attention alone on the CPU (trace.json names the cuda backend and its rungs).
+// The shipped operator tables (configs/sweeps/trace*.json, tiers*.json) parse and run: their own
+// pools, policies, TTLs, KV dtypes and rate, shrunk by the command line to a few requests, one step
+// per setting and the attention alone on the CPU (trace.json names the cuda backend and its rungs).
 TEST(CliReplay, ShippedTraceConfigsRun) {
   TempDir dir;
   int n = 0;
   for (const auto& e :
        std::filesystem::directory_iterator(std::string(DECODEBENCH_CONFIGS) + "/sweeps")) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("trace", 0) != 0 || e.path().extension() != ".json") continue;
+    const bool replay_config = name.rfind("trace", 0) == 0 || name.rfind("tiers", 0) == 0;
+    if (!replay_config || e.path().extension() != ".json") continue;
     ++n;
     const std::string out = (dir / (name + ".out.json")).string();
     // Its trace path is relative to the file: found from the scratch directory too.

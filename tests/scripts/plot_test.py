@@ -37,6 +37,7 @@ GPU = fixture("gpu-synthetic.json")
 COMPARE = fixture("compare-synthetic.json")
 CACHE_SIM = fixture("cache-sim.json")
 REPLAY = fixture("replay-cpu.json")
+REPLAY_TIERS = fixture("replay-tiers-cpu.json")
 
 
 def ok(report):
@@ -524,6 +525,61 @@ class ReplayFigure(unittest.TestCase):
         figs = plot.make_figures(CPU, notes=notes, names=["replay"])
         self.assertEqual(figs, {})
         self.assertTrue(any(n.startswith("replay: skipped, not a replay report") for n in notes))
+
+
+class ReplayTiersFigure(unittest.TestCase):
+    """The real replay report with a host tier and a prefill link: no host tier, then a 1e6-token
+    host tier on PCIe 5 reloading (always) and recomputing (never) its hits."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fig = plot.make_figures(REPLAY_TIERS, names=["replay"])["replay"]
+        cls.sched = [c["schedule"] for c in REPLAY_TIERS["replay"]["settings"]]
+
+    def test_fixture_shape(self):
+        settings = [c["setting"] for c in REPLAY_TIERS["replay"]["settings"]]
+        self.assertEqual([s.get("reload_policy") for s in settings], [None, "always", "never"])
+        self.assertNotIn("tiers", self.sched[0])
+        self.assertGreater(self.sched[1]["tiers"]["hit_rate_by_tier"]["host"], 0)
+        self.assertTrue(all("prefill_link" in s for s in self.sched))
+
+    def test_hits_stacked_by_tier(self):
+        groups = dict(bar_groups(self.fig))
+        hbm = [p.get_width() for p in groups["hit-rate-hbm"].patches]
+        host = [p.get_width() for p in groups["hit-rate-host"].patches]
+        # No host tier: every hit is in HBM.
+        self.assertAlmostEqual(hbm[0], 100 * self.sched[0]["hit_rate"])
+        self.assertEqual(host[0], 0)
+        for i in (1, 2):
+            by_tier = self.sched[i]["tiers"]["hit_rate_by_tier"]
+            self.assertAlmostEqual(hbm[i], 100 * by_tier["hbm"])
+            self.assertAlmostEqual(host[i], 100 * by_tier["host"])
+            self.assertAlmostEqual(hbm[i] + host[i], 100 * self.sched[i]["hit_rate"])
+        self.assertEqual([p.get_x() for p in groups["hit-rate-host"].patches], hbm)
+
+    def test_link_traffic_and_recomputation(self):
+        groups = dict(bar_groups(self.fig))
+        to_hbm = [p.get_width() for p in groups["link-to-hbm"].patches]
+        self.assertEqual(to_hbm[0], 0)
+        self.assertAlmostEqual(to_hbm[1], self.sched[1]["tiers"]["link_bytes"]["to_hbm"] / 1e9)
+        self.assertEqual(to_hbm[2], 0)  # never reloads
+        prefill = [p.get_width() for p in groups["link-prefill"].patches]
+        self.assertEqual(prefill, [s["prefill_link"]["bytes"] / 1e9 for s in self.sched])
+        host_re = [p.get_width() for p in groups["recomputed-host"].patches]
+        self.assertEqual(host_re[1], 0)
+        self.assertEqual(host_re[2], self.sched[2]["tiers"]["recomputed_tokens"])
+        self.assertGreater(host_re[2], 0)
+        ttft = [p.get_width() for p in groups["ttft"].patches]
+        self.assertEqual(ttft, [s["ttft_s"]["p50"] for s in self.sched])
+        self.assertEqual(len(lines(self.fig, "link-wait")), 1)
+        labels = [t.get_text() for t in self.fig.axes[0].get_yticklabels()]
+        self.assertEqual(labels[2], "4 GB lru bf16 + host 1e+06 tok pcie-gen5-x16 never")
+
+    def test_without_tiers_the_cache_panels_stay(self):
+        by_gid = collections.Counter(gid for gid, _ in bar_groups(plot.make_figures(
+            REPLAY, names=["replay"])["replay"]))
+        self.assertEqual(by_gid["hit-rate-hbm"], 0)
+        self.assertEqual(by_gid["evicted"], 1)
 
 
 class Fixtures(unittest.TestCase):

@@ -298,6 +298,143 @@ TEST(ReplaySchedule, UnderPressureEveryRequestStillFinishes) {
   EXPECT_LE(s.cache.peak_blocks, 14);
 }
 
+// Host tier: a pool of 3 blocks, a link of 4 B/s (2 s a token, 8 s a block) to the device and
+// 8 B/s back. A (t 0) leaves block 1 cached; B (t 10, two blocks and one private) pushes it out
+// to the host tier; C (t 30) finds it there. Always: C waits 8 s for the reload, with nothing
+// else running (idle), and its first token comes at 38. Never: C recomputes its 4 tokens (t 34).
+// Cheaper: the same (4 s of prefill < 8 s of link); with a 32 B/s link the reload (1 s) wins.
+ReplaySchedule host_tier_run(ReloadPolicy reload, double to_device, double host_tokens = 100) {
+  const Trace t =
+      trace_of({request(0, 4, 2, {1}), request(10, 8, 2, {2, 3}), request(30, 4, 2, {1})});
+  ScheduleConfig c = config_of(3);
+  c.host_capacity_tokens = host_tokens;
+  c.link_to_device = to_device;
+  c.link_to_host = 8;
+  c.reload = reload;
+  return simulate_schedule(t, c);
+}
+
+TEST(ReplaySchedule, AHostHitWaitsForItsReloadOverTheLink) {
+  const ReplaySchedule s = host_tier_run(ReloadPolicy::always, 4);
+  const RequestOutcome& c = s.requests[2];
+  EXPECT_DOUBLE_EQ(c.admitted_s, 30);
+  EXPECT_EQ(c.hit_tokens, 4);
+  EXPECT_DOUBLE_EQ(c.link_wait_s, 8);
+  EXPECT_DOUBLE_EQ(c.first_token_s, 38);
+  EXPECT_DOUBLE_EQ(c.finished_s, 43);  // one step of context 5
+  EXPECT_EQ(s.hit_tokens, 4);
+  EXPECT_EQ(s.tiers.hit_tokens_hbm, 0);
+  EXPECT_EQ(s.tiers.hit_tokens_host, 4);
+  EXPECT_EQ(s.tiers.host_capacity_blocks, 25);
+  EXPECT_EQ(s.tiers.reloads, 1);
+  EXPECT_EQ(s.tiers.reloaded_tokens, 4);
+  EXPECT_EQ(s.tiers.recomputed_tokens, 0);
+  EXPECT_EQ(s.tiers.blocks.promoted, 1);
+  // Block 1 for B; then block 3 (B's least recent: its tail was touched first) for C's
+  // private block.
+  EXPECT_EQ(s.tiers.blocks.demoted, 2);
+  EXPECT_EQ(s.tiers.blocks.dropped, 0);
+  EXPECT_DOUBLE_EQ(s.tiers.link_bytes_to_hbm, 32);
+  EXPECT_DOUBLE_EQ(s.tiers.link_bytes_to_host, 64);
+  EXPECT_DOUBLE_EQ(s.tiers.link_busy_s_to_hbm, 8);
+  EXPECT_DOUBLE_EQ(s.tiers.link_busy_s_to_host, 8);
+  EXPECT_DOUBLE_EQ(s.tiers.decode_idle_waiting_s, 8);
+  EXPECT_EQ(s.prefill_tokens, 4 + 8);  // C's 4 tokens came over the link
+  EXPECT_DOUBLE_EQ(s.end_s, 43);
+}
+
+TEST(ReplaySchedule, TheReloadPolicyPicksRecomputeWhenTheLinkIsSlower) {
+  for (ReloadPolicy p : {ReloadPolicy::never, ReloadPolicy::cheaper}) {
+    const ReplaySchedule s = host_tier_run(p, 4);
+    const RequestOutcome& c = s.requests[2];
+    EXPECT_DOUBLE_EQ(c.link_wait_s, 0) << reload_policy_name(p);
+    EXPECT_DOUBLE_EQ(c.first_token_s, 34) << reload_policy_name(p);
+    EXPECT_EQ(s.tiers.hit_tokens_host, 4);
+    EXPECT_EQ(s.tiers.reloads, 0);
+    EXPECT_EQ(s.tiers.recomputed_tokens, 4);
+    EXPECT_DOUBLE_EQ(s.tiers.link_bytes_to_hbm, 0);
+    EXPECT_EQ(s.prefill_tokens, 4 + 8 + 4);
+  }
+  const ReplaySchedule fast = host_tier_run(ReloadPolicy::cheaper, 32);
+  EXPECT_EQ(fast.tiers.reloads, 1);
+  EXPECT_DOUBLE_EQ(fast.requests[2].first_token_s, 31);
+  // No host tier: C misses and prefills, nothing crosses a link.
+  const ReplaySchedule none = host_tier_run(ReloadPolicy::always, 4, /*host_tokens=*/0);
+  EXPECT_EQ(none.hit_tokens, 0);
+  EXPECT_DOUBLE_EQ(none.requests[2].first_token_s, 34);
+  EXPECT_EQ(none.tiers.blocks.demoted, 0);
+  EXPECT_DOUBLE_EQ(none.tiers.link_bytes_to_host, 0);
+}
+
+TEST(ReplaySchedule, DisaggregatedPrefillSendsThePromptOverTheLinkWhileOthersDecode) {
+  // A prefill node at 1 token/s and a link of 8 B/s (1 s a token). A (t 0): computed 0..4, sent
+  // 4..8, decodes from 8 (steps of context 5 and 6). B (t 1): computed 4..8, sent 8..12 (the
+  // link was busy with A's), joins A's second step at 13.
+  const Trace t = trace_of({request(0, 4, 3, {1}), request(1, 4, 2, {2})});
+  ScheduleConfig c = config_of(100);
+  c.prefill_link_to_device = 8;
+  const ReplaySchedule s = simulate_schedule(t, c);
+  ASSERT_EQ(s.steps.size(), 2u);
+  EXPECT_EQ(contexts_of(s, 0), std::vector<std::int32_t>{5});
+  EXPECT_DOUBLE_EQ(s.steps[0].start_s, 8);
+  EXPECT_EQ(contexts_of(s, 1), (std::vector<std::int32_t>{6, 5}));
+  EXPECT_DOUBLE_EQ(s.steps[1].start_s, 13);
+  EXPECT_DOUBLE_EQ(s.requests[0].link_wait_s, 8);
+  EXPECT_DOUBLE_EQ(s.requests[1].link_wait_s, 11);
+  EXPECT_DOUBLE_EQ(s.requests[1].first_token_s, 13);
+  EXPECT_DOUBLE_EQ(s.requests[0].finished_s, 24);
+  EXPECT_DOUBLE_EQ(s.requests[1].finished_s, 24);
+  EXPECT_DOUBLE_EQ(s.prefill_s, 0);  // this node prefills nothing
+  EXPECT_EQ(s.prefill_tokens, 8);
+  EXPECT_DOUBLE_EQ(s.tiers.prefill_node_busy_s, 8);
+  EXPECT_DOUBLE_EQ(s.tiers.prefill_link_bytes, 64);
+  EXPECT_DOUBLE_EQ(s.tiers.prefill_link_busy_s, 8);
+  EXPECT_DOUBLE_EQ(s.tiers.decode_idle_waiting_s, 8);
+}
+
+TEST(ReplaySchedule, WithTiersAndLinksUnderPressureEveryRequestStillFinishes) {
+  // Sequences waiting for a link hold pool blocks; preemption may take them, and a step may
+  // find only waiting sequences. Every request still gets exactly output - 1 steps, and the
+  // host tier only adds hits.
+  std::mt19937 rng(5);
+  std::vector<TraceRequest> rs;
+  for (int i = 0; i < 60; ++i) {
+    const int input = 3 + static_cast<int>(rng() % 14);
+    const int blocks = (input + kBlock - 1) / kBlock;
+    const std::uint64_t root = rng() % 4;
+    Ids ids;
+    for (int j = 0; j < blocks; ++j) {
+      const bool full = (j + 1) * kBlock <= input;
+      ids.push_back(j < 3 && full ? root * 100 + static_cast<std::uint64_t>(j)
+                                  : 1000 + static_cast<std::uint64_t>(i) * 10 + j);
+    }
+    rs.push_back(request(i * 3.0, input, 2 + static_cast<int>(rng() % 12), ids));
+  }
+  const Trace t = trace_of(rs);
+  const ReplaySchedule plain = simulate_schedule(t, config_of(10));
+  for (double prefill_link : {0.0, 16.0}) {
+    ScheduleConfig c = config_of(10);
+    c.host_capacity_tokens = 40;
+    c.link_to_device = 4;
+    c.link_to_host = 2;
+    c.link_overhead_s = 0.5;
+    c.prefill_link_to_device = prefill_link;
+    const ReplaySchedule s = simulate_schedule(t, c);
+    std::map<std::int32_t, std::int64_t> steps_of;
+    for (const StepSequence& q : s.sequences) ++steps_of[q.request];
+    for (std::size_t i = 0; i < rs.size(); ++i) {
+      EXPECT_GE(s.requests[i].finished_s, s.requests[i].first_token_s) << i;
+      EXPECT_GE(s.requests[i].first_token_s, s.requests[i].arrival_s) << i;
+      EXPECT_EQ(steps_of[static_cast<std::int32_t>(i)], rs[i].output_tokens - 1) << i;
+    }
+    EXPECT_GT(s.tiers.hit_tokens_host, 0);
+    EXPECT_EQ(s.tiers.hit_tokens_hbm + s.tiers.hit_tokens_host, s.hit_tokens);
+    EXPECT_GE(s.hit_tokens, plain.hit_tokens);
+    EXPECT_LE(s.cache.peak_blocks, 10);
+    EXPECT_LE(s.tiers.blocks.host_peak, 10);
+  }
+}
+
 TEST(ReplaySchedule, ARequestLargerThanThePoolIsRejected) {
   // 3 prompt blocks and 2 for 5 generated tokens exceed 4; 2 + 2 fit exactly.
   const Trace t =

@@ -675,18 +675,11 @@ __device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char
             // in fp32 (exact) and split hi + lo, one A per half; q . z is summed per lane and
             // over the quad at the end. Byte k of the word is channels 32 chunk + 8 (lane % 4) +
             // 2k + {0, 1}.
-            float2 sc[2][4];
-            float2 zc[2][4];
+            std::size_t at[2];  // this lane's first channel of the chunk in half j's block
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
-              const std::size_t at =
-                  (static_cast<std::size_t>(blk[j]) * p.num_kv_heads + kv_head) * kHeadDim +
-                  32 * chunk + 8 * (lane % 4);
-#pragma unroll
-              for (int k = 0; k < 4; ++k) {
-                sc[j][k] = load_f16x2(p.k_scales, at + 2 * k);
-                zc[j][k] = load_f16x2(p.k_zeros, at + 2 * k);
-              }
+              at[j] = (static_cast<std::size_t>(blk[j]) * p.num_kv_heads + kv_head) * kHeadDim +
+                      32 * chunk + 8 * (lane % 4);
             }
 #pragma unroll
             for (int st = 0; st < 2; ++st) {
@@ -719,6 +712,14 @@ __device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char
                 dev::FragB kb;
                 kb.reg[0] = int4_byte(w[2 * cu + j], 2 * st);
                 kb.reg[1] = int4_byte(w[2 * cu + j], 2 * st + 1);
+                // s and z of byte 2 st + g: the channels of B register g, A registers 2g, 2g+1.
+                float2 sk[2];
+                float2 zk[2];
+#pragma unroll
+                for (int g = 0; g < 2; ++g) {
+                  sk[g] = load_f16x2(p.k_scales, at[j] + 2 * (2 * st + g));
+                  zk[g] = load_f16x2(p.k_zeros, at[j] + 2 * (2 * st + g));
+                }
                 dev::FragA a_hi;
                 dev::FragA a_lo;
 #pragma unroll
@@ -727,10 +728,10 @@ __device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char
                     a_hi.reg[r] = a_lo.reg[r] = 0u;
                     continue;
                   }
-                  const float2 sk = sc[j][2 * st + r / 2];
-                  const float2 zk = zc[j][2 * st + r / 2];
-                  split2<kMma>(qf[r].x * sk.x, qf[r].y * sk.y, a_hi.reg[r], a_lo.reg[r]);
-                  bias[j][r % 2] += qf[r].x * zk.x + qf[r].y * zk.y;
+                  const float2 s_r = sk[r / 2];
+                  const float2 z_r = zk[r / 2];
+                  split2<kMma>(qf[r].x * s_r.x, qf[r].y * s_r.y, a_hi.reg[r], a_lo.reg[r]);
+                  bias[j][r % 2] += qf[r].x * z_r.x + qf[r].y * z_r.y;
                 }
                 mma_live_rows<kMma>(a_hi, kb, s[j]);
                 mma_live_rows<kMma>(a_lo, kb, s[j]);

@@ -520,12 +520,13 @@ __device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char
   const auto* k_base = static_cast<const unsigned char*>(p.k_cache);
   const auto* v_base = static_cast<const unsigned char*>(p.v_cache);
   const int num_tiles = t_end > t_begin ? (t_end - t_begin + kTileTokens - 1) / kTileTokens : 0;
+  const int span = t_end - t_begin;
   int block[G::kCopies];  // physical blocks of the rows this thread copies in the next tile
   auto fetch_blocks = [&](int tile_index) {
 #pragma unroll
     for (int k = 0; k < G::kCopies; ++k) {
-      const int t = t_begin + tile_index * kTileTokens + copy_row + k * G::kCopyRowStride;
-      block[k] = t < t_end ? decode::block_of(p, table_seq, t, block_shift) : 0;
+      const int row = tile_index * kTileTokens + copy_row + k * G::kCopyRowStride;
+      block[k] = row < span ? decode::block_of(p, table_seq, t_begin + row, block_shift) : 0;
     }
   };
   auto issue = [&](int tile_index) {
@@ -639,14 +640,12 @@ __device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char
       for (int j = 0; j < 2; ++j) {
         const int t0 = warp_first + 8 * j;
         blk[j] = t0 < t_end ? decode::block_of(p, table_seq, t0, block_shift) : 0;  // in bounds
-        row0[j] = kv_row_offset(blk[j], kv_head, (t0 & slot_mask) + 2 * (lane % 4), p.num_kv_heads,
-                                p.block_size, 1);
+        row0[j] = (static_cast<std::size_t>(blk[j]) * p.num_kv_heads + kv_head) * p.block_size +
+                  static_cast<unsigned>((t0 & slot_mask) + 2 * (lane % 4));
       }
     }
     // Is the token of C column (j, e) of this lane in range?
     const auto live = [&](int j, int e) { return warp_first + 8 * j + 2 * (lane % 4) + e < t_end; };
-    // int4 keys: this lane's part of q . z(block of half j) for its rows lane / 4 + 8 h.
-    float bias[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
     if constexpr (is_int_kv(kKv)) {
       // K through ldmatrix: matrix m = lane / 8 is token half m % 2 of chunk u + m / 2, so a
       // lane's word w[2 cu + j] holds 4 bytes of token 8 j + lane / 4, chunk u + cu.
@@ -672,9 +671,9 @@ __device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char
             // Per (block, channel) s and z, the block being half j's: S = (q * s) . codes +
             // q . z. The lane's A (q) elements sit at the same k as its B (K) elements, so the
             // scale pairs it loads for its K bytes are those of its q elements: q * s is formed
-            // in fp32 (exact) and split hi + lo, one A per half; q . z is summed per lane and
-            // over the quad at the end. Byte k of the word is channels 32 chunk + 8 (lane % 4) +
-            // 2k + {0, 1}.
+            // in fp32 (exact) and split hi + lo, one A per half; q . z is one more MMA of q with
+            // B = z broadcast over the half's 8 token columns (z is f16: exact). Byte k of the
+            // word is channels 32 chunk + 8 (lane % 4) + 2k + {0, 1}.
             std::size_t at[2];  // this lane's first channel of the chunk in half j's block
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
@@ -684,42 +683,27 @@ __device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char
 #pragma unroll
             for (int st = 0; st < 2; ++st) {
               const int ks = 2 * chunk + st;
-              // q of this lane's A registers in fp32: reg r is row lane / 4 + 8 (r % 2), k group
-              // r / 2 (B register r / 2); rows 8.. only with 16 live rows.
-              float2 qf[4];
-              {
-                dev::FragA qa;
-                dev::FragA ql;
-                if constexpr (kHalves == 1) {
-                  qa = load_q_fragment<kHeadDim>(q_hi, ks, lane);
-                  ql = q_split ? load_q_fragment<kHeadDim>(q_lo, ks, lane) : dev::FragA{};
-                } else {
-                  qa = load_q_fragment16<kHeadDim>(q_hi, ks, lane);
-                  ql = q_split ? load_q_fragment16<kHeadDim>(q_lo, ks, lane) : dev::FragA{};
-                }
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                  qf[r] = unpack2<kMma>(qa.reg[r]);
-                  if (q_split) {
-                    const float2 lo = unpack2<kMma>(ql.reg[r]);
-                    qf[r].x += lo.x;
-                    qf[r].y += lo.y;
-                  }
-                }
+              // q of this lane's A registers: reg r is row lane / 4 + 8 (r % 2), k group r / 2
+              // (B register r / 2); rows 8.. only with 16 live rows.
+              dev::FragA qa;
+              dev::FragA ql;
+              if constexpr (kHalves == 1) {
+                qa = load_q_fragment<kHeadDim>(q_hi, ks, lane);
+                ql = q_split ? load_q_fragment<kHeadDim>(q_lo, ks, lane) : dev::FragA{};
+              } else {
+                qa = load_q_fragment16<kHeadDim>(q_hi, ks, lane);
+                ql = q_split ? load_q_fragment16<kHeadDim>(q_lo, ks, lane) : dev::FragA{};
               }
 #pragma unroll
               for (int j = 0; j < 2; ++j) {
+                const auto* s32 = reinterpret_cast<const std::uint32_t*>(p.k_scales + at[j]);
+                const auto* z32 = reinterpret_cast<const std::uint32_t*>(p.k_zeros + at[j]);
                 dev::FragB kb;
                 kb.reg[0] = int4_byte(w[2 * cu + j], 2 * st);
                 kb.reg[1] = int4_byte(w[2 * cu + j], 2 * st + 1);
-                // s and z of byte 2 st + g: the channels of B register g, A registers 2g, 2g+1.
-                float2 sk[2];
-                float2 zk[2];
-#pragma unroll
-                for (int g = 0; g < 2; ++g) {
-                  sk[g] = load_f16x2(p.k_scales, at[j] + 2 * (2 * st + g));
-                  zk[g] = load_f16x2(p.k_zeros, at[j] + 2 * (2 * st + g));
-                }
+                dev::FragB zb;  // s and z of byte 2 st + g: the channels of B register g
+                zb.reg[0] = z32[2 * st];
+                zb.reg[1] = z32[2 * st + 1];
                 dev::FragA a_hi;
                 dev::FragA a_lo;
 #pragma unroll
@@ -728,13 +712,19 @@ __device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char
                     a_hi.reg[r] = a_lo.reg[r] = 0u;
                     continue;
                   }
-                  const float2 s_r = sk[r / 2];
-                  const float2 z_r = zk[r / 2];
-                  split2<kMma>(qf[r].x * s_r.x, qf[r].y * s_r.y, a_hi.reg[r], a_lo.reg[r]);
-                  bias[j][r % 2] += qf[r].x * z_r.x + qf[r].y * z_r.y;
+                  float2 q = unpack2<kMma>(qa.reg[r]);
+                  if (q_split) {
+                    const float2 lo = unpack2<kMma>(ql.reg[r]);
+                    q.x += lo.x;
+                    q.y += lo.y;
+                  }
+                  const float2 sk = unpack2<DType::f16>(s32[2 * st + r / 2]);
+                  split2<kMma>(q.x * sk.x, q.y * sk.y, a_hi.reg[r], a_lo.reg[r]);
                 }
                 mma_live_rows<kMma>(a_hi, kb, s[j]);
                 mma_live_rows<kMma>(a_lo, kb, s[j]);
+                mma_live_rows<kMma>(qa, zb, s[j]);
+                if (q_split) mma_live_rows<kMma>(ql, zb, s[j]);
               }
             }
           } else {
@@ -770,19 +760,6 @@ __device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char
                 }
               }
             }
-          }
-        }
-      }
-      if constexpr (kKv == DType::int4) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-#pragma unroll
-          for (int h = 0; h < kHalves; ++h) {
-            float b = bias[j][h];
-            b += __shfl_xor_sync(0xffffffffu, b, 1);
-            b += __shfl_xor_sync(0xffffffffu, b, 2);
-            s[j][2 * h] += b;
-            s[j][2 * h + 1] += b;
           }
         }
       }

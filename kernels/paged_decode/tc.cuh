@@ -20,6 +20,16 @@
 //   SM's mma.sync rate at 20 B/clk. The static model (SASS of the main loop, README) reads
 //   .08 / .16 instructions per KV byte (f16 / fp8; fp8 fragments are byte loads + cvt) against
 //   .35 / .65 for pipelined at cap 8: an issue bound of 12.4 / 6.4 TB/s, above HBM's 4.8.
+// Integer KV (int8, int4, int4_token; "Integer codes" below): the per-16-token work (MMAs,
+//   softmax, q fragments) stays while the bytes shrink to 1 / 2 (int8) or 1 / 4 (int4) of
+//   f16's, and every code takes ~2.5 instructions to become an f16 (int8: PRMT + sub.f16x2,
+//   one xor per 4 codes; int4: PRMT/shift + LOP3 + fma/sub.f16x2), plus the scale folds. So
+//   the instructions per KV byte rise: static model, d = 128, H200 (sm_90a SASS, nvcc 13.0):
+//   int8 .191 (d 64 / 256: .232 / .165), an issue bound of 5.5 TB/s (4.5 / 6.3): above HBM's
+//   4.8, below 1.3x it; int4 .834 (1.3 TB/s) and int4_token .542 (1.9 TB/s), issue-bound well
+//   below HBM. int4's keys pay most: q * s is formed and split hi + lo per (k-step, half), and
+//   every scale is a global load. Cutting that (q * s once per block in shared memory when the
+//   block spans the tile, more tokens per softmax, the swapped M = tokens layout) is left.
 //
 // Shape: grid (Hkv, batch, num_splits), 128 threads = 4 warps. A tile is 64 tokens: warp w owns
 // tokens [16w, 16w + 16) of it and keeps its own online softmax (per query row: max, sum, O);
@@ -39,7 +49,8 @@
 // rows padded by 16 bytes so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
 //   ring: 2 stages (34 KiB each, 16-bit KV, d = 128) or up to 5 (fp8, d = 64); d = 256 16-bit:
 //     2 x 66 KiB, one block per SM with 66 KiB in flight, still above Little's law's ~21 KiB
-//   registers (ptxas sm_90a): d 64 / 128 / 256 = 90 / 152 / 186 (16-bit), 70 / 112 / 180 (fp8);
+//   registers (ptxas sm_90a): d 64 / 128 / 256 = 90 / 152 / 186 (16-bit), 70 / 112 / 180 (fp8),
+//     86 / 118 / 210 (int8), 99 / 136 / 176 (int4), 86 / 138 / 216 (int4_token), no spills;
 //     O is d/4 floats per lane (only the live C registers are kept), q and K/V fragments are
 //     reloaded from shared memory per k-step
 //
@@ -54,6 +65,34 @@
 //   - P (in [0, 1], fp32) is split the same way, so O += P V is two MMAs; rounding P to one
 //     bf16 would cost 2^-9 relative per weight, far outside the bf16-out tolerance near zero
 //   k_scale is folded into the score scale, v_scale into the final weights, as the other rungs.
+//   - integer KV uses the f16 MMA. Its codes (int8 in [-127, 127], int4 in [0, 15]) are f16
+//     integers, so they enter exactly, and every scale and zero is folded outside the MMA in
+//     fp32, never rounded into an f16 value. fma(code, s, z) rounded to f16 per element would
+//     cost 2^-11 relative per K or V element; the tests measured int4 keys dequantized that
+//     way at up to 5e-4 absolute output error (atol 2e-5), so none of the formats does it:
+//       int8 K    S column t times s_K(t) (per token and head) after the MMA
+//       int8 V    P's weight for token t times s_V(t) before the hi + lo split
+//       int4 K    per (block, channel): S = (q * s) . codes + q . z. q * s is formed in fp32 per
+//                 8-token half (one block: P >= 8) and split hi + lo (exact to ~2^-22); q . z is
+//                 one more MMA of q with B = z broadcast over the half's token columns
+//       int4_token K  per (token, group of 32): each group's two k-steps go to their own
+//                 accumulator, added to S as s(t, g) S_g + z(t, g) sum(q_g) (sums of q per group
+//                 in shared memory)
+//       int4 V    per (token, group): P's weights times s(t, g) per group (one hi + lo split per
+//                 group), and the zeros as sum_t p_t z(t, g): one MMA pair per 16 tokens into an
+//                 accumulator whose columns are the groups, rescaled with O and added to each
+//                 group's channels at the end
+//     Masked tokens take scale and zero 0 (a stale scale past the context could be inf or NaN).
+//
+// Integer codes: the tiles hold the codes as stored (row bytes d or d / 2, kv_row_bytes) and
+// ldmatrix reads them as 16-bit elements: a lane gets 4 consecutive bytes of a K row (channels
+// 16 ks + 4 (lane % 4) + [0, 4) for int8, 32 (ks / 2) + 8 (lane % 4) + [0, 8) for int4), or 2
+// bytes of each of two V rows (.trans). q is staged in the matching channel order (k_channel),
+// which the MMA's sum over k does not see, and O's columns are stored back to their channels
+// (o_channel). Codes become f16 through the 1024 magic number: the byte or nibble is placed in
+// the mantissa of 0x6400 (PRMT, LOP3) and 1024 (1152 with int8's bias of 128) subtracted in f16:
+// exact. Scales and zeros (f16, kernels.h's layouts) are read from global memory: they are
+// small (1/32 to 1/64 of the codes) and L2-resident.
 //
 // Shared with cascade (cascade.cuh): the block's whole tile loop and warp merge, attend(), for 8
 // live rows (tc, cascade's suffix pass) or 16 (cascade's prefix pass, several sequences' query
@@ -526,7 +565,11 @@ __device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char
 #pragma unroll
     for (int k = 0; k < G::kCopies; ++k) {
       const int row = tile_index * kTileTokens + copy_row + k * G::kCopyRowStride;
-      block[k] = row < span ? decode::block_of(p, table_seq, t_begin + row, block_shift) : 0;
+      // Integer formats: the row compared with the span, not the token with t_end; the same
+      // test, but ptxas then keeps cascade's int8 suffix pass (d 64) free of a spill, while the
+      // float formats' loop is 5 % shorter the other way.
+      const bool valid = is_int_kv(kKv) ? row < span : t_begin + row < t_end;
+      block[k] = valid ? decode::block_of(p, table_seq, t_begin + row, block_shift) : 0;
     }
   };
   auto issue = [&](int tile_index) {

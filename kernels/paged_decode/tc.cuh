@@ -47,7 +47,8 @@
 //     is kept per lane and reduced once at the end
 // Staging: K/V tiles in a cp.async ring as in `pipelined` (S - 1 tiles in flight, at least one),
 // rows padded by 16 bytes so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
-//   ring: 2 stages (34 KiB each, 16-bit KV, d = 128) or up to 5 (fp8, d = 64); d = 256 16-bit:
+//   ring: 2 stages (34 KiB each, 16-bit KV, d = 128) or up to 5 (fp8, d = 64) and 7 (int4,
+//     d = 64: 48-byte rows with the pad); d = 256 16-bit:
 //     2 x 66 KiB, one block per SM with 66 KiB in flight, still above Little's law's ~21 KiB
 //   registers (ptxas sm_90a): d 64 / 128 / 256 = 90 / 152 / 186 (16-bit), 70 / 112 / 180 (fp8),
 //     86 / 118 / 210 (int8), 99 / 136 / 176 (int4), 86 / 138 / 216 (int4_token), no spills;

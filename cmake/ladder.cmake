@@ -6,6 +6,8 @@
 #   DECODEBENCH_RUNG_<name>_USES_WORKSPACE     ON / OFF
 #   DECODEBENCH_RUNG_<name>_PREFIX_AWARE       ON / OFF: reads the prefix plan (cascade)
 #   DECODEBENCH_RUNG_<name>_COMPUTE            fma / tensor_core: the units its multiply-adds run on
+#   DECODEBENCH_RUNG_<name>_INT_KV             ON / OFF: also reads the integer KV formats
+#                                              (optional "int_kv", default false)
 # and re-runs the configure step when the file changes. Fails with the rung and the field when an
 # entry is malformed or its header kernels/paged_decode/<name>.cuh is missing.
 function(decodebench_read_ladder json_file)
@@ -61,12 +63,21 @@ function(decodebench_read_ladder json_file)
     if(NOT compute_type STREQUAL "STRING" OR NOT compute MATCHES "^(fma|tensor_core)$")
       message(FATAL_ERROR "${json_file}: rung '${name}': compute must be \"fma\" or \"tensor_core\", got '${compute}'")
     endif()
+    set(int_kv OFF)
+    string(JSON int_kv_type ERROR_VARIABLE err TYPE "${json}" rungs ${i} int_kv)
+    if(NOT err)
+      if(NOT int_kv_type STREQUAL "BOOLEAN")
+        message(FATAL_ERROR "${json_file}: rung '${name}': int_kv must be true or false")
+      endif()
+      string(JSON int_kv GET "${json}" rungs ${i} int_kv)
+    endif()
     list(APPEND names ${name})
     set(DECODEBENCH_RUNG_${name}_IDEA "${idea}" PARENT_SCOPE)
     set(DECODEBENCH_RUNG_${name}_MAX_GROUP ${max_group} PARENT_SCOPE)
     set(DECODEBENCH_RUNG_${name}_USES_WORKSPACE ${uses_workspace} PARENT_SCOPE)
     set(DECODEBENCH_RUNG_${name}_PREFIX_AWARE ${prefix_aware} PARENT_SCOPE)
     set(DECODEBENCH_RUNG_${name}_COMPUTE ${compute} PARENT_SCOPE)
+    set(DECODEBENCH_RUNG_${name}_INT_KV ${int_kv} PARENT_SCOPE)
   endforeach()
   set(DECODEBENCH_LADDER ${names} PARENT_SCOPE)
 endfunction()

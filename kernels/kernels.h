@@ -18,7 +18,8 @@ namespace decodebench {
 // Element types of Q/out and of the KV cache. f32 KV exists for tests (the CPU reference and
 // the CPU backend); the GPU kernels take f16, bf16 and the two fp8 formats. The integer KV
 // formats (int8, int4, int4_token) store codes with f16 scales and zeros beside them, laid out
-// and defined in src/quant/kv_quant.h; they are KV formats only, never a Q or weight type.
+// and defined in src/quant/kv_quant.h; they are KV formats only, never a Q or weight type, read
+// by the CPU backend and the tensor-core rungs (tc, cascade).
 enum class DType : std::uint8_t { f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int4_token };
 
 // Bytes of one element. The int4 formats pack two codes a byte: 0 here, and every KV byte count
@@ -117,7 +118,7 @@ struct KernelInfo {
   std::string name;              // "naive", "gqa", "pipelined", "split_kv"
   std::string idea;              // one line: what this rung adds over the previous one
   std::vector<int> head_dims;    // compiled in (narrowed by DECODEBENCH_HEAD_DIMS)
-  std::vector<DType> kv_dtypes;  // compiled in (narrowed by DECODEBENCH_KV_DTYPES)
+  std::vector<DType> kv_dtypes;  // compiled in (DECODEBENCH_KV_DTYPES, _INT_KV_DTYPES)
   std::vector<DType> q_dtypes;   // f16, bf16
   int min_block_size = 8;        // any power of two >= this
   int max_group = 0;             // largest Hq/Hkv supported, 0 = any

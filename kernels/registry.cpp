@@ -18,6 +18,7 @@ struct Rung {
   bool uses_workspace;
   bool prefix_aware;
   ComputeUnit compute;
+  bool int_kv;  // also reads the integer KV formats (config::kIntKvDtypes)
 };
 
 // In ladder order. Each rung adds one idea over the one before it. The list is
@@ -68,6 +69,10 @@ const std::vector<KernelInfo>& kernel_ladder() {
       info.idea = rung.idea;
       info.head_dims.assign(std::begin(config::kHeadDims), std::end(config::kHeadDims));
       info.kv_dtypes.assign(std::begin(config::kKvDtypes), std::end(config::kKvDtypes));
+      if (rung.int_kv) {
+        info.kv_dtypes.insert(info.kv_dtypes.end(), config::kIntKvDtypes,
+                              config::kIntKvDtypes + config::kNumIntKvDtypes);
+      }
       info.q_dtypes = {DType::f16, DType::bf16};
       info.min_block_size = 8;
       info.max_group = rung.max_group;
@@ -106,11 +111,18 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
     return refuse("head_dim " + std::to_string(p.head_dim), join(k.head_dims) + " in this build");
   }
   if (!contains(k.kv_dtypes, p.kv_dtype)) {
-    // The integer formats are read by the cpu backend's decode only so far: say so rather
-    // than suggest another build.
-    const std::string why = is_int_kv(p.kv_dtype) ? "; the integer KV formats are read by the "
-                                                    "cpu backend (kernels 'cpu', 'cascade')"
-                                                  : "";
+    // An integer format: name who reads it (the ladder's int_kv rungs, compiled or not, and the
+    // cpu backend) rather than only suggest another build.
+    std::string why;
+    if (is_int_kv(p.kv_dtype)) {
+      std::string readers;
+      for (const Rung& rung : kRungs) {
+        if (rung.int_kv) readers += (readers.empty() ? "'" : ", '") + std::string(rung.name) + "'";
+      }
+      why = "; the integer KV formats are read by kernels " + readers +
+            " (tensor cores, built for DECODEBENCH_INT_KV_DTYPES) and by the cpu backend "
+            "(kernels 'cpu', 'cascade')";
+    }
     return refuse("KV dtype " + std::string(dtype_label(p.kv_dtype)),
                   join(k.kv_dtypes) + " in this build" + why);
   }

@@ -109,7 +109,8 @@ shorten() {
           s/\(anonymous namespace\):://g;
           s/\(decodebench::DType\)0/f32/g; s/\(decodebench::DType\)1/f16/g;
           s/\(decodebench::DType\)2/bf16/g; s/\(decodebench::DType\)3/fp8_e4m3/g;
-          s/\(decodebench::DType\)4/fp8_e5m2/g'
+          s/\(decodebench::DType\)4/fp8_e5m2/g; s/\(decodebench::DType\)5/int8/g;
+          s/\(decodebench::DType\)6/int4/g; s/\(decodebench::DType\)7/int4_token/g'
 }
 
 # decode / ceiling / fill / quantize from the demangled name's own qualification (not its

@@ -129,15 +129,18 @@ if [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/
 
 head_dims="64;128;256"
 kv_dtypes="f16;bf16;fp8_e4m3;fp8_e5m2"
+int_kv_dtypes="int8;int4;int4_token"  # tc and cascade only (ladder.json "int_kv")
 rungs="all"
 if [ "$quick" -eq 1 ]; then
   head_dims="128"
   kv_dtypes="f16;fp8_e4m3"
+  int_kv_dtypes="int8;int4"
 fi
 if [ "$smoke" -eq 1 ]; then
   rungs="naive"
   head_dims="128"
   kv_dtypes="f16"
+  int_kv_dtypes=""
 fi
 cmake_flags=(
   -G Ninja
@@ -160,6 +163,7 @@ cmake_flags=(
   "-DDECODEBENCH_KERNELS=$rungs"
   "-DDECODEBENCH_HEAD_DIMS=$head_dims"
   "-DDECODEBENCH_KV_DTYPES=$kv_dtypes"
+  "-DDECODEBENCH_INT_KV_DTYPES=$int_kv_dtypes"
   # bin/X finds lib/ wherever the bundle is copied.
   "-DCMAKE_BUILD_RPATH=\$ORIGIN/../lib"
 )
@@ -247,6 +251,7 @@ manifest = {
     "cmake_flags": sys.argv[1:],
     "head_dims": facts["head_dims"],
     "kv_dtypes": facts["kv_dtypes"],
+    "int_kv_dtypes": facts["int_kv_dtypes"],
     "kernels": facts["kernels"],
     "gpu_tests": os.environ["GPU_TESTS"].split(),
     "requires": {"glibc": os.environ["GLIBC_MAX"], "glibcxx": os.environ["GLIBCXX_MAX"]},

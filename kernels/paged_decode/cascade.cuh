@@ -43,11 +43,15 @@
 //   against tc's d/4. ptxas sm_90a (nvcc 13.0), no spills, no local memory: prefix pass d 64 /
 //   128 / 256 = 95 / 127 / 254 (f16), 79 / 127 / 254 (fp8_e4m3); suffix pass 79 / 152 / 224
 //   (f16), 71 / 110 / 180 (fp8_e4m3). At d 256 the prefix pass is at the 255 limit: one block
-//   per SM (f16, shared memory binds there anyway) or two (fp8).
+//   per SM (f16, shared memory binds there anyway) or two (fp8). Integer KV (tc.cuh "Exact
+//   operands"): prefix pass 95 / 128 / 255 (int8), 127 / 166 / 244 (int4), 128 / 168 / 255
+//   (int4_token); suffix pass 79 / 111 / 216, 101 / 133 / 177, 90 / 118 / 215; no spills.
 //   static model (SASS main loop, d 128, H200): prefix pass .076 / .149 instructions per KV
 //   byte (f16 / fp8_e4m3), an issue bound of 13.7 / 7.0 TB/s; suffix pass .085 / .164, 12.3 /
 //   6.4 TB/s (tc: .084 / .164). Both above HBM's 4.8 TB/s; the prefix pass's bytes serve up to
-//   16 query rows each.
+//   16 query rows each. Integer KV, prefix / suffix pass: int8 .167 / .192 (6.3 / 5.4 TB/s),
+//   int4 1.03 / .843 (1.0 / 1.2), int4_token .517 / .537 (2.0 / 1.9): int4 is issue-bound
+//   (tc.cuh's napkin math).
 // `--kernel auto` does not pick cascade (not measured on a GPU yet; kernels::choose_kernel takes
 // the first splitting rung, split_kv): name it, `--kernel cascade`.
 #pragma once

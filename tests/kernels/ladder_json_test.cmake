@@ -1,7 +1,7 @@
 # cmake/ladder.cmake's checks of kernels/paged_decode/ladder.json, with planted faults: a rung
 # without "compute" and one with an unknown unit must fail configuring with a message naming the
 # rung and the valid units; a well-formed rung passes and reports its unit. The same for
-# "prefix_aware" (required, boolean, needs "uses_workspace").
+# "prefix_aware" (required, boolean, needs "uses_workspace"), and "int_kv" (optional, boolean).
 #   cmake -DLADDER_CMAKE=<cmake/ladder.cmake> -DWORK_DIR=<scratch dir> -P ladder_json_test.cmake
 cmake_minimum_required(VERSION 3.20)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -10,7 +10,7 @@ file(WRITE ${WORK_DIR}/r.cuh "")
 file(WRITE ${WORK_DIR}/read.cmake "cmake_minimum_required(VERSION 3.20)
 include(${LADDER_CMAKE})
 decodebench_read_ladder(${WORK_DIR}/ladder.json)
-message(STATUS \"compute=\${DECODEBENCH_RUNG_r_COMPUTE}\")
+message(STATUS \"compute=\${DECODEBENCH_RUNG_r_COMPUTE} int_kv=\${DECODEBENCH_RUNG_r_INT_KV}\")
 ")
 
 # Configures `rung` (the JSON members after name and idea) and checks the outcome.
@@ -46,4 +46,9 @@ expect("\"max_group\": 8, \"uses_workspace\": false, \"prefix_aware\": true, \"c
        FALSE "prefix_aware needs uses_workspace")
 expect("\"max_group\": 8, \"uses_workspace\": true, \"prefix_aware\": true, \"compute\": \"tensor_core\""
        TRUE "compute=tensor_core")
+# int_kv: optional (false when absent), boolean.
+expect("${base}, \"compute\": \"tensor_core\"" TRUE "int_kv=OFF")
+expect("${base}, \"compute\": \"tensor_core\", \"int_kv\": true" TRUE "int_kv=ON")
+expect("${base}, \"compute\": \"tensor_core\", \"int_kv\": \"yes\"" FALSE
+       "int_kv must be true or false")
 file(REMOVE_RECURSE ${WORK_DIR})

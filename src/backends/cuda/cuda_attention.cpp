@@ -24,10 +24,19 @@ AttentionStep::AttentionStep(const Workload& w, const k::KernelInfo& kernel,
                              const k::ResidentCtas& resident, cudaStream_t stream)
     : kernel_(kernel.name), stream_(stream) {
   params_ = w.params();  // shapes and scales; the host pointers are replaced below
+  // The integer formats are quantized on the host (quant::quantize, per block and token): the
+  // device fill writes float formats only, so a layout-only point of these is refused and the
+  // harness materializes it on the host (backend.h's convention).
+  if (is_int_kv(params_.kv_dtype) && (w.k_cache.empty() || w.v_cache.empty())) {
+    throw InputError("cuda backend: the integer KV format " +
+                     std::string(dtype_name(params_.kv_dtype)) +
+                     " is quantized on the host; the device fill writes float formats only, "
+                     "so the point needs its host cache");
+  }
   const std::size_t rows = static_cast<std::size_t>(w.rows());
   const std::size_t q_elems = rows * params_.num_q_heads * params_.head_dim;
-  const std::size_t cache_elems = static_cast<std::size_t>(params_.num_blocks) *
-                                  params_.num_kv_heads * params_.block_size * params_.head_dim;
+  const std::size_t cache_rows =
+      static_cast<std::size_t>(params_.num_blocks) * params_.num_kv_heads * params_.block_size;
 
   // [rows][Hq][d] q_dtype
   q_ = DeviceBuffer(q_elems * dtype_size(params_.q_dtype));
@@ -37,11 +46,23 @@ AttentionStep::AttentionStep(const Workload& w, const k::KernelInfo& kernel,
   } else {
     fill_q(w, static_cast<std::size_t>(params_.num_q_heads) * params_.head_dim);
   }
-  // [num_blocks][Hkv][P][d] kv_dtype, K and V alike.
-  k_cache_ = DeviceBuffer(cache_elems * dtype_size(params_.kv_dtype));
-  v_cache_ = DeviceBuffer(cache_elems * dtype_size(params_.kv_dtype));
+  // [num_blocks][Hkv][P][row bytes] kv_dtype, K and V alike (d / 2 bytes a row for int4).
+  k_cache_ = DeviceBuffer(cache_rows * kv_row_bytes(params_.kv_dtype, params_.head_dim));
+  v_cache_ = DeviceBuffer(cache_rows * kv_row_bytes(params_.kv_dtype, params_.head_dim));
   upload_or_fill_cache(w, w.k_cache, k_cache_, Tensor::k, "k_cache");
   upload_or_fill_cache(w, w.v_cache, v_cache_, Tensor::v, "v_cache");
+  // The integer formats' scales and zeros, f16 in the layouts of src/quant/kv_quant.h.
+  const auto upload_f16 = [&](const std::vector<std::uint16_t>& host, DeviceBuffer& dst,
+                              const std::uint16_t*& param) {
+    if (host.empty()) return;
+    dst = DeviceBuffer(host.size() * sizeof(std::uint16_t));
+    dst.upload(host.data(), dst.bytes(), stream_);
+    param = dst.as<const std::uint16_t>();
+  };
+  upload_f16(w.k_scales, k_scales_, params_.k_scales);
+  upload_f16(w.k_zeros, k_zeros_, params_.k_zeros);
+  upload_f16(w.v_scales, v_scales_, params_.v_scales);
+  upload_f16(w.v_zeros, v_zeros_, params_.v_zeros);
   // [rows][max_blocks_per_seq] and [rows] int32
   tables_ = DeviceBuffer(w.layout.block_tables.size() * sizeof(std::int32_t));
   tables_.upload(w.layout.block_tables.data(), tables_.bytes(), stream_);

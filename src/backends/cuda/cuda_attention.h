@@ -46,6 +46,8 @@ class AttentionStep {
   cudaStream_t stream_;                // the backend's
   kernels::PagedDecodeParams params_;  // device pointers
   DeviceBuffer q_, out_, k_cache_, v_cache_, tables_, lens_;
+  // The integer KV formats' f16 scales and zeros (empty for the float formats).
+  DeviceBuffer k_scales_, k_zeros_, v_scales_, v_zeros_;
   DeviceBuffer workspace_;  // split_kv: partial_out and partial_lse (kernels::split_kv_workspace)
   DeviceBuffer plan_;       // prefix-aware rungs: kernels::PrefixPlan::packed()
 };

@@ -26,17 +26,35 @@ std::size_t ceiling_buffer_bytes_that_fit(std::size_t free_bytes) {
   return (free_bytes - kMemoryHeadroomBytes) / 3 / kMiB * kMiB;
 }
 
+namespace {
+
+// One tensor's pool: its codes (kv_row_bytes a row) and, for an integer format, the f16 scales
+// and zeros beside them (src/quant/kv_quant.h's layouts).
+std::size_t pool_bytes(const kernels::PagedDecodeParams& p, bool key) {
+  const std::size_t rows = static_cast<std::size_t>(p.num_blocks) * p.num_kv_heads * p.block_size;
+  const std::size_t codes = rows * kv_row_bytes(p.kv_dtype, p.head_dim);
+  const std::size_t groups = static_cast<std::size_t>(p.head_dim) / kInt4GroupChannels;
+  switch (p.kv_dtype) {
+    case DType::int8: return codes + rows * 2;  // a scale per (token, head)
+    case DType::int4:                           // s and z per (block, head, channel) for K
+      return codes + (key ? static_cast<std::size_t>(p.num_blocks) * p.num_kv_heads * p.head_dim * 4
+                          : rows * groups * 4);
+    case DType::int4_token: return codes + rows * groups * 4;
+    default: return codes;
+  }
+}
+
+}  // namespace
+
 PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
                                const kernels::KernelInfo& kernel,
                                const kernels::ResidentCtas& gpu) {
   PointFootprint f;
   const std::size_t rows = static_cast<std::size_t>(p.batch) * p.num_q_heads * p.head_dim;
-  const std::size_t cache = static_cast<std::size_t>(p.num_blocks) * p.num_kv_heads * p.block_size *
-                            p.head_dim * dtype_size(p.kv_dtype);
   f.q = rows * dtype_size(p.q_dtype);
   f.out = f.q;
-  f.k_cache = cache;
-  f.v_cache = cache;
+  f.k_cache = pool_bytes(p, /*key=*/true);
+  f.v_cache = pool_bytes(p, /*key=*/false);
   f.block_tables = static_cast<std::size_t>(p.batch) * p.max_blocks_per_seq * sizeof(std::int32_t);
   f.context_lens = static_cast<std::size_t>(p.batch) * sizeof(std::int32_t);
   kernels::PagedDecodeParams planned = p;

@@ -34,8 +34,8 @@ std::size_t ceiling_buffer_bytes_that_fit(std::size_t free_bytes);
 struct PointFootprint {
   std::size_t q = 0;             // [batch][Hq][d]                       q_dtype
   std::size_t out = 0;           // [batch][Hq][d]                       q_dtype
-  std::size_t k_cache = 0;       // [num_blocks][Hkv][P][d]              kv_dtype
-  std::size_t v_cache = 0;       // [num_blocks][Hkv][P][d]              kv_dtype
+  std::size_t k_cache = 0;       // [num_blocks][Hkv][P][d]  kv_dtype (+ scales, zeros: int formats)
+  std::size_t v_cache = 0;       // [num_blocks][Hkv][P][d]  kv_dtype (+ scales, zeros: int formats)
   std::size_t block_tables = 0;  // [batch][max_blocks_per_seq]          int32
   std::size_t context_lens = 0;  // [batch]                              int32
   std::size_t workspace = 0;     // kernels::plan_workspace() (a workspace rung; else 0)

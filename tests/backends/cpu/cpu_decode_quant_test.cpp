@@ -5,6 +5,8 @@
 // model against what the workload really stores.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -181,12 +183,21 @@ TEST(CpuDecodeQuant, ByteModelCountsCodesScalesAndZeros) {
   EXPECT_DOUBLE_EQ(kv_bytes_per_token_head(DType::f16, 128, 16), 512);
 }
 
-// The GPU rungs do not read these formats yet: the refusal names the backend that does.
+// The tensor-core rungs read these formats (when built for them: DECODEBENCH_INT_KV_DTYPES);
+// the CUDA-core rungs refuse them, naming the rungs and the backend that read them.
 TEST(CpuDecodeQuant, GpuRungsRefuseWithTheReason) {
   const Workload w = workload_of(DType::int4, {8, 2, 128, 1, ContextSpec::fixed(64), 16});
   for (const k::KernelInfo& rung : k::kernel_ladder()) {
     const std::string why = k::unsupported_reason(rung, w.params());
+    const bool reads = std::find(rung.kv_dtypes.begin(), rung.kv_dtypes.end(), DType::int4) !=
+                       rung.kv_dtypes.end();
+    if (reads) {
+      EXPECT_EQ(rung.compute, ComputeUnit::tensor_core) << rung.name;
+      EXPECT_EQ(why, "") << rung.name;
+      continue;
+    }
     EXPECT_NE(why.find("KV dtype int4"), std::string::npos) << why;
+    EXPECT_NE(why.find("kernels 'tc', 'cascade' (tensor cores"), std::string::npos) << why;
     EXPECT_NE(why.find("cpu backend"), std::string::npos) << why;
   }
   EXPECT_EQ(cpu::unsupported_reason(w.params()), "");

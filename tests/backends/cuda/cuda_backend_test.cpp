@@ -172,6 +172,42 @@ TEST(CudaGpu, EveryCompiledKernelMatchesTheReference) {
   }
 }
 
+// The integer KV formats on the rungs built for them (tc, cascade): codes, scales and zeros
+// uploaded, against the reference on the format's values, every head_dim, with and without a
+// shared prefix; a layout-only point of them is refused (InputError, so the harness builds it on
+// the host: the device fill writes float formats only).
+TEST(CudaGpu, IntegerKvFormatsOnTheTensorCoreRungs) {
+  DECODEBENCH_REQUIRE_GPU();
+  auto b = make_cuda_backend(0);
+  int ran = 0;
+  for (const k::KernelInfo& kernel : k::kernel_ladder()) {
+    for (DType kv : kernel.kv_dtypes) {
+      if (!is_int_kv(kv)) continue;
+      for (int d : kernel.head_dims) {
+        for (double hit : {0.0, 0.6}) {
+          WorkloadSpec spec = odd_spec(kernel, 7, ContextSpec::ragged(1, 700));
+          spec.kv_dtype = kv;
+          spec.model.head_dim = d;
+          spec.hit_rate = hit;
+          ASSERT_EQ(b->skip_reason(spec, kernel.name), "") << kernel.name;
+          const Workload w = make_workload(spec);
+          const Comparison cmp =
+              compare_outputs(run_point(*b, w, kernel.name), reference_decode(w),
+                              spec.model.num_q_heads, d, tolerance_for(spec.q_dtype, kv));
+          EXPECT_TRUE(cmp.ok) << kernel.name << " " << dtype_name(kv) << " d " << d << " h " << hit
+                              << ": " << cmp.report;
+          ++ran;
+        }
+      }
+      WorkloadSpec spec = odd_spec(kernel, 3, ContextSpec::fixed(40));
+      spec.kv_dtype = kv;
+      EXPECT_THROW(run_point(*b, layout_only(make_workload(spec)), kernel.name), InputError)
+          << kernel.name << " " << dtype_name(kv);
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "no rung built for an integer KV format";
+}
+
 // A layout-only workload (the convention of backend.h) gives exactly the output of the same
 // workload uploaded from the host: full pools with one fill, subset pools block by block.
 TEST(CudaGpu, LayoutOnlyWorkloadsAreFilledOnTheDevice) {

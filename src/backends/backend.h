@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/errors.h"          // InputError
@@ -70,6 +71,18 @@ class PreparedLayer : public PreparedPoint {
   virtual std::string gemm_library() const = 0;
 };
 
+// A link measured by a backend: what a KV cache tier's blocks cross (cuda: copies between pinned
+// host memory and the device each way, a kernel reading mapped host memory, peer copies).
+struct LinkMeasurement {
+  std::string name;       // what was timed, e.g. "pinned host -> device, cudaMemcpyAsync"
+  std::string direction;  // to_device, to_host, peer
+  std::vector<std::pair<std::int64_t, double>> by_size;  // bytes per transfer, B/s
+  double best_Bps = 0;
+  // Per transfer: the smallest size's time less its bytes at best_Bps (what an engine pays per
+  // batch of blocks it moves).
+  double overhead_s = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -77,6 +90,9 @@ class Backend {
   virtual DeviceInfo device_info() = 0;
   // Runs the bandwidth and FMA ceiling kernels; may take a few seconds.
   virtual Ceilings measure_ceilings() = 0;
+  // The links a KV tier crosses, measured where the backend has them (cuda); none elsewhere,
+  // where `ceilings` shows the datasheet's.
+  virtual std::vector<LinkMeasurement> measure_links() { return {}; }
   // Names of the kernels this backend can run (for `--kernel` validation and `kernels`).
   virtual std::vector<std::string> kernel_names() const = 0;
   // The units `kernel` (one of kernel_names()) does its multiply-adds on, which pick the FLOP

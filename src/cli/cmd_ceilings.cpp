@@ -61,8 +61,8 @@ std::string ceilings_table(const DeviceInfo& d) {
   return s;
 }
 
-// The links' datasheet rows: what a KV cache's tiers cross. Not measured by this build (a GPU's
-// copies would be); labelled so.
+// The links' datasheet rows: what a KV cache's tiers cross, labelled datasheet; a GPU's measured
+// links (Backend::measure_links) follow them in the same list, labelled measured.
 nlohmann::json links_json() {
   nlohmann::json links = nlohmann::json::array();
   for (const LinkDatasheet& l : all_link_datasheets()) {
@@ -76,19 +76,44 @@ nlohmann::json links_json() {
   return links;
 }
 
+nlohmann::json link_json(const LinkMeasurement& l) {
+  nlohmann::json sizes = nlohmann::json::array();
+  for (const auto& [bytes, rate] : l.by_size) sizes.push_back({{"bytes", bytes}, {"Bps", rate}});
+  return {{"name", l.name},         {"direction", l.direction},   {"kind", "measured"},
+          {"best_Bps", l.best_Bps}, {"overhead_s", l.overhead_s}, {"by_size", sizes}};
+}
+
+std::string measured_link_lines(const std::vector<LinkMeasurement>& links) {
+  std::string s;
+  for (const LinkMeasurement& l : links) {
+    std::string sizes;
+    for (const auto& [bytes, rate] : l.by_size) {
+      sizes += fmt::format("{}{} MiB {:.1f}", sizes.empty() ? "" : ", ",
+                           static_cast<double>(bytes) / (1 << 20), rate / 1e9);
+    }
+    s += fmt::format(
+        "link        {} ({}): {:.1f} GB/s measured, {:.1f} us per transfer; GB/s by "
+        "size: {}\n",
+        l.name, l.direction, l.best_Bps / 1e9, l.overhead_s * 1e6, sizes);
+  }
+  return s;
+}
+
 int run_ceilings(const CeilingsOptions& o) {
   const OutputFormat format = parse_format(o.format);
   std::unique_ptr<Backend> backend = make_backend(o.backend, o.device);
   DeviceInfo info = backend->device_info();
   if (backend->name() != "emu") std::cerr << "measuring ceilings on " << info.name << " ...\n";
   info.measured = backend->measure_ceilings();
+  const std::vector<LinkMeasurement> measured_links = backend->measure_links();
   nlohmann::json j = to_json(info);
   j["links"] = links_json();
+  for (const LinkMeasurement& l : measured_links) j["links"].push_back(link_json(l));
   if (!o.out.empty()) write_text_atomic(o.out, j.dump(2) + "\n");
   if (format == OutputFormat::json) {
     emit(j.dump(2), "");
   } else if (format == OutputFormat::table) {
-    emit(ceilings_table(info), "");
+    emit(ceilings_table(info) + measured_link_lines(measured_links), "");
   } else {
     // csv/md: one row per ceiling, SI base units.
     const std::vector<std::pair<std::string, double>> rows = {

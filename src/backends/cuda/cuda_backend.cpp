@@ -16,6 +16,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_layer.h"
 #include "backends/cuda/cuda_layer_plan.h"
+#include "backends/cuda/cuda_links.h"
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/cuda_resources.h"
 #include "backends/datasheet.h"
@@ -214,6 +215,10 @@ class CudaBackend final : public LadderBackend {
   DeviceInfo device_info() override { return info_; }
 
   Ceilings measure_ceilings() override;
+  std::vector<LinkMeasurement> measure_links() override {
+    activate();
+    return cuda::measure_links(device_, info_.sm_count, stream_.get());
+  }
   std::vector<SelfCheck> check_ceiling_kernels() override;
 
   using Backend::choose_kernel;

@@ -103,6 +103,29 @@ TEST(CudaGpu, MeasuredCeilingsArePlausible) {
   EXPECT_EQ(info.measured.copy, c.copy);  // remembered for the report
 }
 
+// The links: both copy directions and the mapped read, each at every size, at rates no link
+// to a GPU exceeds (NVLink-C2C's 450 GB/s a direction, with margin) and below HBM.
+TEST(CudaGpu, MeasuredLinksArePlausible) {
+  DECODEBENCH_REQUIRE_GPU();
+  auto b = make_cuda_backend(0);
+  const std::vector<LinkMeasurement> links = b->measure_links();
+  ASSERT_GE(links.size(), 3u);
+  EXPECT_EQ(links[0].direction, "to_device");
+  EXPECT_EQ(links[1].direction, "to_host");
+  for (const LinkMeasurement& l : links) {
+    SCOPED_TRACE(l.name);
+    ASSERT_EQ(l.by_size.size(), 5u);
+    for (const auto& [bytes, rate] : l.by_size) {
+      EXPECT_GT(rate, 0) << bytes;
+      EXPECT_LE(rate, l.best_Bps);
+    }
+    EXPECT_GT(l.best_Bps, 1e9);
+    if (l.direction != "peer") EXPECT_LT(l.best_Bps, 600e9);
+    EXPECT_GE(l.overhead_s, 0);
+    EXPECT_LT(l.overhead_s, 1e-3);
+  }
+}
+
 // The device fill writes the host generator's values bit for bit, for every dtype.
 TEST(CudaGpu, DeviceFillMatchesHostBitForBit) {
   DECODEBENCH_REQUIRE_GPU();

@@ -5,10 +5,10 @@ with its headline figures, read from the reports in OUTDIR (it never runs anythi
   scripts/gpu-check-summary.py OUTDIR [TITLE]
 
 Reads OUTDIR/steps.tsv (name, status, seconds, note; written by gpu-check.sh) and, where present,
-bundle-manifest.json, check.json, ceilings.json, targets.json, prefix.json, layer.json,
-ncu-bytes.json, the GoogleTest XML files and gpu-check.json. The attention target thresholds are
-docs/design.md "GPU targets"; the layer step's is the layer scope's GPU target. Standard library
-only.
+bundle-manifest.json, check.json, ceilings.json, targets.json, int-kv.json, prefix.json,
+layer.json, tiers.json, ncu-bytes.json, the GoogleTest XML files and gpu-check.json. The
+attention target thresholds are docs/design.md "GPU targets"; the layer step's is the layer
+scope's GPU target. Standard library only.
 """
 import json
 import os
@@ -19,6 +19,7 @@ import xml.etree.ElementTree as ET
 # docs/design.md "GPU targets": (batch, context) -> fraction of the measured copy ceiling.
 TARGET_POINTS = [((64, 8192), 0.90), ((1, 32768), 0.75)]
 FP8_SPEEDUP = 1.8
+INT4_SPEEDUP = 3.0  # int4 over f16 tokens/s at batch 64 x 8192 (the integer KV target)
 GQA_OVER_NAIVE = 3.0
 # The layer scope's GPU target: the batch-1 layer step at >= 80 % of the roofline time of its
 # bytes at the measured copy ceiling.
@@ -65,7 +66,31 @@ def ceilings_figures(dev):
         parts.append(f"{k} {gbps(v)}{pct}")
     if sheet:
         parts.append(f"datasheet {gbps(sheet)}")
+    # The measured links (kind "measured"; the datasheet rows are the same on every machine).
+    for link in (dev or {}).get("links") or []:
+        if link.get("kind") == "measured" and link.get("best_Bps"):
+            what = link.get("name", "?").split(",")[0]
+            parts.append(f"{what} {link['best_Bps'] / 1e9:.1f} GB/s "
+                         f"+{1e6 * link.get('overhead_s', 0):.0f} us/transfer")
     return ", ".join(parts)
+
+
+def tier_figures(report):
+    """Per setting of the tiers step: the host tier's capacity, hits by tier, link busy."""
+    parts = []
+    for cell in (report.get("replay") or {}).get("settings") or []:
+        sched = cell.get("schedule") or {}
+        tiers = sched.get("tiers")
+        if not tiers:
+            if "hit_rate" in sched:
+                parts.append(f"no host tier: hits {100 * sched['hit_rate']:.1f} %")
+            continue
+        by = tiers.get("hit_rate_by_tier") or {}
+        busy = (tiers.get("link_busy_fraction") or {}).get("to_hbm", 0)
+        parts.append(f"host {tiers.get('host_capacity_tokens', 0):.3g} tokens: hits "
+                     f"{100 * by.get('hbm', 0):.1f} % hbm + {100 * by.get('host', 0):.1f} % host, "
+                     f"link to HBM {100 * busy:.1f} % busy")
+    return "; ".join(parts)
 
 
 def copy_ceiling(*reports):
@@ -187,6 +212,30 @@ def prefix_lines(prefix):
     return lines
 
 
+def int_kv_lines(report):
+    """Per rung, each integer format's tokens/s over f16's at batch 64 x 8192; int4 on tc against
+    INT4_SPEEDUP."""
+    tps = {}
+    for r in report.get("results") or []:
+        if r.get("status") == "ok" and r.get("tokens_per_s"):
+            tps[(r.get("kernel"), r.get("kv_dtype"))] = r["tokens_per_s"]
+    lines = []
+    for kernel in sorted({k for k, _ in tps}):
+        f16 = tps.get((kernel, "f16"))
+        if not f16:
+            continue
+        parts = [f"f16 {f16:.0f} tok/s"]
+        for kv in ("int8", "int4", "int4_token"):
+            if (kernel, kv) in tps:
+                parts.append(f"{kv} {tps[(kernel, kv)] / f16:.2f}x")
+        line = f"  {kernel:<8} " + ", ".join(parts)
+        if kernel == "tc" and (kernel, "int4") in tps:
+            met = tps[(kernel, "int4")] / f16 >= INT4_SPEEDUP
+            line += f" | int4 target >= {INT4_SPEEDUP:.0f}x: {'met' if met else 'NOT met'}"
+        lines.append(line)
+    return lines
+
+
 def seconds(t):
     return f"{t * 1e6:.1f} us" if t < 1e-3 else f"{t * 1e3:.3f} ms"
 
@@ -299,8 +348,11 @@ def main():
         "check": statuses(load(outdir, "check.json") or {}) if load(outdir, "check.json") else "",
         "ceilings": ceilings_figures(ceilings) if ceilings else "",
         "targets": statuses(targets) if targets else "",
+        "int-kv": statuses(load(outdir, "int-kv.json") or {}) if load(outdir, "int-kv.json")
+        else "",
         "prefix": statuses(load(outdir, "prefix.json") or {}) if load(outdir, "prefix.json") else "",
         "layer": statuses(load(outdir, "layer.json") or {}) if load(outdir, "layer.json") else "",
+        "tiers": tier_figures(load(outdir, "tiers.json") or {}),
         "ncu-bytes": ncu_figures(load(outdir, "ncu-bytes.json")),
         "sweep": statuses(sweep) if sweep else "",
     }
@@ -321,6 +373,13 @@ def main():
               "attention only):")
         for line in target_lines(targets, copy_ceiling(targets, ceilings),
                                  load(outdir, "static-model.json")):
+            print(line)
+    int_kv = load(outdir, "int-kv.json")
+    lines = int_kv_lines(int_kv) if int_kv else []
+    if lines:
+        print("integer KV (int-kv.json: llama-3.1-8b b=64 ctx=8192; tokens/s over f16, attention "
+              "only):")
+        for line in lines:
             print(line)
     prefix = load(outdir, "prefix.json")
     lines = prefix_lines(prefix) if prefix else []

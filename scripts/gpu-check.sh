@@ -19,9 +19,13 @@
 #   devices         decodebench devices                                             devices.log
 #   check           decodebench check --backend cuda: every kernel against the CPU reference on
 #                   small odd shapes, the ceiling kernels' self-checks    check.log, check.json
-#   ceilings        decodebench ceilings (read, copy, triad, FMA)   ceilings.log, ceilings.json
+#   ceilings        decodebench ceilings (read, copy, triad, FMA; the links: pinned host<->device
+#                   copies by size, a kernel reading mapped host memory, peer copies)
+#                                                                   ceilings.log, ceilings.json
 #   targets         configs/sweeps/gpu-targets.json: the GPU target points, --kernel auto and
 #                   every rung                                          targets.log, targets.json
+#   int-kv          configs/sweeps/gpu-targets.json cut to batch 64 x 8192, f16 and the integer
+#                   KV formats (int8, int4, int4_token) on tc and cascade     int-kv.log, int-kv.json
 #   prefix          configs/sweeps/prefix.json cut to batch 16/64 x 8k x h 0/0.9, one group:
 #                   split_kv and tc against cascade                       prefix.log, prefix.json
 #   layer           configs/sweeps/knee.json cut to batch 1/4/16/64/256 x 8k x h 0/0.9: the
@@ -33,6 +37,9 @@
 #                   Mooncake slice served on this GPU's modeled schedule, KV bf16/fp8_e4m3, four
 #                   sampled decode steps each validated and timed with tc and cascade (the
 #                   operator's table, `decodebench replay`)                 trace.log, trace.json
+#   tiers           configs/sweeps/tiers.json cut to the 16 GB pool x host tier 0/4M tokens,
+#                   PCIe Gen5, reload always, bf16: hits by tier, link bytes and busy fraction,
+#                   added time to first token, the sampled steps timed      tiers.log, tiers.json
 #   ncu-b64-8k      Nsight Compute on one point each (llama-3.1-8b, f16, --kernel auto, batch 64
 #   ncu-b1-32k      x 8192 / batch 1 x 32768): DRAM bytes read, L2 hit rate, issue-slot use of a
 #                   few decode launches, clocks left alone
@@ -269,6 +276,10 @@ sweep_step() {  # sweep_step [--partial-ok] NAME CONFIG OUT CAP [AXIS FLAGS...]
     --device "$device" --config "$config" "$@" "${ceilings_arg[@]}" --out "$outdir/$out"
 }
 sweep_step targets gpu-targets.json targets.json 150
+# The integer KV formats against f16 at the batch-64 target point, on the two rungs that read
+# them (the CUDA-core rungs refuse them).
+sweep_step int-kv gpu-targets.json int-kv.json 60 --batch 64 --context 8192 \
+  --kv-dtype f16,int8,int4,int4_token --kernel tc,cascade
 # Prefix reuse, a cut of configs/sweeps/prefix.json: batch 16 and 64 at 8k, no and 90 % sharing,
 # the prefix-unaware rungs against cascade; what the budget leaves of it is kept.
 sweep_step --partial-ok prefix prefix.json prefix.json 90 --batch 16,64 --context 8192 \
@@ -288,6 +299,17 @@ if [ -f "$configs/sweeps/trace.json" ]; then
 else
   fail_unrun trace \
     "$configs/sweeps/trace.json is not in the bundle (rebuild it with scripts/gpu-bundle.sh)"
+fi
+# The host tier, a cut of configs/sweeps/tiers.json: the 16 GB pool with and without a 4M-token
+# host tier behind PCIe Gen5, reload always, bf16; the link rows of ceilings.json above are the
+# measured rates to set beside its datasheet link. What the budget leaves is kept.
+if [ -f "$configs/sweeps/tiers.json" ]; then
+  step --partial-ok tiers "$outdir/tiers.log" 90 "$bin" replay --backend cuda --device "$device" \
+    --config "$configs/sweeps/tiers.json" --kv-pool 16e9 --host-capacity 0,4e6 \
+    --link pcie-gen5-x16 --reload-policy always --kv-dtype bf16 --out "$outdir/tiers.json"
+else
+  fail_unrun tiers \
+    "$configs/sweeps/tiers.json is not in the bundle (rebuild it with scripts/gpu-bundle.sh)"
 fi
 
 # --- Nsight Compute: the byte model against the hardware's DRAM counters ---------------------

@@ -115,6 +115,13 @@ device = {"backend": "cuda", "name": "NVIDIA H200", "sm_count": 132,
           "bandwidth": {"datasheet": 4.8e12, "theoretical": 4.9e12,
                         "measured": {"read": 4.3e12, "copy": copy, "triad": 4.1e12,
                                      "buffer_bytes": 1 << 31}}}
+# ceilings' JSON alone carries the links: a datasheet row and a measured one.
+ceilings_json = dict(device, links=[
+    {"key": "pcie-gen5-x16", "name": "PCIe 5.0 x16", "to_device_Bps": 6.4e10,
+     "to_host_Bps": 6.4e10, "kind": "datasheet", "source": "PCI-SIG"},
+    {"name": "pinned host -> device, cudaMemcpyAsync", "direction": "to_device",
+     "kind": "measured", "best_Bps": 5.5e10, "overhead_s": 9e-6,
+     "by_size": [{"bytes": 65536, "Bps": 6.0e9}, {"bytes": 268435456, "Bps": 5.5e10}]}])
 
 def point(model, kernel, requested, kv, batch, ctx, hq=32, hkv=8):
     bytes_min = batch * ctx * hkv * 128 * 2 * (2 if kv == "f16" else 1) + 1e6
@@ -242,8 +249,8 @@ elif cmd == "check":
     print("check: " + ("1 wrong" if bad else "all ok"))
     sys.exit(1 if bad else 0)
 elif cmd == "ceilings":
-    write(opt("--out"), device)
-    print(json.dumps(device))
+    write(opt("--out"), ceilings_json)
+    print(json.dumps(ceilings_json))
 elif cmd == "kernels" and "--static" in args:
     write(opt("--out"), {"instances": [
         {"rung": "pipelined", "kernel": "pipelined_kernel", "kv_dtype": "f16", "head_dim": 128,
@@ -278,6 +285,15 @@ elif cmd == "sweep":
             write(opt("--out"), report(res, planned=40, state="interrupted",
                                        knees=layer_knees(res), dev=dev))
             sys.exit(130)
+    elif "int4" in opt("--kv-dtype", ""):  # the int-kv cut: f16 and the integer formats at b64 x 8k
+        res = []
+        for k in opt("--kernel").split(","):
+            for kv in opt("--kv-dtype").split(","):
+                r = point("llama-3.1-8b", k, k, "f16", 64, 8192)
+                r["kv_dtype"] = kv
+                r["tokens_per_s"] *= {"f16": 1, "int8": 1.9, "int4": 2.5}.get(kv, 2.0)
+                res.append(r)
+        write(opt("--out"), report(res))
     elif opt("--batch"):  # one point, as the ncu steps ask
         b, ctx = int(opt("--batch")), int(opt("--context"))
         k = "split_kv" if b == 1 else "pipelined"
@@ -302,13 +318,21 @@ elif cmd == "sweep":
             sys.exit(130)
     else:
         sys.exit(f"fake decodebench: unexpected sweep config '{config}'")
-elif cmd == "replay":  # the trace cut: a report with its replay section, one setting per pool
+elif cmd == "replay":  # the trace and tiers cuts: a report with its replay section, one setting
+    # per pool and host capacity
     res = [dict(layer_point(k, 8, 8192, 0), context={"kind": "ragged", "values": [512, 8192]})
            for k in ("tc", "cascade")]
     out = report(res)
+    def schedule(host):
+        if not host:
+            return {"hit_rate": 0.039}
+        return {"hit_rate": 0.178, "tiers": {
+            "host_capacity_tokens": host, "hit_rate_by_tier": {"hbm": 0.039, "host": 0.139},
+            "link_busy_fraction": {"to_hbm": 0.021, "to_host": 0.19}}}
     out["replay"] = {"trace": {"source": opt("--config", "")}, "settings": [
-        {"setting": {"kv_pool_bytes": float(p)}, "kernels": []}
-        for p in opt("--kv-pool", "").split(",")]}
+        {"setting": {"kv_pool_bytes": float(p)}, "schedule": schedule(float(h)), "kernels": []}
+        for p in opt("--kv-pool", "").split(",")
+        for h in opt("--host-capacity", "0").split(",")]}
     write(opt("--out"), out)
     print("replay: the operator's table")
 else:
@@ -419,13 +443,15 @@ order="$(sed -E -n \
   -e 's/^decodebench sweep .*prefix.json.*/prefix/p' \
   -e 's/^decodebench sweep .*knee.json.*/layer/p' \
   -e 's/^decodebench replay .*trace.json.*/trace/p' \
+  -e 's/^decodebench replay .*tiers.json.*/tiers/p' \
+  -e 's/^decodebench sweep .*gpu-targets.json .*--kv-dtype f16,int.*/int-kv/p' \
   -e 's/^decodebench sweep .*--batch ([0-9]+).*/ncu-run-\1/p' \
   -e 's/^decodebench sweep .*gpu-targets.json.*/targets/p' \
   -e 's/^decodebench sweep .*gpu-check.json.*/sweep/p' \
   -e 's/^ncu --version.*/ncu-version/p' \
   -e 's/^ncu .*--batch ([0-9]+).*/ncu-\1/p' \
   -e 's/^(cuda_[a-z_]+tests) .*CUDA_VISIBLE_DEVICES=0$/\1/p' clean/calls.log | tr '\n' ' ')"
-want="smi devices check ceilings targets prefix layer trace ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
+want="smi devices check ceilings targets int-kv prefix layer trace tiers ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
 want+=" cuda_backend_tests cuda_plan_tests static-model sweep smi "
 if [ "$order" = "$want" ]; then ok "clean: steps in order"; else
   bad "clean: steps ran as '$order', want '$want'"
@@ -435,6 +461,11 @@ if [ -s clean/forbidden.log ]; then
 else ok "clean: no package manager, cmake, nvcc, curl or wget called"; fi
 has clean calls.log '^decodebench sweep .*gpu-targets.json --ceilings .*/ceilings.json' \
   "the target sweep reuses the measured ceilings"
+# The int-kv step: the target sweep cut to b64 x 8k, f16 and the integer formats, tc and cascade.
+want='^decodebench sweep --backend cuda --device 0 --config [^ ]*/bundle/configs/sweeps/gpu-targets\.json'
+want+=' --batch 64 --context 8192 --kv-dtype f16,int8,int4,int4_token --kernel tc,cascade'
+want+=' --ceilings [^ ]*/clean/out/ceilings\.json --out [^ ]*/clean/out/int-kv\.json$'
+has clean calls.log "$want" "the int-kv step runs the target point with the integer formats"
 # The layer step: the cut of knee.json (its own axes otherwise), the same ceilings, layer.json.
 want='^decodebench sweep --backend cuda --device 0 --config [^ ]*/bundle/configs/sweeps/knee\.json'
 want+=' --batch 1,4,16,64,256 --context 8192 --hit-rate 0,0\.9'
@@ -447,13 +478,19 @@ want='^decodebench replay --backend cuda --device 0 --config [^ ]*/bundle/config
 want+=' --kv-pool 60e9,120e9 --policy lru --sample-steps 4 --out [^ ]*/clean/out/trace\.json$'
 has clean calls.log "$want" "the trace step replays trace.json cut to two pools, lru"
 has clean out/steps.tsv '^trace'$'\t''ok'$'\t' "steps.tsv: the trace step"
+# The tiers step: tiers.json cut to the 16 GB pool with and without the host tier, PCIe Gen5.
+want='^decodebench replay --backend cuda --device 0 --config [^ ]*/bundle/configs/sweeps/tiers\.json'
+want+=' --kv-pool 16e9 --host-capacity 0,4e6 --link pcie-gen5-x16 --reload-policy always'
+want+=' --kv-dtype bf16 --out [^ ]*/clean/out/tiers\.json$'
+has clean calls.log "$want" "the tiers step replays tiers.json cut to one pool, host 0/4M"
 has clean out/steps.tsv '^layer'$'\t''ok'$'\t' "steps.tsv: the layer step"
 has clean calls.log '^ncu --clock-control none .*--kernel-name regex:paged_decode:: .*--launch-count' \
   "ncu leaves the clocks alone and profiles a few decode launches"
 missing=""
 for f in summary.txt steps.tsv bundle.log bundle-manifest.json nvidia-smi.log devices.log \
-  check.log check.json ceilings.log ceilings.json targets.log targets.json prefix.log prefix.json \
-  layer.log layer.json trace.log trace.json \
+  check.log check.json ceilings.log ceilings.json targets.log targets.json int-kv.log int-kv.json \
+  prefix.log prefix.json \
+  layer.log layer.json trace.log trace.json tiers.log tiers.json \
   ncu-b64-8k.log ncu-b64-8k.csv ncu-b64-8k.json ncu-b1-32k.log ncu-b1-32k.csv ncu-b1-32k.json \
   ncu-bytes.log ncu-bytes.md ncu-bytes.json cuda_backend_tests.log cuda_backend_tests.xml \
   cuda_plan_tests.log cuda_plan_tests.xml static-model.log static-model.json sweep.log \
@@ -469,18 +506,22 @@ fi
 # The summary is last: from its header to the end no progress line, and it names every step.
 summary_at="$(grep -n '^== gpu-check summary' clean/out.txt | cut -d: -f1 | tail -n 1)"
 if [ -n "$summary_at" ] && ! tail -n "+$summary_at" clean/out.txt | grep -q '^\[gpu-check' &&
-  tail -n 1 clean/out.txt | grep -q '^RESULT: all 17 steps passed'; then
+  tail -n 1 clean/out.txt | grep -q '^RESULT: all 19 steps passed'; then
   ok "clean: the summary is printed last"
 else
   bad "clean: the summary is not last (header at line '${summary_at:-none}'):"
   tail -n 30 clean/out.txt | sed 's/^/    /' >&2
 fi
-for s in bundle nvidia-smi devices check ceilings targets prefix layer ncu-b64-8k ncu-b1-32k \
+for s in bundle nvidia-smi devices check ceilings targets int-kv prefix layer trace tiers ncu-b64-8k ncu-b1-32k \
   ncu-bytes cuda_backend_tests cuda_plan_tests nvidia-smi-end; do
   step_is clean "$s" ok
 done
 step_is clean sweep partial
 has clean out.txt '^ceilings +ok .*copy 4000 GB/s \(83.3 % of datasheet\)' "summary: ceilings"
+has clean out.txt '^ceilings +ok .*pinned host -> device 55\.0 GB/s \+9 us/transfer' \
+  "summary: the measured link row"
+has clean out.txt '^tiers +ok .*host 4e\+06 tokens: hits 3\.9 % hbm \+ 13\.9 % host, link to HBM 2\.1 % busy' \
+  "summary: the tiers step's hits by tier"
 has clean out.txt 'b=64 ctx=8192 f16 +auto=pipelined [0-9]+ GB/s 93.0 % copy, [0-9]+ tok/s' \
   "summary: the target point"
 has clean out.txt 'fp8/f16 tokens/s at b=64 ctx=8192 \(auto\): 2\.00x' "summary: fp8 over f16"
@@ -489,6 +530,9 @@ has clean out.txt 'b=64 ctx=8192 f16 h=0.9 G=1: cascade [0-9]+ tok/s = 4\.00x (s
   "summary: cascade over the best prefix-unaware rung"
 lacks clean out.txt 'h=0 G=1: cascade' "summary: no cascade ratio at h = 0"
 has clean out.txt '^ncu-bytes +ok .*split_kv: DRAM/bytes_min 1\.020' "summary: ncu bytes"
+# The integer KV section: the fake's int4 runs at 2.5x f16's tokens/s, short of the 3x target.
+has clean out.txt '^  tc +f16 [0-9]+ tok/s, int8 1\.90x, int4 2\.50x, int4_token 2\.00x \| int4 target >= 3x: NOT met' \
+  "summary: the integer formats over f16, the int4 target judged"
 # The layer section: the fake's stages run at 85 % of the copy ceiling (ceilings.json: 4000 GB/s),
 # so every batch-1 step is at 85.0 % of its copy roof; the knees are the report's.
 has clean out.txt '^layer +ok .*20 points: 20 ok' "summary: the layer step's points"
@@ -523,7 +567,7 @@ run no-blas FAKE_NO_CUBLASLT=1 -- --bundle bundle no-blas/out --budget 60
 rc_is no-blas 0
 step_is no-blas layer ok
 has no-blas out.txt '^layer +ok .*20 points: 20 skipped' "summary: the layer points skipped"
-has no-blas out.txt '^RESULT: all 17 steps passed' "summary: the check passes"
+has no-blas out.txt '^RESULT: all 19 steps passed' "summary: the check passes"
 n="$(grep -c 'cuBLASLt not found' no-blas/out.txt || true)"
 if [ "$n" = 1 ]; then ok "no-blas: the reason printed once"; else
   bad "no-blas: the reason printed $n times, want 1:"; sed 's/^/    /' no-blas/out.txt >&2
@@ -565,7 +609,7 @@ step_is check check FAIL
 for s in ceilings targets ncu-b64-8k ncu-b1-32k ncu-bytes cuda_backend_tests sweep; do
   step_is check "$s" ok
 done
-has check out.txt '^RESULT: FAILED 1 of 17 steps: check' "summary: only check failed"
+has check out.txt '^RESULT: FAILED 1 of 19 steps: check' "summary: only check failed"
 has clean out.txt 'b=64 ctx=8192 f16 .*auto=pipelined .*(static issue bound 4700 GB/s)' \
   "summary: the static model's bound of the instance that ran (group 4: cap 4, not 8)"
 

@@ -168,7 +168,11 @@ std::vector<ReplaySetting> expand_settings(const ReplayOptions& o, std::int64_t 
       for (double ttl : per) {
         for (DType d : kv) {
           for (double host : tiers.host_capacities) {
-            ReplaySetting base{pool, policy, ttl, d};
+            ReplaySetting base;
+            base.kv_pool_bytes = pool;
+            base.policy = policy;
+            base.ttl_s = ttl;
+            base.kv_dtype = d;
             base.host_capacity_tokens = host;
             if (host == 0 || tiers.links.empty()) {
               settings.push_back(base);

@@ -330,6 +330,14 @@ Ceilings measure_ceilings(const CeilingOptions& options) {
     const std::int64_t llc_or_default = llc > 0 ? llc : (std::int64_t{64} << 20);
     bytes = static_cast<std::int64_t>(options.llc_multiple * static_cast<double>(llc_or_default));
     if (llc <= 0) how = "last-level cache size unknown, assumed 64 MiB";
+    if (options.max_buffer_bytes > 0 && bytes > options.max_buffer_bytes) {
+      std::ostringstream why;
+      why << "buffers capped at " << format_gb(static_cast<double>(options.max_buffer_bytes))
+          << " each (wanted " << format_gb(static_cast<double>(bytes)) << ": "
+          << options.llc_multiple << " x the last-level cache)";
+      how += (how.empty() ? "" : "; ") + why.str();
+      bytes = options.max_buffer_bytes;
+    }
   }
   // Three buffers must fit in half the available memory (the rest is the process and the OS).
   const std::int64_t avail = available_memory_bytes();

@@ -27,6 +27,10 @@ struct CeilingOptions {
   // variable DECODEBENCH_CEILING_BYTES, when set, overrides both (for tests and small machines).
   std::int64_t buffer_bytes = 0;
   double llc_multiple = 8;
+  // The most llc_multiple x LLC may ask for: past a few times the cache a stream measures nothing
+  // new, and some VMs report the host's whole L3 (480 MiB: 11 GiB of buffers at x 8), which
+  // leaves nothing for the sweep or a second process.
+  std::int64_t max_buffer_bytes = std::int64_t{2} << 30;
   int repetitions = 5;                       // best of
   int num_threads = 0;                       // 0: omp_get_max_threads()
   std::int64_t fma_iterations = 20'000'000;  // per thread per repetition

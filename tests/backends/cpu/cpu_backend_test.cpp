@@ -125,6 +125,24 @@ TEST(CpuCeilings, MeasureOnSmallBuffers) {
   EXPECT_NE(from_env.note.find("DECODEBENCH_CEILING_BYTES"), std::string::npos);
 }
 
+// Buffers sized from the cache stop at max_buffer_bytes, and the note says so; an explicit size
+// is taken as given.
+TEST(CpuCeilings, BuffersFromTheCacheAreCapped) {
+  cpu::CeilingOptions options;
+  options.llc_multiple = 1e6;  // far past any machine's memory
+  options.max_buffer_bytes = 1 << 20;
+  options.repetitions = 1;
+  options.fma_iterations = 1000;
+  ::unsetenv("DECODEBENCH_CEILING_BYTES");
+  const Ceilings capped = cpu::measure_ceilings(options);
+  EXPECT_EQ(capped.buffer_bytes, 1 << 20);
+  EXPECT_NE(capped.note.find("buffers capped at"), std::string::npos) << capped.note;
+  options.buffer_bytes = 2 << 20;
+  const Ceilings given = cpu::measure_ceilings(options);
+  EXPECT_EQ(given.buffer_bytes, 2 << 20);
+  EXPECT_EQ(given.note, "");
+}
+
 // Each checker catches a planted fault.
 TEST(CpuCeilings, ReadCheckerCatchesWrongSum) {
   std::vector<float> x(1024, 1.0f);

@@ -140,7 +140,12 @@ apt_install() {
 
 # pip_install SPEC...: one try with a short timeout (offline, pip gives up in seconds), then the
 # same with --break-system-packages for a python3 whose site-packages Debian manages.
+# A fresh Debian has python3 without pip: Debian's python3-pip first.
 pip_install() {
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "bootstrap: installing python3-pip: to install $* from PyPI" >&2
+    apt_install "pip missing (to install $* from PyPI)" python3 python3-pip || return 1
+  fi
   export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_RETRIES=0 PIP_TIMEOUT=10
   python3 -m pip install -q "$@" || python3 -m pip install -q --break-system-packages "$@"
 }
@@ -208,10 +213,6 @@ if [ "$onednn" = pypi ]; then
   if onednn_pypi_present; then
     echo "bootstrap: oneDNN (PyPI): $onednn_root" >&2
   else
-    if ! python3 -m pip --version >/dev/null 2>&1; then
-      echo "bootstrap: installing python3-pip: for oneDNN from PyPI" >&2
-      apt_install "pip missing (to install oneDNN from PyPI)" python3 python3-pip || exit 1
-    fi
     echo "bootstrap: installing onednn onednn-devel from PyPI into $onednn_root (2 GB): the cpu" \
       "backend's layer GEMMs on a CPU without AVX512-BF16" >&2
     pip_install --ignore-installed --no-warn-script-location --prefix "$onednn_root" onednn onednn-devel ||

@@ -353,6 +353,13 @@ prepare_root() {
     done >"$r/etc/apt/sources.list.d/debian.sources" || return 1
   fi
   [ -z "$acquire_conf" ] || printf '%s\n' "$acquire_conf" >"$r/etc/apt/apt.conf.d/90host-acquire"
+  # The host's own certificate authorities (a TLS-inspecting proxy's, say), which any machine on
+  # its network trusts: ca-certificates adds them to the bundle pip reads when bootstrap.sh
+  # installs it.
+  if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    mkdir -p "$r/usr/local/share/ca-certificates" &&
+      cp /usr/local/share/ca-certificates/*.crt "$r/usr/local/share/ca-certificates/" || return 1
+  fi
   printf '#!/bin/sh\nexit 101\n' >"$r/usr/sbin/policy-rc.d" && chmod 755 "$r/usr/sbin/policy-rc.d"
   echo "root unpacked from $cache; apt sources:"
   cat "$r/etc/apt/sources.list" "$r"/etc/apt/sources.list.d/*.sources 2>/dev/null || true

@@ -59,6 +59,7 @@ try:
     matplotlib.use("Agg")  # no display needed; Figure.savefig then renders with Agg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
 except ImportError:
     sys.exit("plot.py needs matplotlib for this python3 (" + sys.executable + "): run "
              "scripts/bootstrap.sh, or python3 -m pip install matplotlib")
@@ -676,7 +677,7 @@ def fig_replay(report):
     replay = report["replay"]
     cells = replay.get("settings") or []
     labels = [replay_setting_label(c.get("setting", {})) for c in cells]
-    fig = new_figure(15, 2.0 + 0.42 * max(len(cells), 2))
+    fig = new_figure(15, 2.6 + 0.42 * max(len(cells), 2))
     axes = fig.subplots(1, 5, sharey=True)
     y = list(range(len(cells)))
     sched = [c.get("schedule", {}) for c in cells]
@@ -695,12 +696,17 @@ def fig_replay(report):
     for ax in axes:
         ax.grid(True, axis="x", alpha=0.25)
         ax.set_xlim(left=0)
+        # Five panels side by side: few, small tick labels, or the long ones run together.
+        ax.xaxis.set_major_locator(MaxNLocator(3))
+        ax.tick_params(axis="x", labelsize=7)
+        ax.xaxis.label.set_size(8)
     trace = replay.get("trace", {})
     device = dig(replay, "schedule_model", "device") or "?"
-    fig.suptitle(f"Trace replay: {os.path.basename(str(trace.get('source', '?')))}, "
-                 f"{trace.get('requests', '?')} requests, {replay.get('model', '?')}, scope "
-                 f"{replay.get('scope', '?')}; schedule modeled for {device}; steps measured on "
-                 f"{describe(report, ok_points(report))}", fontsize=8)
+    title = (f"Trace replay: {os.path.basename(str(trace.get('source', '?')))}, "
+             f"{trace.get('requests', '?')} requests, {replay.get('model', '?')}, scope "
+             f"{replay.get('scope', '?')}; schedule modeled for {device}; steps measured on "
+             f"{describe(report, ok_points(report))}")
+    fig.suptitle(textwrap.fill(title, 180), fontsize=8)
     return fig
 
 
@@ -794,10 +800,29 @@ def draw_tokens_panel(ax, y, cells, bar):
         ax.barh(offs, [bar(m) for m in measured], height=height, color=f"C{n % 10}",
                 label=f"{kernel} (measured)", gid=f"tokens-{kernel}")
         if n == 0:
-            ax.plot([m for m in modeled], y, linestyle="none", marker="|", markersize=12,
-                    color="black", label="modeled (the schedule's clock)", gid="modeled")
+            first_measured, first_modeled = measured, modeled
     ax.set_xlabel("decode tokens/s over the trace")
-    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False)
+    if kernels:
+        # Steps measured on another device than the modeled one (a CPU under an H200's
+        # schedule) are on another scale: the modeled rate gets its own axis, on top.
+        top = max((bar(m) for m in first_measured), default=0)
+        model_top = max((bar(m) for m in first_modeled), default=0)
+        own = top > 0 and model_top > 0 and max(top / model_top, model_top / top) > 3
+        mx = ax.twiny() if own else ax
+        mx.plot(first_modeled, y, linestyle="none", marker="|", markersize=12,
+                color="black", label="modeled (the schedule's clock)", gid="modeled")
+        if own:  # below the panel's own axis, where the legend above cannot cover it
+            mx.xaxis.set_ticks_position("bottom")
+            mx.xaxis.set_label_position("bottom")
+            mx.spines["bottom"].set_position(("outward", 44))
+            mx.set_xlim(left=0)
+            mx.set_xlabel("modeled decode tokens/s\n(the schedule's device)", fontsize=8)
+            mx.xaxis.set_major_locator(MaxNLocator(3))
+            mx.tick_params(axis="x", labelsize=7)
+            ax.set_xlabel("measured decode tokens/s\n(this machine)")
+        handles = [h for a in (ax, mx) if a is ax or own for h in a.get_legend_handles_labels()[0]]
+        ax.legend(handles=handles, fontsize=7, loc="lower left", bbox_to_anchor=(0, 1), ncol=1,
+                  frameon=False)
 
 
 # ---- cache-sim -------------------------------------------------------------------------------

@@ -189,16 +189,18 @@ TEST(CliReplay, BadInputExitsTwoNamingTheOption) {
   }
 }
 
-// The shipped operator tables (configs/sweeps/trace*.json, tiers*.json) parse and run: their own
-// pools, policies, TTLs, KV dtypes and rate, shrunk by the command line to a few requests, one step
-// per setting and the attention alone on the CPU (trace.json names the cuda backend and its rungs).
+// The shipped operator tables (configs/sweeps/trace*.json, tiers*.json, prefill-link*.json) parse
+// and run: their own pools, policies, TTLs, KV dtypes and rate, shrunk by the command line to a
+// few requests, one step per setting and the attention alone on the CPU (trace.json names the
+// cuda backend and its rungs).
 TEST(CliReplay, ShippedTraceConfigsRun) {
   TempDir dir;
   int n = 0;
   for (const auto& e :
        std::filesystem::directory_iterator(std::string(DECODEBENCH_CONFIGS) + "/sweeps")) {
     const std::string name = e.path().filename().string();
-    const bool replay_config = name.rfind("trace", 0) == 0 || name.rfind("tiers", 0) == 0;
+    const bool replay_config = name.rfind("trace", 0) == 0 || name.rfind("tiers", 0) == 0 ||
+                               name.rfind("prefill-link", 0) == 0;
     if (!replay_config || e.path().extension() != ".json") continue;
     ++n;
     const std::string out = (dir / (name + ".out.json")).string();
@@ -213,7 +215,7 @@ TEST(CliReplay, ShippedTraceConfigsRun) {
     const json report = json::parse(read_file(out));
     EXPECT_GT(report.at("replay").at("settings").size(), 1u) << name;
   }
-  EXPECT_GE(n, 2);  // trace-cpu.json, trace.json
+  EXPECT_GE(n, 5);  // trace, trace-cpu, tiers, tiers-cpu, prefill-link-cpu
 }
 }  // namespace
 }  // namespace decodebench::testing

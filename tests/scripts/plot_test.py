@@ -494,7 +494,9 @@ class ReplayFigure(unittest.TestCase):
 
     def test_one_bar_per_setting_and_kernel(self):
         fig = self.figs["replay"]
-        self.assertEqual(len(fig.axes), 5)
+        # Five panels and, the CPU's measured rate being far below the modeled device's, the
+        # modeled rate's own axis on top of the last.
+        self.assertEqual(len(fig.axes), 6)
         by_gid = collections.Counter(gid for gid, _ in bar_groups(fig))
         for gid in ("hit-rate", "evicted", "expired", "prefill-saved", "kv-bytes",
                     "tokens-cpu", "tokens-cascade"):
@@ -511,6 +513,18 @@ class ReplayFigure(unittest.TestCase):
         self.assertEqual(len(modeled.get_xdata()), 2)
         labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
         self.assertEqual(labels, ["2 GB lru bf16", "2 GB ttl 120 s bf16"])
+
+    def test_the_modeled_rate_shares_the_axis_on_the_same_scale(self):
+        doc = copy.deepcopy(REPLAY)
+        for s in doc["replay"]["settings"]:
+            k = s["kernels"][0]["measured"]["tokens_per_s"]
+            s["schedule"]["modeled"]["decode_tokens_per_s"] = 1.5 * k
+        fig = plot.make_figures(doc, names=["replay"])["replay"]
+        self.assertEqual(len(fig.axes), 5)
+        (modeled,) = lines(fig, "modeled")
+        self.assertIs(modeled.axes, fig.axes[4])
+        (far,) = lines(self.figs["replay"], "modeled")
+        self.assertIsNot(far.axes, self.figs["replay"].axes[4])
 
     def test_a_failed_step_draws_no_tokens_bar(self):
         doc = copy.deepcopy(REPLAY)

@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Builds, on this machine, everything the GPU check runs, as a folder to carry to a machine with
 # an H200 that reaches no package registry (docs/design.md, "GPU bundle"):
-#   OUTDIR/bin/decodebench, OUTDIR/bin/<each CUDA test suite>, OUTDIR/bin/decodebench_bench
-#   OUTDIR/lib/        the shared objects that travel (Google Benchmark, libgomp), found through
-#                      the binaries' run path $ORIGIN/../lib
+#   OUTDIR/bin/decodebench, OUTDIR/bin/<each CUDA test suite>, with --bench
+#                      OUTDIR/bin/decodebench_bench
+#   OUTDIR/lib/        the shared objects that travel (libgomp; Google Benchmark with --bench),
+#                      found through the binaries' run path $ORIGIN/../lib
 #   OUTDIR/configs/    a copy of configs/ (decodebench finds it beside bin/)
 #   OUTDIR/manifest.json
 # Kernels for sm_90a, host code for any x86-64-v3 CPU, fmt header-only, the CUDA runtime static:
 # `ldd` of every binary shows glibc, libstdc++, libgcc_s, libgomp and the bundle's lib/ only.
 #
-#   scripts/gpu-bundle.sh [OUTDIR] [--quick | --smoke] [--build-dir DIR] [--jobs N]
+#   scripts/gpu-bundle.sh [OUTDIR] [--quick | --smoke] [--bench] [--build-dir DIR] [--jobs N]
 #       OUTDIR defaults to gpu-bundle/ at the repo root (ignored by git); --quick builds head_dim
 #       128 with f16 and fp8_e4m3 only; --smoke one rung (naive), head_dim 128, f16: a bundle to
-#       check the packaging with, not to measure (its own test); the build dir defaults to
-#       build-bundle/.
+#       check the packaging with, not to measure (its own test); --bench adds the microbenchmark
+#       binary, which the GPU check does not run (16 MB more: with every kernel over the limit,
+#       so with --quick); the build dir defaults to build-bundle/.
 #   scripts/gpu-bundle.sh --check-ldd FILE...
 #       only the ldd rule: exit 1 naming every library outside the allowed set.
 set -euo pipefail
@@ -85,12 +87,14 @@ fi
 out=""
 quick=0
 smoke=0
+bench=0
 build_dir="$root/build-bundle"
 jobs="$(nproc)"
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --smoke) smoke=1 ;;
+    --bench) bench=1 ;;
     --build-dir)
       [ "$#" -ge 2 ] || die "--build-dir needs a directory"
       build_dir="$2"
@@ -101,7 +105,7 @@ while [ "$#" -gt 0 ]; do
       jobs="$2"
       shift
       ;;
-    -*) die "unknown option '$1' (valid: --quick, --smoke, --build-dir DIR, --jobs N, --check-ldd FILE...)" ;;
+    -*) die "unknown option '$1' (valid: --quick, --smoke, --bench, --build-dir DIR, --jobs N, --check-ldd FILE...)" ;;
     *)
       [ -z "$out" ] || die "one OUTDIR only (got '$out' and '$1')"
       out="$1"
@@ -183,7 +187,12 @@ mapfile -t labelled < <(
 )
 [ "${#labelled[@]}" -ge 1 ] || die "found no gpu-labelled test suite in $build_dir/tests"
 mapfile -t gpu_tests < <(printf '%s\n' "${labelled[@]}" cuda_plan_tests | sort -u)
-targets=(decodebench decodebench_bench "${gpu_tests[@]}")
+targets=(decodebench "${gpu_tests[@]}")
+travelling_libs=(libgomp)
+if [ "$bench" -eq 1 ]; then
+  targets+=(decodebench_bench)
+  travelling_libs+=(libbenchmark)
+fi
 echo "gpu-bundle: building ${targets[*]} (-j$jobs)" >&2
 cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}"
 
@@ -196,8 +205,8 @@ for t in "${targets[@]}"; do
 done
 # The shared objects the target machine may lack: Google Benchmark (Debian ships it shared
 # only) and libgomp (small; the binaries then depend on the target's libc and libstdc++ only).
-for lib in libbenchmark libgomp; do
-  so="$(env -u LD_LIBRARY_PATH ldd "$out/bin/decodebench_bench" "$out/bin/decodebench" |
+for lib in "${travelling_libs[@]}"; do
+  so="$(env -u LD_LIBRARY_PATH ldd "$out"/bin/* |
     awk -v l="$lib" '$1 ~ "^" l "\\.so" && $3 ~ /^\// { print $1 " " $3; exit }')"
   [ -n "$so" ] || die "no $lib in ldd of the bundle's binaries"
   cp -L "${so#* }" "$out/lib/${so%% *}"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/gpu-bundle.sh: builds a narrowed bundle (--smoke: one rung), copies it elsewhere and
+# scripts/gpu-bundle.sh: builds a narrowed bundle (--smoke: one rung; --bench: the microbenchmark
+# binary too, so its library travels and the ldd rule sees it), copies it elsewhere and
 # runs its host-side commands from the copy in an empty environment (no GPU needed); checks the
 # manifest (keys, sizes, sha256s), the size limit, the ldd rule and that nothing was compiled with
 # -march=native. Each checker also gets a planted fault it must catch.
@@ -17,7 +18,7 @@ fail() {
 
 mkdir -p "$work"
 rm -rf "$work/bundle" "$work/copy" "$work/planted"
-"$bundle_sh" "$work/bundle" --smoke --build-dir "$work/build"
+"$bundle_sh" "$work/bundle" --smoke --bench --build-dir "$work/build"
 
 # --- the host-side commands, from a copy, with nothing of this machine's environment ---------
 copy="$work/copy"

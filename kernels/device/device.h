@@ -36,7 +36,7 @@
 //   dev::FastExp2{}                                    fast_exp2 as a function object
 //   dev::ld_global_nc_v4(const void* p) -> uint4        16-byte read-only load (ld.global.nc)
 //   dev::ld_v4(const void* p) -> uint4 / dev::st_v4(void* p, uint4)   16-byte generic load/store
-//   dev::cp_async<N>(void* smem, const void* gmem, int src_bytes)  N = 4, 8 or 16 bytes;
+//   dev::cp_async<N[, kThroughL1]>(void* smem, const void* gmem, int src_bytes)  N = 4, 8 or 16;
 //       copies min(src_bytes, N) bytes and zero-fills the rest (cp.async.ca/cg ... src-size);
 //       src_bytes <= 0 reads nothing (gmem may then be any pointer). Addresses aligned to N.
 //   dev::cp_async_commit()                             cp.async.commit_group
@@ -96,12 +96,12 @@ __device__ __forceinline__ uint4 ld_global_nc_v4(const void* p) { return ptx::ld
 __device__ __forceinline__ uint4 ld_v4(const void* p) { return *static_cast<const uint4*>(p); }
 __device__ __forceinline__ void st_v4(void* p, uint4 v) { *static_cast<uint4*>(p) = v; }
 
-template <int N>
+template <int N, bool kThroughL1 = false>
 __device__ __forceinline__ void cp_async(void* smem, const void* gmem, int src_bytes) {
   static_assert(N == 4 || N == 8 || N == 16, "cp.async copies 4, 8 or 16 bytes");
   // PTX requires src-size <= cp-size; clamping makes "copy what is left" callers safe.
   src_bytes = src_bytes < 0 ? 0 : (src_bytes > N ? N : src_bytes);
-  ptx::cp_async<N>(smem, gmem, src_bytes);
+  ptx::cp_async<N, kThroughL1>(smem, gmem, src_bytes);
 }
 __device__ __forceinline__ void cp_async_commit() { ptx::cp_async_commit_group(); }
 template <int N>
@@ -272,7 +272,7 @@ inline void st_v4(void* p, uint4 v) {
   *static_cast<uint4*>(p) = v;
 }
 
-template <int N>
+template <int N, bool /*kThroughL1*/ = false>
 inline void cp_async(void* smem, const void* gmem, int src_bytes) {
   static_assert(N == 4 || N == 8 || N == 16, "cp.async copies 4, 8 or 16 bytes");
   src_bytes = src_bytes < 0 ? 0 : (src_bytes > N ? N : src_bytes);

@@ -20,6 +20,10 @@
 //       16-byte aligned, in shared memory; lanes past 8 * kMatrices supply nothing); d[m] of
 //       lane l holds row l / 4, elements 2 * (l % 4) and 2 * (l % 4) + 1 of matrix m (low half
 //       first), of its transpose with kTranspose.
+//   movmatrix_trans(uint32 x) -> uint32   the transpose of an 8x8 b16 matrix held as ldmatrix
+//       hands it out (lane l: row l / 4, elements 2 (l % 4), +1), in the same layout
+//       (movmatrix.sync.aligned.m8n8.trans.b16, sm_75+): an MMA accumulator row pair made a B
+//       fragment of the next MMA without shared memory.
 //   fp8x2_to_f16x2<kFp8>(uint32 two_codes) -> uint32   the low two bytes (kFp8 = DType::fp8_e4m3
 //       or fp8_e5m2) as an f16x2 (byte 0 -> low half): cvt.rn.f16x2.{e4m3x2,e5m2x2}. Exact (every
 //       fp8 value is an f16 value); NaN becomes the canonical f16 NaN 0x7fff, as cvt does.
@@ -131,6 +135,12 @@ __device__ __forceinline__ void ldmatrix(std::uint32_t (&d)[kMatrices], const vo
   }
 }
 
+__device__ __forceinline__ std::uint32_t movmatrix_trans(std::uint32_t x) {
+  std::uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(x));
+  return d;
+}
+
 template <DType kFp8>
 __device__ __forceinline__ std::uint32_t fp8x2_to_f16x2(std::uint32_t two_codes) {
   static_assert(kFp8 == DType::fp8_e4m3 || kFp8 == DType::fp8_e5m2,
@@ -230,6 +240,21 @@ inline void ldmatrix(std::uint32_t (&d)[kMatrices], const void* smem_row,
     const std::uint16_t hi = kTranspose ? rows[m][c + 1][r] : rows[m][r][c + 1];
     d[m] = lo | (static_cast<std::uint32_t>(hi) << 16);
   }
+}
+
+inline std::uint32_t movmatrix_trans(std::uint32_t x,
+                                     std::source_location site = std::source_location::current()) {
+  std::uint32_t all[32];
+  emu::warp_gather("movmatrix.trans", &x, 1, all, site);
+  // Element (r, c) of the matrix is half c % 2 of lane 4 r + c / 2's word.
+  const auto element = [&](int r, int c) -> std::uint32_t {
+    return (all[4 * r + c / 2] >> (16 * (c % 2))) & 0xffffu;
+  };
+  const int lane =
+      static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
+  // Lane l holds row l / 4 of the transpose: elements (2 (l % 4), l / 4) and (2 (l % 4) + 1, l /
+  // 4).
+  return element(2 * (lane % 4), lane / 4) | (element(2 * (lane % 4) + 1, lane / 4) << 16);
 }
 
 template <DType kFp8>

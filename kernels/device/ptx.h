@@ -41,12 +41,13 @@ __device__ __forceinline__ std::uint32_t smem_address(const void* p) {
 }
 
 // cp.async global -> shared of kBytes, of which the first src_bytes (<= kBytes) come from
-// global memory and the rest are zero-filled. 16-byte copies bypass L1 (.cg); 4/8-byte
-// copies must go through it (.ca is the only cache mode the ISA allows for them).
-template <int kBytes>
+// global memory and the rest are zero-filled. 16-byte copies bypass L1 (.cg) unless kThroughL1
+// (data several blocks re-read, as a block's scales); 4/8-byte copies must go through it (.ca is
+// the only cache mode the ISA allows for them).
+template <int kBytes, bool kThroughL1 = false>
 __device__ __forceinline__ void cp_async(void* smem, const void* gmem, int src_bytes) {
   static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
-  if constexpr (kBytes == 16) {
+  if constexpr (kBytes == 16 && !kThroughL1) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(smem)),
                  "l"(gmem), "r"(src_bytes)
                  : "memory");

@@ -43,15 +43,15 @@
 //   against tc's d/4. ptxas sm_90a (nvcc 13.0), no spills, no local memory: prefix pass d 64 /
 //   128 / 256 = 95 / 127 / 254 (f16), 79 / 127 / 254 (fp8_e4m3); suffix pass 79 / 152 / 224
 //   (f16), 71 / 110 / 180 (fp8_e4m3). At d 256 the prefix pass is at the 255 limit: one block
-//   per SM (f16, shared memory binds there anyway) or two (fp8). Integer KV (tc.cuh "Exact
-//   operands"): prefix pass 95 / 128 / 255 (int8), 127 / 166 / 244 (int4), 128 / 168 / 255
-//   (int4_token); suffix pass 79 / 111 / 216, 101 / 133 / 177, 90 / 118 / 215; no spills.
+//   per SM (f16, shared memory binds there anyway) or two (fp8). Integer KV: tc_int.cuh (both
+//   passes; the prefix pass is its two n8 tiles of query rows), registers in
+//   build/kernel-resources.md.
 //   static model (SASS main loop, d 128, H200): prefix pass .076 / .149 instructions per KV
 //   byte (f16 / fp8_e4m3), an issue bound of 13.7 / 7.0 TB/s; suffix pass .085 / .164, 12.3 /
 //   6.4 TB/s (tc: .084 / .164). Both above HBM's 4.8 TB/s; the prefix pass's bytes serve up to
-//   16 query rows each. Integer KV, prefix / suffix pass: int8 .167 / .192 (6.3 / 5.4 TB/s),
-//   int4 1.03 / .843 (1.0 / 1.2), int4_token .517 / .537 (2.0 / 1.9): int4 is issue-bound
-//   (tc.cuh's napkin math).
+//   16 query rows each. Integer KV, prefix / suffix pass, their scales and zeros counted at
+//   P = 16 (docs/design.md "Static model"): int8 .175 / .140 (6.0 / 7.5 TB/s), int4 .333 / .239
+//   (3.1 / 4.4; at P = 8 .404 / .287), int4_token .328 / .227 (3.2 / 4.6).
 // `--kernel auto` does not pick cascade (not measured on a GPU yet; kernels::choose_kernel takes
 // the first splitting rung, split_kv): name it, `--kernel cascade`.
 #pragma once
@@ -65,7 +65,7 @@ namespace cascade_detail {
 using tc_detail::kThreads;
 
 // One (KV head, M tile, chunk) of the prefix pass. The tiles are numbered group by group.
-template <DType kKv, int kHeadDim>
+template <DType kKv, int kHeadDim, bool kHalfBlocks = false>
 __global__ void __launch_bounds__(kThreads)
     prefix_kernel(const __grid_constant__ PagedDecodeParams p) {
   DECODEBENCH_DYNAMIC_SHARED(unsigned char, smem);
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kThreads)
   const auto q_row_of = [&](int r) {
     return seqs[r / group] * p.num_q_heads + kv_head * group + r % group;
   };
-  tc_detail::attend<kKv, kHeadDim, kPrefixTileRows>(
+  tc_detail::attend<kKv, kHeadDim, kPrefixTileRows, kHalfBlocks>(
       p, smem, kv_head, /*table_seq=*/seqs[0], t_begin, t_end, members * group, q_row_of,
       [&](int r, int d, float value, const SoftmaxState<float>& state) {
         // [batch][Hq][slots][d], [batch][Hq][slots]
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // tc's split kernel over a sequence's suffix [seq_prefix_tokens[b], context_lens[b]), into
 // workspace rows of num_splits + num_prefix_chunks slots.
-template <DType kKv, int kHeadDim>
+template <DType kKv, int kHeadDim, bool kHalfBlocks = false>
 __global__ void __launch_bounds__(kThreads)
     suffix_kernel(const __grid_constant__ PagedDecodeParams p) {
   DECODEBENCH_DYNAMIC_SHARED(unsigned char, smem);
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kThreads)
                          p.num_splits, split, t_begin, t_end);
   const int head0 = seq * p.num_q_heads + kv_head * group;  // first q row of the group
   const int slots = p.num_splits + p.num_prefix_chunks;
-  tc_detail::attend<kKv, kHeadDim, tc_detail::kRows>(
+  tc_detail::attend<kKv, kHeadDim, tc_detail::kRows, kHalfBlocks>(
       p, smem, kv_head, seq, t_begin, t_end, group, [&](int r) { return head0 + r; },
       [&](int h, int d, float value, const SoftmaxState<float>& state) {
         const std::size_t at = static_cast<std::size_t>(head0 + h) * slots + split;
@@ -139,6 +139,22 @@ inline dim3 prefix_grid(const PagedDecodeParams& p) {
               static_cast<unsigned>(p.num_prefix_chunks));
 }
 
+// The prefix pass, the suffix pass and the merge of one step (launch_cascade).
+template <DType kKv, int kHeadDim, bool kHalfBlocks>
+LaunchResult launch_passes(const PagedDecodeParams& p, void* stream) {
+  LaunchResult prefix = DECODEBENCH_LAUNCH(
+      (prefix_kernel<kKv, kHeadDim, kHalfBlocks>), prefix_grid(p), dim3(kThreads),
+      (tc_detail::smem_bytes<kKv, kHeadDim, kPrefixTileRows, kHalfBlocks>()), stream, p);
+  if (!prefix.ok()) return prefix;
+  LaunchResult suffix = DECODEBENCH_LAUNCH(
+      (suffix_kernel<kKv, kHeadDim, kHalfBlocks>), split_kv_detail::split_grid(p), dim3(kThreads),
+      (tc_detail::smem_bytes<kKv, kHeadDim, tc_detail::kRows, kHalfBlocks>()), stream, p);
+  if (!suffix.ok()) return suffix;
+  const dim3 merge_grid(static_cast<unsigned>(p.num_q_heads), static_cast<unsigned>(p.batch));
+  return DECODEBENCH_LAUNCH((split_kv_detail::merge_kernel<kHeadDim, /*kPrefix=*/true>), merge_grid,
+                            dim3(split_kv_detail::kMergeThreads), 0, stream, p);
+}
+
 }  // namespace cascade_detail
 
 // What launch_cascade launches for `p` (kernels::launch_shape): without a plan tc's kernel;
@@ -146,10 +162,18 @@ inline dim3 prefix_grid(const PagedDecodeParams& p) {
 template <DType kKvDtype, int kHeadDim>
 LaunchShape shape_cascade(const PagedDecodeParams& p) {
   if (p.num_prefix_groups == 0) return shape_tc<kKvDtype, kHeadDim>(p);
+  if constexpr (kKvDtype == DType::int4) {
+    if (tc_detail::half_blocks<kKvDtype>(p.block_size)) {
+      return dev::launch_shape_of(
+          (cascade_detail::suffix_kernel<kKvDtype, kHeadDim, true>), "suffix_kernel",
+          /*group_cap=*/0, split_kv_detail::split_grid(p), dim3(tc_detail::kThreads),
+          tc_detail::smem_bytes<kKvDtype, kHeadDim, tc_detail::kRows, true>());
+    }
+  }
   return dev::launch_shape_of((cascade_detail::suffix_kernel<kKvDtype, kHeadDim>), "suffix_kernel",
                               /*group_cap=*/0, split_kv_detail::split_grid(p),
                               dim3(tc_detail::kThreads),
-                              tc_detail::Geometry<kKvDtype, kHeadDim>::kBytes);
+                              tc_detail::smem_bytes<kKvDtype, kHeadDim>());
 }
 
 // tc's tensors, limits and workspace, plus the prefix plan and its counts (num_prefix_chunks,
@@ -159,18 +183,12 @@ LaunchShape shape_cascade(const PagedDecodeParams& p) {
 template <DType kKvDtype, int kHeadDim>
 LaunchResult launch_cascade(const PagedDecodeParams& p, void* stream) {
   if (p.num_prefix_groups == 0) return launch_tc<kKvDtype, kHeadDim>(p, stream);
-  LaunchResult prefix = DECODEBENCH_LAUNCH(
-      (cascade_detail::prefix_kernel<kKvDtype, kHeadDim>), cascade_detail::prefix_grid(p),
-      dim3(tc_detail::kThreads), (tc_detail::Geometry<kKvDtype, kHeadDim, kPrefixTileRows>::kBytes),
-      stream, p);
-  if (!prefix.ok()) return prefix;
-  LaunchResult suffix = DECODEBENCH_LAUNCH(
-      (cascade_detail::suffix_kernel<kKvDtype, kHeadDim>), split_kv_detail::split_grid(p),
-      dim3(tc_detail::kThreads), (tc_detail::Geometry<kKvDtype, kHeadDim>::kBytes), stream, p);
-  if (!suffix.ok()) return suffix;
-  const dim3 merge_grid(static_cast<unsigned>(p.num_q_heads), static_cast<unsigned>(p.batch));
-  return DECODEBENCH_LAUNCH((split_kv_detail::merge_kernel<kHeadDim, /*kPrefix=*/true>), merge_grid,
-                            dim3(split_kv_detail::kMergeThreads), 0, stream, p);
+  if constexpr (kKvDtype == DType::int4) {
+    if (tc_detail::half_blocks<kKvDtype>(p.block_size)) {
+      return cascade_detail::launch_passes<kKvDtype, kHeadDim, true>(p, stream);
+    }
+  }
+  return cascade_detail::launch_passes<kKvDtype, kHeadDim, false>(p, stream);
 }
 
 }  // namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode

@@ -130,7 +130,7 @@ int run_static(const KernelsOptions& o) {
     spec.batch = 1;
     spec.context = ContextSpec::fixed(256);
     spec.kv_dtype = *k.kv_dtype;
-    spec.block_size = 16;
+    spec.block_size = k.half_blocks ? 8 : 16;  // int4's P = 8 instance has its own shape
     const kernels::LaunchShape s =
         kernels::cuda::launch_shape(k.rung, shape_params(spec, build_layout(spec)));
     if (!s.status.ok() || s.function != k.kernel || s.group_cap != k.group_cap) {

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <set>
 #include <string_view>
+
+#include "quant/kv_quant.h"
 
 namespace decodebench::static_model {
 namespace {
@@ -187,9 +190,19 @@ bool contains(const Loop& outer, const Loop& inner) {
 
 }  // namespace
 
+namespace {
+bool is_scale_load(const Instruction& in) {
+  return in.base() == "LDGSTS" && !in.has_modifier("BYPASS");
+}
+bool is_narrow_load(const Instruction& in) {
+  return in.base() == "LDG" && !in.has_modifier("64") && !in.has_modifier("128");
+}
+}  // namespace
+
 int kv_bytes_per_lane(const Instruction& in) {
   const std::string_view b = in.base();
   if (b != "LDG" && b != "LDGSTS") return 0;
+  if (is_scale_load(in)) return 0;
   if (in.has_modifier("128")) return 16;
   if (in.has_modifier("64")) return 8;
   return 0;
@@ -287,6 +300,8 @@ MainLoop analyze_main_loop(const Function& f) {
       m.kv_bytes_per_warp += static_cast<long>(lane_bytes) * kLanesPerWarp;
       if (in.base() == "LDGSTS") m.async_copies = true;
     }
+    if (is_scale_load(in)) m.scale_loads += static_cast<int>(w);
+    if (is_narrow_load(in)) m.narrow_loads += static_cast<int>(w);
     if (in.base() == "BAR") m.barriers += w;
     if (in.base() == "LDGDEPBAR") m.commit_groups += w;
     if (m.wait_depth < 0 && in.opcode == "DEPBAR.LE" && in.operands.size() == 2 &&
@@ -316,6 +331,17 @@ MainLoop analyze_main_loop(const Function& f) {
     }
   }
   return m;
+}
+
+void add_format_bytes(MainLoop& m, DType kv, int head_dim) {
+  m.scale_bytes_per_warp = 0;
+  if (!is_int_kv(kv) || head_dim <= 0) return;
+  const double codes = 2.0 * static_cast<double>(kv_row_bytes(kv, head_dim));  // K and V rows
+  const double all =
+      quant::bytes_per_token_head(kv, quant::KvTensor::k, head_dim, kFormatBlockSize) +
+      quant::bytes_per_token_head(kv, quant::KvTensor::v, head_dim, kFormatBlockSize);
+  m.scale_bytes_per_warp =
+      std::lround(static_cast<double>(m.kv_bytes_per_warp) * (all - codes) / codes);
 }
 
 FunctionTotals function_totals(const Function& f) {
@@ -383,6 +409,8 @@ KernelName parse_kernel_name(const std::string& demangled) {
       if (v >= 0 && v <= static_cast<int>(DType::int4_token)) k.kv_dtype = static_cast<DType>(v);
     } else if (const std::optional<long> v = immediate(a)) {
       ints.push_back(static_cast<int>(*v));
+    } else if (a == "true") {
+      k.half_blocks = true;
     }
   }
   if (!ints.empty()) k.head_dim = ints[0];

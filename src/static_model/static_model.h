@@ -7,9 +7,15 @@
 //   loop        a backward BRA (target below its own address) closes the loop [target, BRA];
 //               several back edges to one head are one loop (the furthest); a loop inside
 //               another's address range is nested in it.
-//   KV load     a global load of 64 or 128 bits (LDG.E.64/.128, LDGSTS .64/.128): the KV
-//               chunks. 32-bit and narrower global loads are block-table entries, context
-//               lengths and scalars, and are not KV bytes.
+//   KV load     a global load of 64 or 128 bits that bypasses L1 (LDG.E.64/.128, LDGSTS
+//               .BYPASS.128): the KV codes, counted by width x 32 lanes.
+//   scale load  an LDGSTS through L1 (no .BYPASS, any width): the integer formats' scales and
+//               zeros staged with the codes (cp.async.ca, tc_int.cuh). Which lanes issue one is
+//               not visible in the SASS, so their bytes are not read from it: the iteration's
+//               scale and zero bytes are the format's (quant::bytes_per_token_head at P = 16)
+//               for the tokens its KV loads bring (add_format_bytes).
+//   narrow load an LDG of 32 bits or less (block-table entries, context lengths, scalars, a
+//               scale read directly): an instruction, never KV bytes; counted and printed.
 //   main loop   of the innermost loops holding KV loads (none of their nested loops holds one),
 //               the one with the most instructions (a cp.async prologue that only issues loads
 //               is smaller than the loop that also computes). KV loops says how many there were.
@@ -43,7 +49,8 @@ inline constexpr double kWarpInstructionsPerClockPerSm = 4;
 // The loaded DRAM latency Little's law is evaluated at (an assumption, printed with the table).
 inline constexpr double kAssumedDramLatencySeconds = 600e-9;
 
-// KV bytes one lane of `in` loads: 16 or 8 for a 128- or 64-bit LDG/LDGSTS, else 0.
+// KV bytes one lane of `in` loads: 16 or 8 for a 128- or 64-bit LDG or L1-bypassing LDGSTS,
+// else 0.
 int kv_bytes_per_lane(const Instruction& in);
 
 struct Loop {
@@ -62,24 +69,35 @@ struct MainLoop {
   bool found = false;
   std::uint32_t head = 0;  // address range of the main loop
   std::uint32_t tail = 0;
-  int kv_loops = 0;             // innermost loops with KV loads (the main loop is one of them)
-  long instructions = 0;        // warp-instructions counted per iteration (rules above)
-  bool nested_unknown = false;  // holds a loop whose trip count is not known statically
-  long inner_instructions = 0;  // those loops' bodies, not counted in `instructions`
-  long nested_known = 0;        // instructions added by nested loops of known trip count
-  int kv_loads = 0;             // KV load instructions per iteration
-  long kv_bytes_per_warp = 0;   // Σ width x 32 lanes
-  long barriers = 0;            // BAR.* per iteration
-  bool async_copies = false;    // the KV loads are LDGSTS (cp.async)
-  long commit_groups = 0;       // LDGDEPBAR per iteration
-  int wait_depth = -1;          // N of the loop's first DEPBAR.LE SB0, N; -1 when none
-  long in_flight_per_warp = 0;  // KV bytes in flight (rules above)
+  int kv_loops = 0;               // innermost loops with KV loads (the main loop is one of them)
+  long instructions = 0;          // warp-instructions counted per iteration (rules above)
+  bool nested_unknown = false;    // holds a loop whose trip count is not known statically
+  long inner_instructions = 0;    // those loops' bodies, not counted in `instructions`
+  long nested_known = 0;          // instructions added by nested loops of known trip count
+  int kv_loads = 0;               // KV load instructions per iteration
+  long kv_bytes_per_warp = 0;     // Σ width x 32 lanes
+  int scale_loads = 0;            // LDGSTS through L1 per iteration (scales and zeros)
+  int narrow_loads = 0;           // LDG of <= 32 bits per iteration
+  long scale_bytes_per_warp = 0;  // the format's scales and zeros for the same tokens
+  long barriers = 0;              // BAR.* per iteration
+  bool async_copies = false;      // the KV loads are LDGSTS (cp.async)
+  long commit_groups = 0;         // LDGDEPBAR per iteration
+  int wait_depth = -1;            // N of the loop's first DEPBAR.LE SB0, N; -1 when none
+  long in_flight_per_warp = 0;    // KV bytes in flight (rules above)
+  long bytes_per_warp() const { return kv_bytes_per_warp + scale_bytes_per_warp; }
   double instructions_per_byte() const {
-    return kv_bytes_per_warp > 0 ? static_cast<double>(instructions) / kv_bytes_per_warp : 0;
+    return kv_bytes_per_warp > 0 ? static_cast<double>(instructions) / bytes_per_warp() : 0;
   }
 };
 
 MainLoop analyze_main_loop(const Function& f);
+
+// The block size add_format_bytes counts a per-block scale at (the README's summary point).
+inline constexpr int kFormatBlockSize = 16;
+// Sets m.scale_bytes_per_warp for a loop reading KV format `kv` at `head_dim`: its KV bytes are
+// codes (K and V rows, kv_row_bytes each a token), and each token also costs the format's
+// scales and zeros at kFormatBlockSize. 0 for the float formats.
+void add_format_bytes(MainLoop& m, DType kv, int head_dim);
 
 // Whole-function figures, for kernels without a KV loop (the split_kv merge).
 struct FunctionTotals {
@@ -98,8 +116,9 @@ struct KernelName {
   std::string rung;     // the sub-namespace without "_detail" (the kernel's name when none)
   std::string kernel;   // unqualified
   std::optional<DType> kv_dtype;
-  int head_dim = 0;   // 0 when the template has no such argument
-  int group_cap = 0;  // 0 when none (naive serves any group)
+  int head_dim = 0;          // 0 when the template has no such argument
+  int group_cap = 0;         // 0 when none (naive serves any group)
+  bool half_blocks = false;  // a `true` argument: int4's block-size-8 instance of tc / cascade
 };
 KernelName parse_kernel_name(const std::string& demangled);
 

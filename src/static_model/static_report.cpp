@@ -18,7 +18,8 @@ std::string dtype_label(const KernelName& k) {
 }
 std::string cap_label(const KernelName& k) {
   if (!k.kv_dtype) return "-";
-  return k.group_cap > 0 ? std::to_string(k.group_cap) : "any";
+  const std::string cap = k.group_cap > 0 ? std::to_string(k.group_cap) : "any";
+  return k.half_blocks ? cap + ", P = 8" : cap;
 }
 std::string hex(std::uint32_t a) { return fmt::format("{:#x}", a); }
 std::string kib(double bytes) { return fmt::format("{:.0f}", bytes / 1024); }
@@ -100,6 +101,7 @@ std::vector<Instance> analyze_instances(const std::vector<Function>& functions,
                                     static_cast<std::size_t>(i.static_smem()), *i.launch);
     }
     i.loop = analyze_main_loop(f);
+    if (i.name.kv_dtype) add_format_bytes(i.loop, *i.name.kv_dtype, i.name.head_dim);
     i.totals = function_totals(f);
     out.push_back(std::move(i));
   }
@@ -138,9 +140,14 @@ std::string static_table(const std::vector<Instance>& instances, const ModelSett
     const MainLoop& m = i.loop;
     t += fmt::format("      main loop:  {}\n", loop_label(m));
     t += fmt::format(
-        "      per iter:   {} warp-instructions, {} KV B per warp ({} loads), {:.3f} instr/B, "
+        "      per iter:   {} warp-instructions, {} KV B per warp ({} loads){}, {:.3f} instr/B, "
         "{} barrier(s)\n",
-        m.instructions, m.kv_bytes_per_warp, m.kv_loads, m.instructions_per_byte(), m.barriers);
+        m.instructions, m.bytes_per_warp(), m.kv_loads,
+        m.scale_bytes_per_warp > 0 || m.scale_loads > 0
+            ? fmt::format(" of which {} B scales and zeros at P = {} ({} staged loads)",
+                          m.scale_bytes_per_warp, kFormatBlockSize, m.scale_loads)
+            : std::string(),
+        m.instructions_per_byte(), m.barriers);
     t += fmt::format("      in flight:  {} KiB per CTA, {} KiB per SM\n",
                      kib(i.in_flight_per_cta()), i.launch ? kib(i.in_flight_per_sm()) : "n/a");
     std::string bounds;
@@ -190,11 +197,10 @@ std::string static_markdown(const std::vector<Instance>& instances, const ModelS
       row.push_back(fmt::format("no KV loop ({} instructions, {} loops)", i.totals.instructions,
                                 i.totals.loops));
     } else {
-      row.insert(
-          row.end(),
-          {loop_label(m), std::to_string(m.instructions), std::to_string(m.kv_bytes_per_warp),
-           fmt::format("{:.3f}", m.instructions_per_byte()), std::to_string(m.barriers),
-           kib(i.in_flight_per_cta()), i.launch ? kib(i.in_flight_per_sm()) : "n/a"});
+      row.insert(row.end(),
+                 {loop_label(m), std::to_string(m.instructions), std::to_string(m.bytes_per_warp()),
+                  fmt::format("{:.3f}", m.instructions_per_byte()), std::to_string(m.barriers),
+                  kib(i.in_flight_per_cta()), i.launch ? kib(i.in_flight_per_sm()) : "n/a"});
       for (const DeviceFigures& d : s.devices) {
         row.push_back(tbps(issue_bound_bandwidth(m.instructions_per_byte(), d)));
       }
@@ -257,6 +263,9 @@ nlohmann::json static_json(const std::vector<Instance>& instances, const ModelSe
                         {"inner_instructions", m.inner_instructions},
                         {"kv_loads", m.kv_loads},
                         {"kv_bytes_per_warp", m.kv_bytes_per_warp},
+                        {"scale_bytes_per_warp", m.scale_bytes_per_warp},
+                        {"scale_loads", m.scale_loads},
+                        {"narrow_loads", m.narrow_loads},
                         {"instructions_per_byte", m.instructions_per_byte()},
                         {"barriers", m.barriers},
                         {"async_copies", m.async_copies},

@@ -530,8 +530,8 @@ has clean out.txt 'b=64 ctx=8192 f16 h=0.9 G=1: cascade [0-9]+ tok/s = 4\.00x (s
   "summary: cascade over the best prefix-unaware rung"
 lacks clean out.txt 'h=0 G=1: cascade' "summary: no cascade ratio at h = 0"
 has clean out.txt '^ncu-bytes +ok .*split_kv: DRAM/bytes_min 1\.020' "summary: ncu bytes"
-# The integer KV section: the fake's int4 runs at 2.5x f16's tokens/s, short of the 3x target.
-has clean out.txt '^  tc +f16 [0-9]+ tok/s, int8 1\.90x, int4 2\.50x, int4_token 2\.00x \| int4 target >= 3x: NOT met' \
+# The integer KV section: the fake's int4 runs at 2.5x f16's tokens/s, short of the 2.7x target.
+has clean out.txt '^  tc +f16 [0-9]+ tok/s, int8 1\.90x, int4 2\.50x, int4_token 2\.00x \| int4 target >= 2\.7x at P = 16 \(3x needs P >= 32\): NOT met' \
   "summary: the integer formats over f16, the int4 target judged"
 # The layer section: the fake's stages run at 85 % of the copy ceiling (ceilings.json: 4000 GB/s),
 # so every batch-1 step is at 85.0 % of its copy roof; the knees are the report's.

@@ -197,11 +197,43 @@ TEST(StaticModel, CpAsyncInFlightIsTheOutstandingGroups) {
   ASSERT_TRUE(m.found);
   EXPECT_TRUE(m.async_copies);
   EXPECT_EQ(m.instructions, 11);
-  EXPECT_EQ(m.kv_bytes_per_warp, 40 * 32);
+  EXPECT_EQ(m.kv_bytes_per_warp, 32 * 32);
+  EXPECT_EQ(m.scale_loads, 1);
   EXPECT_EQ(m.commit_groups, 1);
   EXPECT_EQ(m.wait_depth, 2);
-  EXPECT_EQ(m.in_flight_per_warp, 3 * 40 * 32);
+  EXPECT_EQ(m.in_flight_per_warp, 3 * 32 * 32);
   EXPECT_EQ(m.barriers, 2);
+}
+
+// An integer format's loop stages its scales through L1 and may read more directly (32-bit LDG):
+// both are counted as loads and instructions, and the iteration's bytes are the format's for the
+// tokens its codes bring: int4 at d = 128, P = 16 is 176 B per token and head against 128 B of
+// codes. A model that took the staged scales for codes (their width x 32 lanes: 512 B, though
+// the kernel's lanes copy less) or left the format's scales out (1024 B) would say otherwise.
+TEST(StaticModel, ScaleLoadsAreCountedAndTheirBytesAreTheFormats) {
+  std::vector<Function> fs = parse_sass(fixture("misc.sass"), "misc.sass");
+  Function f = by_name(fs, "_Z12async_copiesv");
+  // Plant a 32-bit scale load read directly in the loop (in place of the LDS).
+  for (Instruction& in : f.instructions) {
+    if (in.address == 0x70) {
+      in.opcode = "LDG.E";
+      in.operands = {"R12", "desc[UR4][R10.64]"};
+    }
+  }
+  MainLoop m = analyze_main_loop(f);
+  ASSERT_TRUE(m.found);
+  EXPECT_EQ(m.kv_bytes_per_warp, 1024);
+  EXPECT_EQ(m.scale_loads, 1);
+  EXPECT_EQ(m.narrow_loads, 1);
+  EXPECT_EQ(m.instructions, 11);
+  add_format_bytes(m, DType::int4, 128);
+  EXPECT_EQ(m.scale_bytes_per_warp, 1024 * 48 / 128);
+  EXPECT_EQ(m.bytes_per_warp(), 1024 + 384);
+  EXPECT_DOUBLE_EQ(m.instructions_per_byte(), 11.0 / 1408);
+  add_format_bytes(m, DType::int8, 128);  // 130 + 130 B against 256 of codes
+  EXPECT_EQ(m.scale_bytes_per_warp, 1024 * 4 / 256);
+  add_format_bytes(m, DType::f16, 128);
+  EXPECT_EQ(m.scale_bytes_per_warp, 0);
 }
 
 TEST(StaticModel, NoLoop) {

@@ -42,7 +42,17 @@ struct Case {
 };
 
 // What a planted fault does to the params before the launch.
-enum class Plant { none, k_zeros_dropped, v_zeros_dropped, k_scales_one, v_scales_one };
+// stale_past_end: every per-token scale and zero of the slots past a sequence's end in its last
+// block set to NaN (what an allocator's recycled block may hold), which a kernel must never let
+// reach the output.
+enum class Plant {
+  none,
+  k_zeros_dropped,
+  v_zeros_dropped,
+  k_scales_one,
+  v_scales_one,
+  stale_past_end
+};
 
 struct IntRun {
   k::LaunchResult launch;
@@ -71,8 +81,39 @@ IntRun run(const std::string& kernel, const Workload& w, const Case& c, Plant pl
     planted.assign(a.size(), value);
     return planted.data();
   };
+  std::vector<std::uint16_t> stale[4];
+  const auto plant_stale = [&](const std::vector<std::uint16_t>& a, int per_token) {
+    std::vector<std::uint16_t> s = a;
+    if (s.empty() || per_token == 0) return s;
+    for (int b = 0; b < p.batch; ++b) {
+      const int len = w.context_lens[static_cast<std::size_t>(b)];
+      const int last = (len - 1) / p.block_size;
+      const int blk = w.block_tables[static_cast<std::size_t>(b) * p.max_blocks_per_seq + last];
+      for (int slot = len % p.block_size; slot > 0 && slot < p.block_size; ++slot) {
+        for (int h = 0; h < p.num_kv_heads; ++h) {
+          const std::size_t row =
+              (static_cast<std::size_t>(blk) * p.num_kv_heads + h) * p.block_size + slot;
+          for (int g = 0; g < per_token; ++g) s[row * per_token + g] = 0x7E00;  // f16 NaN
+        }
+      }
+    }
+    return s;
+  };
   switch (plant) {
     case Plant::none: break;
+    case Plant::stale_past_end: {
+      const int groups = p.kv_dtype == DType::int8 ? 1 : p.head_dim / kInt4GroupChannels;
+      const int k_per_token = p.kv_dtype == DType::int4 ? 0 : groups;  // int4 keys: per block
+      stale[0] = plant_stale(w.k_scales, k_per_token);
+      stale[1] = plant_stale(w.k_zeros, k_per_token);
+      stale[2] = plant_stale(w.v_scales, groups);
+      stale[3] = plant_stale(w.v_zeros, groups);
+      if (!stale[0].empty()) p.k_scales = stale[0].data();
+      if (!stale[1].empty()) p.k_zeros = stale[1].data();
+      if (!stale[2].empty()) p.v_scales = stale[2].data();
+      if (!stale[3].empty()) p.v_zeros = stale[3].data();
+      break;
+    }
     case Plant::k_zeros_dropped: p.k_zeros = plant_array(w.k_zeros, 0); break;
     case Plant::v_zeros_dropped: p.v_zeros = plant_array(w.v_zeros, 0); break;
     case Plant::k_scales_one: p.k_scales = plant_array(w.k_scales, 0x3C00); break;
@@ -127,8 +168,9 @@ void expect_matches_reference(const std::string& kernel, const Case& c, const st
 
 TEST(IntKvEmu, TcEveryGroupAndBlockSize) {
   for (int group = 1; group <= 8; ++group) {
-    for (int block : {8, 16}) {
-      if (block == (group % 2 == 0 ? 8 : 16) && group != 4) continue;  // both sizes at group 4
+    for (int block : {8, 16, 32}) {
+      // Both of 8 and 16 at group 4; one of them at the others; 32 at groups 3 and 6.
+      if (block == 32 ? group % 3 != 0 : block == (group % 2 == 0 ? 8 : 16) && group != 4) continue;
       Case c;
       c.num_q_heads = 2 * group;
       c.q_dtype = group % 3 == 0 ? DType::bf16 : DType::f16;
@@ -139,6 +181,36 @@ TEST(IntKvEmu, TcEveryGroupAndBlockSize) {
           /*want_prefix=*/false, /*max_head_dim=*/128);
     }
   }
+}
+
+// Stale scales past a sequence's end (NaN) must not reach the output, on both rungs and at block
+// sizes 8 (int4's own instance), 16 and 32; the contexts end inside a block.
+TEST(IntKvEmu, StaleScalesPastTheEndAreNeverRead) {
+  int ran = 0;
+  for (const char* kernel : {"tc", "cascade"}) {
+    const k::KernelInfo* info = k::find_kernel(kernel);
+    for (DType kv : kIntFormats) {
+      if (!compiled(info, kv)) continue;
+      for (int block : {8, 16, 32}) {
+        SCOPED_TRACE(std::string(kernel) + ", " + std::string(dtype_name(kv)) + ", block " +
+                     std::to_string(block));
+        Case c;
+        c.batch = 4;
+        c.context = ContextSpec::ragged(37, 141);
+        c.block_size = block;
+        c.hit_rate = 0.5;  // cascade: the prefix pass too
+        const int d = info->head_dims.front();
+        const Workload w = make_workload(testing_support::decode_spec(c, d, kv, 7));
+        const IntRun r = run(kernel, w, c, Plant::stale_past_end);
+        ASSERT_TRUE(r.launch.ok()) << r.launch.message;
+        const Comparison cmp = compare_outputs(r.out, reference_decode(w), c.num_q_heads, d,
+                                               tolerance_for(c.q_dtype, kv));
+        EXPECT_TRUE(cmp.ok) << cmp.mismatches << " of " << cmp.checked << " off; " << cmp.report;
+        ++ran;
+      }
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "no tensor-core rung built for an integer format";
 }
 
 TEST(IntKvEmu, TcLongRaggedContextsAndSplits) {

@@ -86,9 +86,10 @@ IntRun run(const std::string& kernel, const Workload& w, const Case& c, Plant pl
     std::vector<std::uint16_t> s = a;
     if (s.empty() || per_token == 0) return s;
     for (int b = 0; b < p.batch; ++b) {
-      const int len = w.context_lens[static_cast<std::size_t>(b)];
+      const int len = w.layout.context_lens[static_cast<std::size_t>(b)];
       const int last = (len - 1) / p.block_size;
-      const int blk = w.block_tables[static_cast<std::size_t>(b) * p.max_blocks_per_seq + last];
+      const int blk =
+          w.layout.block_tables[static_cast<std::size_t>(b) * p.max_blocks_per_seq + last];
       for (int slot = len % p.block_size; slot > 0 && slot < p.block_size; ++slot) {
         for (int h = 0; h < p.num_kv_heads; ++h) {
           const std::size_t row =

@@ -166,11 +166,14 @@ __device__ __forceinline__ void attend_int(const PagedDecodeParams& p, unsigned 
   const auto* v_zeros = reinterpret_cast<const unsigned char*>(p.v_zeros);
   const int num_tiles = t_end > t_begin ? (t_end - t_begin + kTileTokens - 1) / kTileTokens : 0;
   int block[G::kCopies];  // physical blocks of the rows this thread copies in the next tile
+  const int span = t_end - t_begin;
   auto fetch_blocks = [&](int tile_index) {
 #pragma unroll
     for (int k = 0; k < G::kCopies; ++k) {
-      const int t = t_begin + tile_index * kTileTokens + copy_row + k * G::kCopyRowStride;
-      block[k] = t < t_end ? decode::block_of(p, table_seq, t, block_shift) : 0;
+      // The row compared with the span, not the token with t_end: the same test, but ptxas then
+      // keeps cascade's int8 suffix pass (d 64) free of a spill.
+      const int row = tile_index * kTileTokens + copy_row + k * G::kCopyRowStride;
+      block[k] = row < span ? decode::block_of(p, table_seq, t_begin + row, block_shift) : 0;
     }
   };
   auto issue = [&](int tile_index) {
@@ -402,12 +405,17 @@ __device__ __forceinline__ void attend_int(const PagedDecodeParams& p, unsigned 
               }
             }
           } else {  // int4_token: per (token, group) s and z; the group is chunk c
-            float ks[2][G::kGroups];
-            float kz[2][G::kGroups];
-            load_f16_floats(side + Side::kKScales + lt * Side::kTokenBytes, ks[0]);
-            load_f16_floats(side + Side::kKScales + (lt + 8) * Side::kTokenBytes, ks[1]);
-            load_f16_floats(side + Side::kKZeros + lt * Side::kTokenBytes, kz[0]);
-            load_f16_floats(side + Side::kKZeros + (lt + 8) * Side::kTokenBytes, kz[1]);
+            // This group's scale and zero of the lane's two tokens (one group at a time: all of
+            // them at once cost cascade's prefix pass a spill at d = 256).
+            const auto side_f16 = [&](int array, int token) {
+              return unpack2<DType::f16>(*reinterpret_cast<const std::uint16_t*>(
+                                             side + array + (token * G::kGroups + c) * 2))
+                  .x;
+            };
+            const float ks[2][1] = {{side_f16(Side::kKScales, lt)},
+                                    {side_f16(Side::kKScales, lt + 8)}};
+            const float kz[2][1] = {{side_f16(Side::kKZeros, lt)},
+                                    {side_f16(Side::kKZeros, lt + 8)}};
 #pragma unroll
             for (int nt = 0; nt < kNT; ++nt) {
               dev::FragB qh[2];
@@ -423,10 +431,10 @@ __device__ __forceinline__ void attend_int(const PagedDecodeParams& p, unsigned 
               }
               const float2 qs =
                   *reinterpret_cast<const float2*>(q_sums + c * kMRows + 8 * nt + 2 * qd);
-              s[nt][0] += sg[0] * ks[0][c] + kz[0][c] * qs.x;
-              s[nt][1] += sg[1] * ks[0][c] + kz[0][c] * qs.y;
-              s[nt][2] += sg[2] * ks[1][c] + kz[1][c] * qs.x;
-              s[nt][3] += sg[3] * ks[1][c] + kz[1][c] * qs.y;
+              s[nt][0] += sg[0] * ks[0][0] + kz[0][0] * qs.x;
+              s[nt][1] += sg[1] * ks[0][0] + kz[0][0] * qs.y;
+              s[nt][2] += sg[2] * ks[1][0] + kz[1][0] * qs.x;
+              s[nt][3] += sg[3] * ks[1][0] + kz[1][0] * qs.y;
             }
           }
         }

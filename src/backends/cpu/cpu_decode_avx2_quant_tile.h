@@ -54,16 +54,8 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
   static constexpr int kRowBytes = Layout::kRowBytes;
   static constexpr float kLoadScale = 1.0f;
 
-  static constexpr int kPer = static_cast<int>(Layout::per_token());  // V scales per token
-
   Layout layout;
   UnitScales<kKv, kHeadDim, kTile> unit_scales;
-  // As the AVX-512 quant tile: int4 keys' channel scales per block-head, converted once per
-  // unit (even/odd order per 16 channels); V's scales folded into the probabilities (pv) and
-  // the zeros summed per (head, 32-channel group) (zsum).
-  ChannelScaleCache<kKv, kHeadDim, kTile> channel_scales;
-  alignas(32) float pv[kMaxPassHeads * kTile * kPer];
-  alignas(32) float zsum[kMaxPassHeads * kGroups];
 
   void bind(const PagedDecodeParams& p) { layout.bind(p); }
 
@@ -71,7 +63,6 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
     Base::load(current, upcoming);
     if (upcoming.n() > 0) layout.prefetch_scales(upcoming);
     unit_scales.fill(layout, current);
-    channel_scales.reset();
   }
 
   void scores(const float* q, int nh, int n, float* s) {
@@ -91,38 +82,27 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
     }
   }
 
-  // int4 keys: a block-head's d channel scales and d zeros (f16) -> fp32 in even/odd order per
-  // 16 channels, out[0, d) and out[d, 2d).
-  static void convert_channel_scales(const std::uint16_t* scales, const std::uint16_t* zeros,
-                                     float* out) {
-    const auto half = [](const std::uint16_t* a) {
-      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
-    };
-    for (int u = 0; u < kUnits; ++u) {
-      __m256 even, odd;
-      avx2q::deinterleave(half(scales + 16 * u), half(scales + 16 * u + 8), even, odd);
-      _mm256_store_ps(out + 16 * u, even);
-      _mm256_store_ps(out + 16 * u + 8, odd);
-      avx2q::deinterleave(half(zeros + 16 * u), half(zeros + 16 * u + 8), even, odd);
-      _mm256_store_ps(out + kHeadDim + 16 * u, even);
-      _mm256_store_ps(out + kHeadDim + 16 * u + 8, odd);
-    }
-  }
-
-  // int4 keys: the pass's q rows (already in even/odd order, qd) times the block-head's channel
-  // scales (ks, same order) into qs, and q . z per head (bias).
+  // int4 keys: q times the block-head's channel scales in even/odd order per 16 channels (qs),
+  // and q . z per head (bias).
   template <int kNH>
-  static void channel_query(const float* qd, const float* ks, const float* kz, float* qs,
-                            float* bias) {
+  static void channel_query(const float* q, const std::uint16_t* scales, const std::uint16_t* zeros,
+                            float* qs, float* bias) {
     __m256 b[kNH];
     for (int h = 0; h < kNH; ++h) b[h] = _mm256_setzero_ps();
-    for (int c = 0; c < kChunks; ++c) {
-      const __m256 sc = _mm256_load_ps(ks + 8 * c);
-      const __m256 zc = _mm256_load_ps(kz + 8 * c);
+    for (int u = 0; u < kUnits; ++u) {
+      const auto half = [&](const std::uint16_t* a, int at) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + at)));
+      };
+      const __m256 s0 = half(scales, 16 * u), s1 = half(scales, 16 * u + 8);
+      const __m256 z0 = half(zeros, 16 * u), z1 = half(zeros, 16 * u + 8);
       for (int h = 0; h < kNH; ++h) {
-        const __m256 qc = _mm256_load_ps(qd + h * kHeadDim + 8 * c);
-        _mm256_store_ps(qs + h * kHeadDim + 8 * c, _mm256_mul_ps(qc, sc));
-        b[h] = _mm256_fmadd_ps(qc, zc, b[h]);
+        const __m256 q0 = _mm256_loadu_ps(q + h * kHeadDim + 16 * u);
+        const __m256 q1 = _mm256_loadu_ps(q + h * kHeadDim + 16 * u + 8);
+        __m256 even, odd;
+        avx2q::deinterleave(_mm256_mul_ps(q0, s0), _mm256_mul_ps(q1, s1), even, odd);
+        _mm256_store_ps(qs + h * kHeadDim + 16 * u, even);
+        _mm256_store_ps(qs + h * kHeadDim + 16 * u + 8, odd);
+        b[h] = _mm256_fmadd_ps(q0, z0, _mm256_fmadd_ps(q1, z1, b[h]));
       }
     }
     for (int h = 0; h < kNH; ++h) bias[h] = avx2::reduce_add(b[h]);
@@ -135,23 +115,20 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
     constexpr int kChains = kNH >= 4 ? 1 : 2;
     const int n_prefetch = this->k_prefetch_pending ? this->next.n() : 0;
     this->k_prefetch_pending = false;
-    // q in even/odd order (qd: once per call); int4: q' of the current block (qs_block).
-    [[maybe_unused]] alignas(32) float qd[kKv == DType::int8 ? 1 : kNH * kHeadDim];
-    [[maybe_unused]] alignas(32) float qs_block[kKv == DType::int4 ? kNH * kHeadDim : 1];
+    [[maybe_unused]] alignas(32) float qs[kNH * kHeadDim];
     [[maybe_unused]] alignas(32) float bias[kNH * 8];
     [[maybe_unused]] float block_bias[kNH];
     [[maybe_unused]] std::size_t current_block = ~std::size_t{0};
-    if constexpr (kKv != DType::int8) {
+    if constexpr (kKv == DType::int4_token) {
       for (int h = 0; h < kNH; ++h)
         for (int u = 0; u < kUnits; ++u) {
           __m256 even, odd;
           avx2q::deinterleave(_mm256_loadu_ps(q + h * kHeadDim + 16 * u),
                               _mm256_loadu_ps(q + h * kHeadDim + 16 * u + 8), even, odd);
-          _mm256_store_ps(qd + h * kHeadDim + 16 * u, even);
-          _mm256_store_ps(qd + h * kHeadDim + 16 * u + 8, odd);
+          _mm256_store_ps(qs + h * kHeadDim + 16 * u, even);
+          _mm256_store_ps(qs + h * kHeadDim + 16 * u + 8, odd);
         }
     }
-    [[maybe_unused]] const float* qs = kKv == DType::int4 ? qs_block : qd;
     __m256 part[kNH * 8];
     for (int j = 0; j < n; ++j) {
       const int jj = j % 8;
@@ -177,8 +154,8 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
           const std::size_t block = layout.block_head(layout.k_index(row));
           if (block != current_block) {
             current_block = block;
-            const float* ks = channel_scales.of(layout, block, convert_channel_scales);
-            channel_query<kNH>(qd, ks, ks + kHeadDim, qs_block, block_bias);
+            channel_query<kNH>(q, layout.k_scales + block * kHeadDim,
+                               layout.k_zeros + block * kHeadDim, qs, block_bias);
           }
           for (int h = 0; h < kNH; ++h) bias[h * 8 + jj] = block_bias[h];
         }
@@ -218,66 +195,16 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
     }
   }
 
-  // V's scales folded into the probabilities once per tile and head, as the AVX-512 quant tile:
-  // pv = p x s per (head, token, scale), zsum = sum of p z per (head, 32-channel group).
-  template <int kNH>
-  void fold_value_scales(const float* __restrict p /*[kNH][kTile]*/, int n) {
-    if constexpr (kKv == DType::int8) {
-      for (int h = 0; h < kNH; ++h)
-        for (int j0 = 0; j0 < n; j0 += 8)
-          _mm256_store_ps(pv + h * kTile + j0,
-                          _mm256_and_ps(_mm256_mul_ps(_mm256_loadu_ps(p + h * kTile + j0),
-                                                      _mm256_load_ps(unit_scales.v_scale + j0)),
-                                        avx2::lanes_below(n - j0, 0)));
-    } else {
-      // [token][group] arrays: one vector holds 8 / kGroups tokens' groups (d = 256: one token).
-      constexpr int kTok = kGroups >= 8 ? 1 : 8 / kGroups;
-      constexpr int kVecs = kGroups >= 8 ? kGroups / 8 : 1;  // vectors per token
-      constexpr int kShift = kGroups == 2 ? 1 : kGroups == 4 ? 2 : 3;
-      for (int h = 0; h < kNH; ++h) {
-        __m256 z[kVecs];
-        for (int v = 0; v < kVecs; ++v) z[v] = _mm256_setzero_ps();
-        float* pv_h = pv + h * kTile * kGroups;
-        for (int j0 = 0; j0 < n; j0 += 8) {
-          const __m256 ph =
-              _mm256_and_ps(_mm256_loadu_ps(p + h * kTile + j0), avx2::lanes_below(n - j0, 0));
-          for (int k = 0; k < 8 / kTok && j0 + k * kTok < n; ++k) {
-            const __m256i idx = _mm256_add_epi32(
-                _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), kShift),
-                _mm256_set1_epi32(k * kTok));
-            const __m256 pe = _mm256_permutevar8x32_ps(ph, idx);
-            for (int v = 0; v < kVecs; ++v) {
-              const int at = (j0 + k * kTok) * kGroups + 8 * v;
-              _mm256_store_ps(pv_h + at,
-                              _mm256_mul_ps(pe, _mm256_load_ps(unit_scales.v_scale + at)));
-              z[v] = _mm256_fmadd_ps(pe, _mm256_load_ps(unit_scales.v_zero + at), z[v]);
-            }
-          }
-        }
-        // Lane l of vector v holds group (8 v + l) % kGroups.
-        alignas(32) float lanes[8 * kVecs];
-        for (int v = 0; v < kVecs; ++v) _mm256_store_ps(lanes + 8 * v, z[v]);
-        for (int g = 0; g < kGroups; ++g) {
-          float sum = 0.0f;
-          for (int l = g; l < 8 * kVecs; l += kGroups) sum += lanes[l];
-          zsum[h * kGroups + g] = sum;
-        }
-      }
-    }
-  }
-
-  // V in slices, as the AVX-512 quant tile: each row's codes widened once and shared by the
-  // pass's heads, each head's folded weight (pv) broadcast per token (int8) or per token and
-  // 32-channel group (int4 formats: even/odd order within each 16 channels); the zeros' sums
-  // added at the slice's end.
+  // V in slices, as the AVX-512 quant tile: each row dequantized once in registers and shared by
+  // the pass's heads (int4: even/odd order within each 16 channels).
   template <int kNH>
   void accumulate_n(const float* __restrict p /*[kNH][kTile]*/, int n, float* __restrict acc) {
     constexpr int kGroup = kNH >= 4 ? 2 : 8 / kNH;  // int4 slices hold whole 16-channel pieces
     static_assert(kChunks % kGroup == 0, "slices cover d");
+    constexpr int kPer = decltype(unit_scales)::kPer;  // scales per (token, head)
     const int n_prefetch = this->v_prefetch_pending ? this->next.n() : 0;
     this->v_prefetch_pending = false;
     constexpr int kVLines = (kRowBytes + 63) / 64;  // lines of a code row
-    fold_value_scales<kNH>(p, n);
     for (int c0 = 0; c0 < kChunks; c0 += kGroup) {
       __m256 a[kNH][kGroup];
       for (int h = 0; h < kNH; ++h)
@@ -300,21 +227,23 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
 #pragma GCC unroll 8
         for (int c = 0; c < kGroup; c += 2) {
           __m256 v0, v1;
-          const float* w_at;
           if constexpr (kKv == DType::int8) {
-            v0 = avx2q::int8x8(row + 8 * (c0 + c));
-            v1 = avx2q::int8x8(row + 8 * (c0 + c) + 8);
-            w_at = pv + j;
+            const __m256 scale = _mm256_broadcast_ss(unit_scales.v_scale + j);
+            v0 = _mm256_mul_ps(avx2q::int8x8(row + 8 * (c0 + c)), scale);
+            v1 = _mm256_mul_ps(avx2q::int8x8(row + 8 * (c0 + c) + 8), scale);
           } else {
-            const int g = (c0 + c) / 4;                  // 32 channels = 4 chunks
+            const int g = (c0 + c) / 4;  // 32 channels = 4 chunks
+            const __m256 scale = _mm256_broadcast_ss(unit_scales.v_scale + j * kPer + g);
+            const __m256 zero = _mm256_broadcast_ss(unit_scales.v_zero + j * kPer + g);
             avx2q::int4x16(row + 4 * (c0 + c), v0, v1);  // 16 channels = 8 bytes
-            w_at = pv + j * kGroups + g;
+            v0 = _mm256_fmadd_ps(v0, scale, zero);
+            v1 = _mm256_fmadd_ps(v1, scale, zero);
           }
 #pragma GCC unroll 8
           for (int h = 0; h < kNH; ++h) {
-            const __m256 w = _mm256_broadcast_ss(w_at + h * kTile * kPer);
-            a[h][c] = _mm256_fmadd_ps(w, v0, a[h][c]);
-            a[h][c + 1] = _mm256_fmadd_ps(w, v1, a[h][c + 1]);
+            const __m256 pj = _mm256_broadcast_ss(p + h * kTile + j);
+            a[h][c] = _mm256_fmadd_ps(pj, v0, a[h][c]);
+            a[h][c + 1] = _mm256_fmadd_ps(pj, v1, a[h][c + 1]);
           }
         }
       }
@@ -325,10 +254,8 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
             _mm256_storeu_ps(out, a[h][c]);
             _mm256_storeu_ps(out + 8, a[h][c + 1]);
           } else {
-            const __m256 zero = _mm256_set1_ps(zsum[h * kGroups + (c0 + c) / 4]);
             __m256 lo, hi;
-            avx2q::interleave(_mm256_add_ps(a[h][c], zero), _mm256_add_ps(a[h][c + 1], zero), lo,
-                              hi);
+            avx2q::interleave(a[h][c], a[h][c + 1], lo, hi);
             _mm256_storeu_ps(out, lo);
             _mm256_storeu_ps(out + 8, hi);
           }

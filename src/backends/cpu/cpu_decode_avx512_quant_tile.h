@@ -61,17 +61,8 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
   static constexpr int kRowBytes = Layout::kRowBytes;
   static constexpr float kLoadScale = 1.0f;
 
-  static constexpr int kPer = static_cast<int>(Layout::per_token());  // V scales per token
-
   Layout layout;
   UnitScales<kKv, kHeadDim, kTile> unit_scales;
-  // int4 keys: each block-head's channel scales and zeros in fp32, even/odd order per 32
-  // channels, converted once per unit and shared by every pass over it.
-  ChannelScaleCache<kKv, kHeadDim, kTile> channel_scales;
-  // V: the pass's probabilities times the V scales, [head][token][scale of the token] (pv), and
-  // per head and 32-channel group the sum of p * zero over the tile (zsum, the int4 formats).
-  alignas(64) float pv[kMaxPassHeads * kTile * kPer];
-  alignas(64) float zsum[kMaxPassHeads * kGroups];
 
   void bind(const PagedDecodeParams& p) { layout.bind(p); }
 
@@ -79,7 +70,6 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
     Base::load(current, upcoming);
     if (upcoming.n() > 0) layout.prefetch_scales(upcoming);
     unit_scales.fill(layout, current);
-    channel_scales.reset();
   }
 
   void scores(const float* q, int nh, int n, float* s) {
@@ -99,40 +89,27 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
     }
   }
 
-  // int4 keys: a block-head's d channel scales and d zeros (f16) -> fp32 in even/odd order per
-  // 32 channels, out[0, d) and out[d, 2d).
-  static void convert_channel_scales(const std::uint16_t* scales, const std::uint16_t* zeros,
-                                     float* out) {
-    const auto half = [](const std::uint16_t* a) {
-      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)));
-    };
-    for (int g = 0; g < kGroups; ++g) {
-      __m512 even, odd;
-      avx512q::deinterleave(half(scales + 32 * g), half(scales + 32 * g + 16), even, odd);
-      _mm512_store_ps(out + 32 * g, even);
-      _mm512_store_ps(out + 32 * g + 16, odd);
-      avx512q::deinterleave(half(zeros + 32 * g), half(zeros + 32 * g + 16), even, odd);
-      _mm512_store_ps(out + kHeadDim + 32 * g, even);
-      _mm512_store_ps(out + kHeadDim + 32 * g + 16, odd);
-    }
-  }
-
-  // int4 keys: the pass's q rows (already in even/odd order, qd) times the block-head's channel
-  // scales (ks, same order) into qs, and q . z per head (bias).
+  // int4 keys: the pass's q rows times the block-head's channel scales, each group of 32
+  // channels in even/odd order (qs), and q . z per head (bias).
   template <int kNH>
-  static void channel_query(const float* qd, const float* ks, const float* kz, float* qs,
-                            float* bias) {
+  static void channel_query(const float* q, const std::uint16_t* scales, const std::uint16_t* zeros,
+                            float* qs, float* bias) {
     __m512 b[kNH];
     for (int h = 0; h < kNH; ++h) b[h] = _mm512_setzero_ps();
-#pragma GCC unroll 16
-    for (int c = 0; c < kChunks; ++c) {
-      const __m512 sc = _mm512_load_ps(ks + 16 * c);
-      const __m512 zc = _mm512_load_ps(kz + 16 * c);
-#pragma GCC unroll 8
+    for (int g = 0; g < kGroups; ++g) {
+      const auto half = [&](const std::uint16_t* a, int at) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + at)));
+      };
+      const __m512 s0 = half(scales, 32 * g), s1 = half(scales, 32 * g + 16);
+      const __m512 z0 = half(zeros, 32 * g), z1 = half(zeros, 32 * g + 16);
       for (int h = 0; h < kNH; ++h) {
-        const __m512 qc = _mm512_load_ps(qd + h * kHeadDim + 16 * c);
-        _mm512_store_ps(qs + h * kHeadDim + 16 * c, _mm512_mul_ps(qc, sc));
-        b[h] = _mm512_fmadd_ps(qc, zc, b[h]);
+        const __m512 q0 = _mm512_loadu_ps(q + h * kHeadDim + 32 * g);
+        const __m512 q1 = _mm512_loadu_ps(q + h * kHeadDim + 32 * g + 16);
+        __m512 even, odd;
+        avx512q::deinterleave(_mm512_mul_ps(q0, s0), _mm512_mul_ps(q1, s1), even, odd);
+        _mm512_store_ps(qs + h * kHeadDim + 32 * g, even);
+        _mm512_store_ps(qs + h * kHeadDim + 32 * g + 16, odd);
+        b[h] = _mm512_fmadd_ps(q0, z0, _mm512_fmadd_ps(q1, z1, b[h]));
       }
     }
     for (int h = 0; h < kNH; ++h) bias[h] = _mm512_reduce_add_ps(b[h]);
@@ -144,23 +121,21 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
   void scores_n(const float* __restrict q /*[kNH][d]*/, int n, float* __restrict s) {
     const int n_prefetch = this->k_prefetch_pending ? this->next.n() : 0;
     this->k_prefetch_pending = false;
-    // q in even/odd order (qd: once per call); int4: q' of the current block (qs).
-    [[maybe_unused]] alignas(64) float qd[kKv == DType::int8 ? 1 : kNH * kHeadDim];
-    [[maybe_unused]] alignas(64) float qs_block[kKv == DType::int4 ? kNH * kHeadDim : 1];
+    // int4: q' of the current block; int4_token: q permuted.
+    [[maybe_unused]] alignas(64) float qs[kNH * kHeadDim];
     [[maybe_unused]] alignas(64) float bias[kNH * 16];  // int4: q . z of each token's block
     [[maybe_unused]] float block_bias[kNH];
     [[maybe_unused]] std::size_t current_block = ~std::size_t{0};
-    if constexpr (kKv != DType::int8) {
+    if constexpr (kKv == DType::int4_token) {
       for (int h = 0; h < kNH; ++h)
         for (int g = 0; g < kGroups; ++g) {
           __m512 even, odd;
           avx512q::deinterleave(_mm512_loadu_ps(q + h * kHeadDim + 32 * g),
                                 _mm512_loadu_ps(q + h * kHeadDim + 32 * g + 16), even, odd);
-          _mm512_store_ps(qd + h * kHeadDim + 32 * g, even);
-          _mm512_store_ps(qd + h * kHeadDim + 32 * g + 16, odd);
+          _mm512_store_ps(qs + h * kHeadDim + 32 * g, even);
+          _mm512_store_ps(qs + h * kHeadDim + 32 * g + 16, odd);
         }
     }
-    [[maybe_unused]] const float* qs = kKv == DType::int4 ? qs_block : qd;
     __m512 part[kNH * 16];
     for (int j0 = 0; j0 < n; j0 += 16) {
       const int m = std::min(16, n - j0);
@@ -186,8 +161,8 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
             const std::size_t block = layout.block_head(layout.k_index(row));
             if (block != current_block) {
               current_block = block;
-              const float* ks = channel_scales.of(layout, block, convert_channel_scales);
-              channel_query<kNH>(qd, ks, ks + kHeadDim, qs_block, block_bias);
+              channel_query<kNH>(q, layout.k_scales + block * kHeadDim,
+                                 layout.k_zeros + block * kHeadDim, qs, block_bias);
             }
             for (int h = 0; h < kNH; ++h) bias[h * 16 + jj] = block_bias[h];
           }
@@ -222,68 +197,19 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
     }
   }
 
-  // V's scales folded into the probabilities once per tile and head, not applied per element:
-  // p . (code s + z) over the tile's tokens = (p s) . code + (p . z) per 32-channel group, so
-  // pv = p x s per (head, token, scale) and zsum = sum of p z per (head, group) (int4 formats).
-  // p's lanes at or past n are masked off (the scores there are stale).
-  template <int kNH>
-  void fold_value_scales(const float* __restrict p /*[kNH][kTile]*/, int n) {
-    if constexpr (kKv == DType::int8) {
-      for (int h = 0; h < kNH; ++h)
-        for (int j0 = 0; j0 < n; j0 += 16)
-          _mm512_store_ps(
-              pv + h * kTile + j0,
-              _mm512_maskz_mul_ps(avx512q::lanes_below(n, j0), _mm512_loadu_ps(p + h * kTile + j0),
-                                  _mm512_load_ps(unit_scales.v_scale + j0)));
-    } else {
-      // The per-token arrays are [token][group]: one vector holds 16 / kGroups tokens' groups,
-      // and p is spread to match (lane l: token l / kGroups of the vector).
-      constexpr int kTok = 16 / kGroups;
-      static_assert(16 % kGroups == 0, "a vector holds whole tokens");
-      __m512 z[kNH];
-      for (int h = 0; h < kNH; ++h) {
-        z[h] = _mm512_setzero_ps();
-        float* pv_h = pv + h * kTile * kGroups;
-        for (int j0 = 0; j0 < n; j0 += 16) {
-          const __m512 ph = _mm512_maskz_loadu_ps(avx512q::lanes_below(n, j0), p + h * kTile + j0);
-          for (int k = 0; k < kGroups && j0 + k * kTok < n; ++k) {
-            const __m512i idx = _mm512_add_epi32(
-                _mm512_srli_epi32(
-                    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                    kGroups == 2   ? 1
-                    : kGroups == 4 ? 2
-                                   : 3),
-                _mm512_set1_epi32(k * kTok));
-            const __m512 pe = _mm512_permutexvar_ps(idx, ph);
-            const int at = (j0 + k * kTok) * kGroups;
-            _mm512_store_ps(pv_h + at, _mm512_mul_ps(pe, _mm512_load_ps(unit_scales.v_scale + at)));
-            z[h] = _mm512_fmadd_ps(pe, _mm512_load_ps(unit_scales.v_zero + at), z[h]);
-          }
-        }
-        // Lane l holds group l % kGroups: fold the lanes of each group together.
-        alignas(64) float lanes[16];
-        _mm512_store_ps(lanes, z[h]);
-        for (int g = 0; g < kGroups; ++g) {
-          float sum = 0.0f;
-          for (int l = g; l < 16; l += kGroups) sum += lanes[l];
-          zsum[h * kGroups + g] = sum;
-        }
-      }
-    }
-  }
-
-  // V in slices of the float tile's width: each row's codes widened once and shared by the
-  // pass's heads, each head's folded weight (pv) broadcast per token (int8) or per token and
-  // 32-channel group (int4 formats, whose accumulators are in even/odd order within each group,
-  // permuted to match at the slice's edges); the zeros' sums are added at the slice's end.
+  // V in slices of the float tile's width, each row dequantized in registers once and shared by
+  // the pass's heads: int8 code x s_V(t), int4 fma(code, s, z) per (token, 32 channels), in
+  // even/odd order within each group (the accumulators are permuted to match at the slice's
+  // edges). Cheaper than folding s into each head's probability: one multiply per 16 codes
+  // instead of one per head and token.
   template <int kNH>
   void accumulate_n(const float* __restrict p /*[kNH][kTile]*/, int n, float* __restrict acc) {
     constexpr int kGroup = kChunks < 16 / kNH ? kChunks : 16 / kNH;
     static_assert(kChunks % kGroup == 0 && kGroup % 2 == 0, "slices cover whole 32-channel groups");
+    constexpr int kPer = decltype(unit_scales)::kPer;  // scales per (token, head)
     const int n_prefetch = this->v_prefetch_pending ? this->next.n() : 0;
     this->v_prefetch_pending = false;
     constexpr int kVLines = (kRowBytes + 63) / 64;  // lines of a code row
-    fold_value_scales<kNH>(p, n);
     for (int c0 = 0; c0 < kChunks; c0 += kGroup) {
       __m512 a[kNH][kGroup];
       for (int h = 0; h < kNH; ++h)
@@ -303,29 +229,28 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
             __builtin_prefetch(this->next.v(j) + 64 * line, /*rw=*/0, kPrefetchLocality);
         }
         const std::byte* row = this->unit.v(j);
+        __m512 v[kGroup];
         if constexpr (kKv == DType::int8) {
-          __m512 v[kGroup];
+          const __m512 scale = _mm512_set1_ps(unit_scales.v_scale[j]);
 #pragma GCC unroll 16
-          for (int c = 0; c < kGroup; ++c) v[c] = avx512q::int8x16(row + 16 * (c0 + c));
-#pragma GCC unroll 8
-          for (int h = 0; h < kNH; ++h) {
-            const __m512 w = _mm512_set1_ps(pv[h * kTile + j]);
-#pragma GCC unroll 16
-            for (int c = 0; c < kGroup; ++c) a[h][c] = _mm512_fmadd_ps(w, v[c], a[h][c]);
-          }
+          for (int c = 0; c < kGroup; ++c)
+            v[c] = _mm512_mul_ps(avx512q::int8x16(row + 16 * (c0 + c)), scale);
         } else {
 #pragma GCC unroll 8
           for (int c = 0; c < kGroup; c += 2) {
             const int g = (c0 + c) / 2;
-            __m512 even, odd;
-            avx512q::int4x32(row + 16 * g, even, odd);
-#pragma GCC unroll 8
-            for (int h = 0; h < kNH; ++h) {
-              const __m512 w = _mm512_set1_ps(pv[(h * kTile + j) * kGroups + g]);
-              a[h][c] = _mm512_fmadd_ps(w, even, a[h][c]);
-              a[h][c + 1] = _mm512_fmadd_ps(w, odd, a[h][c + 1]);
-            }
+            const __m512 scale = _mm512_set1_ps(unit_scales.v_scale[j * kPer + g]);
+            const __m512 zero = _mm512_set1_ps(unit_scales.v_zero[j * kPer + g]);
+            avx512q::int4x32(row + 16 * g, v[c], v[c + 1]);
+            v[c] = _mm512_fmadd_ps(v[c], scale, zero);
+            v[c + 1] = _mm512_fmadd_ps(v[c + 1], scale, zero);
           }
+        }
+#pragma GCC unroll 8
+        for (int h = 0; h < kNH; ++h) {
+          const __m512 pj = _mm512_set1_ps(p[h * kTile + j]);
+#pragma GCC unroll 16
+          for (int c = 0; c < kGroup; ++c) a[h][c] = _mm512_fmadd_ps(pj, v[c], a[h][c]);
         }
       }
       for (int h = 0; h < kNH; ++h)
@@ -335,10 +260,8 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
             _mm512_storeu_ps(out, a[h][c]);
             _mm512_storeu_ps(out + 16, a[h][c + 1]);
           } else {
-            const __m512 zero = _mm512_set1_ps(zsum[h * kGroups + (c0 + c) / 2]);
             __m512 lo, hi;
-            avx512q::interleave(_mm512_add_ps(a[h][c], zero), _mm512_add_ps(a[h][c + 1], zero), lo,
-                                hi);
+            avx512q::interleave(a[h][c], a[h][c + 1], lo, hi);
             _mm512_storeu_ps(out, lo);
             _mm512_storeu_ps(out + 16, hi);
           }

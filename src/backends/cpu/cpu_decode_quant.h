@@ -145,32 +145,6 @@ struct UnitScales {
     }
   }
 };
-
-// int4 keys: the channel scales and zeros of the block-heads a unit's rows lie in, in fp32 and in
-// the tile's channel order (Convert: f16 scales, f16 zeros -> the [2][d] floats), converted the
-// first time a pass asks for a block-head and reused by every later pass over the unit (the
-// query heads of one pass share them already). A unit spans at most kSlots block-heads when
-// P >= 16; with smaller blocks the extra ones are converted into a scratch slot on every use.
-template <DType kKv, int kHeadDim, int kTile>
-struct ChannelScaleCache {
-  static constexpr int kSlots = kKv == DType::int4 ? kTile / 16 + 1 : 0;
-  alignas(64) float values[kSlots + 1][2 * kHeadDim];  // [slot][scales d, zeros d]
-  std::size_t block_of[kSlots + 1];
-  int used = 0;
-
-  void reset() { used = 0; }
-  template <class Convert>
-  const float* of(const QuantLayout<kKv, kHeadDim>& layout, std::size_t block_head,
-                  Convert convert) {
-    for (int i = 0; i < used; ++i)
-      if (block_of[i] == block_head) return values[i];
-    const int slot = used < kSlots ? used++ : kSlots;
-    block_of[slot] = block_head;
-    convert(layout.k_scales + block_head * kHeadDim, layout.k_zeros + block_head * kHeadDim,
-            values[slot]);
-    return values[slot];
-  }
-};
 #endif  // DECODEBENCH_CPU_AVX2
 
 // One row of codes dequantized to fp32, exactly as quant::dequantize: code * s, or fma(code, s, z)

@@ -5,7 +5,8 @@
 // The codes sit in the float formats' paged layout, [num_blocks][Hkv][P][row bytes], so the
 // driver walks them unchanged; a row's (block, head, token) index is its byte offset over the row
 // size, and every scale array is laid out by that index (or by its block-head, for int4 keys).
-// How the arithmetic is arranged (each choice measured: results/cpu-xeon-spr-2vcpu/quant/):
+// How the arithmetic is arranged (each choice measured: results/cpu-xeon-spr-2vcpu/quant/; the
+// GQA limits and a V-scale fold tried and reverted: results/cpu-amd-epyc-zen4-2vcpu/quant-gqa/):
 //   int8 K      s per (token, head): a score is s_K(t) * (q . codes), 16 scores at a time.
 //               Codes are sign-extended and converted.
 //   int4 K      s, z per (block, head, channel): q . k = (q * s) . codes + q . z, so per block
@@ -14,7 +15,9 @@
 //   K           (fma(code, s, z), shared by the pass's heads) before the dot products.
 //   V           every row dequantized in registers (code x s, or fma(code, s, z) per 32
 //               channels) once, shared by the pass's heads; one multiply per 16 codes beats
-//               folding s into each head's probability at any GQA group.
+//               folding s into each head's probability per token at any GQA group, and folding
+//               it per tile (p x s by vector multiplies, the zeros as one sum per head and
+//               group) was faster warm but slower cold at GQA 4 on a Zen 4 VM.
 // Two int4 codes share a byte (even channel low), so a register of 16 (or 8) bytes unpacks to the
 // even channels and the odd ones: q' and the V accumulators are kept in that order within each
 // 32 (or 16) channels and permuted back at the tile's edges.

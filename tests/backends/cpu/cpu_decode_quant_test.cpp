@@ -1,8 +1,8 @@
 // The CPU decode on the integer KV formats (int8, int4, int4_token) against the reference, which
 // reads the same codes through quant::dequantize: every compiled path x head_dim 64/128/256 x
 // GQA 1/2/4/8 (passes of 1, 2, 4 and 8 heads) x block size 1/8/16/64 over ragged contexts, split
-// and not; the cascade with shared prefixes; planted faults in the scales and zeros; and the byte
-// model against what the workload really stores.
+// and not; the cascade with shared prefixes, with several passes over every tile; planted faults
+// in the scales and zeros; and the byte model against what the workload really stores.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -127,6 +127,31 @@ TEST(CpuDecodeQuant, CascadeWithSharedPrefixes) {
         o.num_threads = 2;
         SCOPED_TRACE(std::string(dtype_name(kv)) + " " + cpu::resolved_path_name(path) +
                      " g=" + std::to_string(group));
+        const Comparison cmp = compare(run(p, w, o, /*cascade=*/true), w);
+        EXPECT_TRUE(cmp.ok) << cmp.report;
+      }
+}
+
+// Several passes over every tile: a prefix group's members x query heads are more rows than one
+// pass takes (8), so each unit is scored pass after pass, and block sizes 1 to 64 put 1 to 128
+// blocks in one tile: int4 keys change their channel scales (and so q') inside a score group at
+// small P, so a kernel that reused one block's q' for the next block, or one pass's weights in
+// another pass, would be caught here.
+TEST(CpuDecodeQuant, CascadePassesOverEveryBlockSize) {
+  for (DType kv : kIntFormats)
+    for (cpu::DecodePath path : compiled_paths())
+      for (int block : {1, 4, 16, 64}) {
+        const Workload w =
+            workload_of(kv, {8, 2, 64, 9, ContextSpec::ragged(150, 300), block, 0.8});
+        k::PagedDecodeParams p = w.params();
+        const k::PrefixPlan plan = k::plan_prefixes(p);
+        ASSERT_GT(plan.num_groups(), 0);
+        plan.bind(p);
+        cpu::DecodeOptions o;
+        o.path = path;
+        o.num_threads = 2;
+        SCOPED_TRACE(std::string(dtype_name(kv)) + " " + cpu::resolved_path_name(path) +
+                     " P=" + std::to_string(block));
         const Comparison cmp = compare(run(p, w, o, /*cascade=*/true), w);
         EXPECT_TRUE(cmp.ok) << cmp.report;
       }

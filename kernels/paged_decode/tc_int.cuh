@@ -114,10 +114,10 @@ __device__ __forceinline__ void attend_int(const PagedDecodeParams& p, unsigned 
   float* q_sums = reinterpret_cast<float*>(q_lo + kMRows * G::kQRowBytes);  // [d / 32][kMRows]
 
   const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  const int g = lane / 4;   // C rows g, g + 8 (tokens); A rows (channels); B column (query row)
-  const int qd = lane % 4;  // C columns 2 qd, 2 qd + 1 (query rows)
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+  const int g = lane >> 2;  // C rows g, g + 8 (tokens); A rows (channels); B column (query row)
+  const int qd = lane & 3;  // C columns 2 qd, 2 qd + 1 (query rows)
 
   // q [kMRows][d] as hi + lo in f16, in K's channel order; rows past live_rows are zero.
   const bool q_split = p.q_dtype != kMma;

@@ -4,7 +4,8 @@
 // these too), GQA groups 1..8, block sizes 8 (the rungs' minimum) and 16 (and 64),
 // ragged contexts, split counts, cascade's shared prefixes (several groups, forced chunks), q
 // of both dtypes; and planted faults, each a scale or zero array the kernel must read (dropped:
-// zeros set to 0, scales to 1), which the same comparison must catch. tc_test.cpp and
+// zeros set to 0, scales to 1), stale scales past a context's end, and int4 codes with their
+// nibbles swapped, which the same comparison must catch. tc_test.cpp and
 // cascade_test.cpp also run every compiled KV dtype, these included, on their shapes.
 #include <gtest/gtest.h>
 
@@ -44,14 +45,17 @@ struct Case {
 // What a planted fault does to the params before the launch.
 // stale_past_end: every per-token scale and zero of the slots past a sequence's end in its last
 // block set to NaN (what an allocator's recycled block may hold), which a kernel must never let
-// reach the output.
+// reach the output. *_nibbles_swapped: the two codes of every byte exchanged, which is what a
+// kernel reading nibbles in the wrong order sees.
 enum class Plant {
   none,
   k_zeros_dropped,
   v_zeros_dropped,
   k_scales_one,
   v_scales_one,
-  stale_past_end
+  stale_past_end,
+  k_nibbles_swapped,
+  v_nibbles_swapped
 };
 
 struct IntRun {
@@ -82,6 +86,12 @@ IntRun run(const std::string& kernel, const Workload& w, const Case& c, Plant pl
     return planted.data();
   };
   std::vector<std::uint16_t> stale[4];
+  std::vector<std::byte> swapped;
+  const auto swap_nibbles = [&](const std::vector<std::byte>& codes) {
+    swapped = codes;
+    for (std::byte& b : swapped) b = (b << 4) | (b >> 4);
+    return swapped.data();
+  };
   const auto plant_stale = [&](const std::vector<std::uint16_t>& a, int per_token) {
     std::vector<std::uint16_t> s = a;
     if (s.empty() || per_token == 0) return s;
@@ -119,6 +129,8 @@ IntRun run(const std::string& kernel, const Workload& w, const Case& c, Plant pl
     case Plant::v_zeros_dropped: p.v_zeros = plant_array(w.v_zeros, 0); break;
     case Plant::k_scales_one: p.k_scales = plant_array(w.k_scales, 0x3C00); break;
     case Plant::v_scales_one: p.v_scales = plant_array(w.v_scales, 0x3C00); break;
+    case Plant::k_nibbles_swapped: p.k_cache = swap_nibbles(w.k_cache); break;
+    case Plant::v_nibbles_swapped: p.v_cache = swap_nibbles(w.v_cache); break;
   }
   const std::size_t n = static_cast<std::size_t>(w.rows()) * p.num_q_heads * p.head_dim;
   std::vector<std::uint16_t> bits(n, 0xffff);  // NaN in f16 and bf16: must be written
@@ -255,8 +267,9 @@ TEST(IntKvEmu, CascadeForcedChunksAndSplits) {
   expect_matches_reference("cascade", c, "2 splits, 3 prefix chunks", /*want_prefix=*/true);
 }
 
-// Each scale and zero array the kernels read, dropped in a planted copy, must fail the same
-// comparison that passes without it: a kernel ignoring it could not pass.
+// Each scale and zero array the kernels read, dropped in a planted copy, and the int4 codes with
+// their nibble order reversed must fail the same comparison that passes without them: a kernel
+// ignoring an array, or reading nibbles the other way round, could not pass.
 TEST(IntKvEmu, DroppedScalesAndZerosAreCaught) {
   struct Fault {
     DType kv;
@@ -274,6 +287,10 @@ TEST(IntKvEmu, DroppedScalesAndZerosAreCaught) {
       {DType::int4_token, Plant::k_zeros_dropped, "int4_token K zeros"},
       {DType::int4_token, Plant::v_scales_one, "int4_token V scales"},
       {DType::int4_token, Plant::v_zeros_dropped, "int4_token V zeros"},
+      {DType::int4, Plant::k_nibbles_swapped, "int4 K nibble order"},
+      {DType::int4, Plant::v_nibbles_swapped, "int4 V nibble order"},
+      {DType::int4_token, Plant::k_nibbles_swapped, "int4_token K nibble order"},
+      {DType::int4_token, Plant::v_nibbles_swapped, "int4_token V nibble order"},
   };
   int ran = 0;
   for (const char* kernel : {"tc", "cascade"}) {

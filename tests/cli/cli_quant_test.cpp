@@ -289,9 +289,6 @@ TEST(CliQuantDump, QuantizedPointKeepsItsCodesScalesAndSource) {
   }
 }
 
-}  // namespace
-}  // namespace decodebench::testing
-
 // Every format of the table (kernels/kv_formats.h) through `sweep --dump` on the cpu backend and
 // through `quantize --codes`: a format the dump, the quantize command or the CLI's parsing misses
 // fails here by name. The stored form's files follow the table: codes (a signed byte each, or
@@ -342,3 +339,6 @@ TEST(CliQuantDump, EveryTableFormatDumpsAndQuantizes) {
     }
   }
 }
+
+}  // namespace
+}  // namespace decodebench::testing

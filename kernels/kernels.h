@@ -13,43 +13,12 @@
 #include <string_view>
 #include <vector>
 
+#include "kv_formats.h"
+
 namespace decodebench {
 
-// Element types of Q/out and of the KV cache. f32 KV exists for tests (the CPU reference and
-// the CPU backend); the GPU kernels take f16, bf16 and the two fp8 formats. The integer KV
-// formats (int8, int4, int4_token) store codes with f16 scales and zeros beside them, laid out
-// and defined in src/quant/kv_quant.h; they are KV formats only, never a Q or weight type, read
-// by the CPU backend and the tensor-core rungs (tc, cascade).
-enum class DType : std::uint8_t { f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int4_token };
-
-// Bytes of one element. The int4 formats pack two codes a byte: 0 here, and every KV byte count
-// goes through kv_row_bytes (codes) and the byte model (codes, scales and zeros).
-constexpr std::size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::f32: return 4;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::fp8_e4m3: return 1;
-    case DType::fp8_e5m2: return 1;
-    case DType::int8: return 1;
-    case DType::int4: return 0;
-    case DType::int4_token: return 0;
-  }
-  return 0;
-}
-constexpr bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
-// The integer KV formats: codes plus the scale (and zero) arrays of PagedDecodeParams.
-constexpr bool is_int_kv(DType t) {
-  return t == DType::int8 || t == DType::int4 || t == DType::int4_token;
-}
-constexpr bool is_int4_kv(DType t) { return t == DType::int4 || t == DType::int4_token; }
-// Bytes of the codes of one (token, KV head) row of `head_dim` channels.
-constexpr std::size_t kv_row_bytes(DType t, int head_dim) {
-  return is_int4_kv(t) ? static_cast<std::size_t>(head_dim) / 2
-                       : static_cast<std::size_t>(head_dim) * dtype_size(t);
-}
-// Channels per scale group of the per-group int4 layouts (keys of int4_token, values of both).
-inline constexpr int kInt4GroupChannels = 32;
+// DType, the KV formats' table (kKvFormats) and its helpers (dtype_size, is_fp8, is_int_kv,
+// is_int4_kv, kv_row_bytes, kInt4GroupChannels): kv_formats.h.
 
 // The units a kernel's multiply-adds run on, which decide its FLOP ceiling
 // (src/harness/roofline.h): the fp32 FMA pipes of the CUDA cores (or of a CPU), or the tensor

@@ -27,19 +27,7 @@ constexpr Rung kRungs[] = {
 #include "ladder_rungs.inc"
 };
 
-const char* dtype_label(DType t) {
-  switch (t) {
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::fp8_e4m3: return "fp8_e4m3";
-    case DType::fp8_e5m2: return "fp8_e5m2";
-    case DType::int8: return "int8";
-    case DType::int4: return "int4";
-    case DType::int4_token: return "int4_token";
-  }
-  return "?";
-}
+const char* dtype_label(DType t) { return kv_format(t).name; }
 
 template <typename T>
 std::string join(const std::vector<T>& items) {

@@ -103,14 +103,13 @@ parse_entries() {
 
 # void decodebench::kernels::cuda::paged_decode::gqa_detail::gqa_kernel<(decodebench::DType)1,
 # 128, 8>(decodebench::kernels::PagedDecodeParams) -> gqa_kernel<f16, 128, 8>
+# The KV formats' names by enum ordinal come from the build's export of kernels/kv_formats.h
+# (scripts/kv_formats.py: the kv_formats.json of the library's build, else the table itself),
+# read once into $tmp/dtype.sed by check_library.
 shorten() {
   sed -E 's/^void //; s/\([^()]*\)$//;
           s/decodebench::kernels::[a-z_]+:://g; s/paged_decode:://g; s/[a-z_]+_detail:://g;
-          s/\(anonymous namespace\):://g;
-          s/\(decodebench::DType\)0/f32/g; s/\(decodebench::DType\)1/f16/g;
-          s/\(decodebench::DType\)2/bf16/g; s/\(decodebench::DType\)3/fp8_e4m3/g;
-          s/\(decodebench::DType\)4/fp8_e5m2/g; s/\(decodebench::DType\)5/int8/g;
-          s/\(decodebench::DType\)6/int4/g; s/\(decodebench::DType\)7/int4_token/g'
+          s/\(anonymous namespace\):://g' | sed -E -f "$tmp/dtype.sed"
 }
 
 # decode / ceiling / fill / quantize from the demangled name's own qualification (not its
@@ -143,6 +142,10 @@ check_library() {
      ! "$cuobjdump" -symbols "$lib" >"$tmp/sym" 2>>"$tmp/err"; then
     echo "check-spills: $cuobjdump cannot read '$lib':" >&2
     sed 's/^/  /' "$tmp/err" >&2
+    exit 2
+  fi
+  if ! python3 "$root/scripts/kv_formats.py" --near "$lib" sed-ordinals >"$tmp/dtype.sed"; then
+    echo "check-spills: cannot read the KV formats (scripts/kv_formats.py)" >&2
     exit 2
   fi
   parse_resource_usage <"$tmp/res" | sort -u >"$tmp/rows"

@@ -132,8 +132,12 @@ if [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/
 [ -n "$nvcc" ] || die "no nvcc on PATH or in /usr/local/cuda/bin: the bundle's kernels need it"
 
 head_dims="64;128;256"
-kv_dtypes="f16;bf16;fp8_e4m3;fp8_e5m2"
-int_kv_dtypes="int8;int4;int4_token"  # tc and cascade only (ladder.json "int_kv")
+# Every KV format the ladder is built for, from the table (kernels/kv_formats.h): the float ones
+# for every rung, the integer ones for tc and cascade only (ladder.json "int_kv").
+kv_dtypes="$(python3 "$root/scripts/kv_formats.py" --source names --ladder all --sep ';')" ||
+  die "cannot read the KV formats (scripts/kv_formats.py)"
+int_kv_dtypes="$(python3 "$root/scripts/kv_formats.py" --source names --ladder int_kv --sep ';')" ||
+  die "cannot read the KV formats (scripts/kv_formats.py)"
 rungs="all"
 if [ "$quick" -eq 1 ]; then
   head_dims="128"
@@ -212,6 +216,9 @@ for lib in "${travelling_libs[@]}"; do
   cp -L "${so#* }" "$out/lib/${so%% *}"
 done
 cp -r "$root/configs" "$out/configs"
+# The KV formats' table as this build exported it, for the scripts run beside the bundle
+# (scripts/kv_formats.py finds it above bin/decodebench).
+cp "$build_dir/kv_formats.json" "$out/kv_formats.json"
 
 echo "gpu-bundle: checking ldd" >&2
 check_ldd "$out"/bin/* "$out"/lib/* || die "a bundled binary needs a library the target may lack"

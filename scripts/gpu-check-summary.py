@@ -216,18 +216,22 @@ def prefix_lines(prefix):
 
 def int_kv_lines(report):
     """Per rung, each integer format's tokens/s over f16's at batch 64 x 8192; int4 on tc against
-    INT4_SPEEDUP."""
+    INT4_SPEEDUP. The formats are the report's own (gpu-check.sh sweeps f16 and the integer
+    formats of the bundle's kv_formats.json), in the order the sweep ran them."""
     tps = {}
+    formats = []
     for r in report.get("results") or []:
         if r.get("status") == "ok" and r.get("tokens_per_s"):
             tps[(r.get("kernel"), r.get("kv_dtype"))] = r["tokens_per_s"]
+        if r.get("kv_dtype") not in formats and r.get("kv_dtype") != "f16":
+            formats.append(r.get("kv_dtype"))
     lines = []
     for kernel in sorted({k for k, _ in tps}):
         f16 = tps.get((kernel, "f16"))
         if not f16:
             continue
         parts = [f"f16 {f16:.0f} tok/s"]
-        for kv in ("int8", "int4", "int4_token"):
+        for kv in formats:
             if (kernel, kv) in tps:
                 parts.append(f"{kv} {tps[(kernel, kv)] / f16:.2f}x")
         line = f"  {kernel:<8} " + ", ".join(parts)

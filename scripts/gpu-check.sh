@@ -25,7 +25,7 @@
 #   targets         configs/sweeps/gpu-targets.json: the GPU target points, --kernel auto and
 #                   every rung                                          targets.log, targets.json
 #   int-kv          configs/sweeps/gpu-targets.json cut to batch 64 x 8192, f16 and the integer
-#                   KV formats (int8, int4, int4_token) on tc and cascade     int-kv.log, int-kv.json
+#                   KV formats (the bundle's kv_formats.json) on tc and cascade int-kv.log, int-kv.json
 #   prefix          configs/sweeps/prefix.json cut to batch 16/64 x 8k x h 0/0.9, one group:
 #                   split_kv and tc against cascade                       prefix.log, prefix.json
 #   layer           configs/sweeps/knee.json cut to batch 1/4/16/64/256 x 8k x h 0/0.9: the
@@ -278,8 +278,10 @@ sweep_step() {  # sweep_step [--partial-ok] NAME CONFIG OUT CAP [AXIS FLAGS...]
 sweep_step targets gpu-targets.json targets.json 150
 # The integer KV formats against f16 at the batch-64 target point, on the two rungs that read
 # them (the CUDA-core rungs refuse them).
+int_kv_formats="$(python3 "$root/scripts/kv_formats.py" --near "$bin" names --ladder int_kv)" ||
+  int_kv_formats=""
 sweep_step int-kv gpu-targets.json int-kv.json 60 --batch 64 --context 8192 \
-  --kv-dtype f16,int8,int4,int4_token --kernel tc,cascade
+  --kv-dtype "f16${int_kv_formats:+,$int_kv_formats}" --kernel tc,cascade
 # Prefix reuse, a cut of configs/sweeps/prefix.json: batch 16 and 64 at 8k, no and 90 % sharing,
 # the prefix-unaware rungs against cascade; what the budget leaves of it is kept.
 sweep_step --partial-ok prefix prefix.json prefix.json 90 --batch 16,64 --context 8192 \

@@ -39,20 +39,30 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import kv_formats  # noqa: E402
 import llama_gguf  # noqa: E402
 from llama_gguf import InputError, from_blocks, to_blocks  # noqa: E402
 
-VALID_FORMATS = ("f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "int4_token")
-DEFAULT_FORMATS = "f16,fp8_e4m3,int8,int4,int4_token"
 DEFAULT_BINARY = os.path.join(os.path.dirname(HERE), "build", "src", "cli", "decodebench")
 
 
-def parse_formats(text: str) -> list[str]:
+def format_names(binary: str) -> tuple[list[str], str]:
+    """The KV formats (every one, and the default --formats: f16, fp8_e4m3 and the integer ones)
+    from the export of kernels/kv_formats.h beside `binary`'s build (scripts/kv_formats.py)."""
+    try:
+        table = kv_formats.load(near=binary)
+    except (OSError, kv_formats.KvFormatsError) as e:
+        raise InputError(f"cannot read decodebench's KV formats: {e}") from e
+    default = ["f16", "fp8_e4m3"] + kv_formats.names(table, is_float=False)
+    return kv_formats.names(table), ",".join(default)
+
+
+def parse_formats(text: str, valid: list[str]) -> list[str]:
     formats = [f.strip() for f in text.split(",") if f.strip()]
-    bad = [f for f in formats if f not in VALID_FORMATS]
+    bad = [f for f in formats if f not in valid]
     if bad or not formats:
         raise InputError(f"--formats {text!r}: unknown {', '.join(bad) or '(empty)'} "
-                         f"(valid: {', '.join(VALID_FORMATS)})")
+                         f"(valid: {', '.join(valid)})")
     if len(set(formats)) != len(formats):
         raise InputError(f"--formats {text!r}: a format appears twice")
     return formats
@@ -169,12 +179,20 @@ def draw_figure(result: dict, path: str) -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    # The formats are the build's: read beside the binary given (or the default one).
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--decodebench", default=DEFAULT_BINARY)
+    try:
+        valid, default_formats = format_names(pre.parse_known_args(argv)[0].decodebench)
+    except InputError as e:
+        print(f"kv_quant_eval: error: {e}", file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(
         description="KL divergence, top-1 agreement and perplexity of a real model with its K/V "
                     "round-tripped through `decodebench quantize`, against float32 K/V.")
-    parser.add_argument("--formats", default=DEFAULT_FORMATS, metavar="LIST",
-                        help=f"comma-separated KV dtypes (default: {DEFAULT_FORMATS}; valid: "
-                             f"{', '.join(VALID_FORMATS)})")
+    parser.add_argument("--formats", default=default_formats, metavar="LIST",
+                        help=f"comma-separated KV dtypes (default: {default_formats}; valid: "
+                             f"{', '.join(valid)})")
     parser.add_argument("--decodebench", default=DEFAULT_BINARY, metavar="PATH",
                         help="the decodebench binary with the quantize command (default: "
                              "build/src/cli/decodebench in this checkout)")
@@ -186,7 +204,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="tokens per KV block, the quantizer's layout (default: 16)")
     args = parser.parse_args(argv)
     try:
-        formats = parse_formats(args.formats)
+        formats = parse_formats(args.formats, valid)
         if args.block_size < 1:
             raise InputError(f"--block-size {args.block_size}: need at least 1")
         for opt, path in (("--json", args.json), ("--figure", args.figure)):

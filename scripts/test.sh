@@ -68,7 +68,7 @@ if [ "$quick" -eq 0 ]; then
   for san in address thread; do
     dir="build-${san/address/asan}"; dir="${dir/thread/tsan}"
     label="${dir#build-}"
-    int_dtypes="int8;int4;int4_token"
+    int_dtypes="$(python3 scripts/kv_formats.py --source names --ladder int_kv --sep ';')"
     [ "$san" = thread ] && int_dtypes="int4"
     stamp "$label build"
     # -O1 -g1: line tables are all a sanitizer report needs, and the emulated tests are quick at

@@ -19,9 +19,18 @@
 namespace decodebench::cli {
 namespace {
 
+// The default --formats: f16, fp8_e4m3 and every integer format of kernels/kv_formats.h.
+std::string default_formats() {
+  std::string s = "f16,fp8_e4m3";
+  for (const KvFormatInfo& f : kKvFormats) {
+    if (!f.is_float) s += std::string(",") + f.name;
+  }
+  return s;
+}
+
 struct QuantErrorArgs {
   std::string data;
-  std::string formats = "f16,fp8_e4m3,int8,int4,int4_token";
+  std::string formats = default_formats();
   std::string model = "llama-3.1-8b";
   int batch = 16;
   int context = 4096;

@@ -7,6 +7,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "common/dtype.h"
 #include "common/errors.h"
 #include "common/npy.h"
 #include "quant/kv_quant.h"
@@ -29,20 +30,21 @@ void write_codes(const fs::path& dir, const quant::QuantizedPool& q) {
   fs::create_directories(dir, ec);
   if (ec) throw RuntimeFailure("--codes: cannot create " + dir.string() + ": " + ec.message());
   const quant::PoolShape& s = q.shape;
-  if (q.format == quant::KvFormat::int8) {
+  const KvFormatInfo& info = kv_format(q.format);
+  if (quant::is_float_format(q.format)) {
+    throw InputError(
+        fmt::format("--codes: {} stores no codes and scales of its own (the float "
+                    "formats are the values themselves; valid: {})",
+                    quant::format_name(q.format), dtype_names(DtypeKind::integer)));
+  } else if (info.signed_codes) {  // one signed byte a code (int8)
     const std::int64_t shape[] = {s.num_blocks, s.kv_heads, s.block_size, s.head_dim};
     write_npy(dir / "codes.npy",
               std::span(reinterpret_cast<const std::int8_t*>(q.codes.data()), q.codes.size()),
               shape);
-  } else if (!quant::is_float_format(q.format)) {
-    const std::int64_t shape[] = {s.num_blocks, s.kv_heads, s.block_size, s.head_dim / 2};
+  } else {  // codes packed into bytes (int4: two a byte)
+    const std::int64_t shape[] = {s.num_blocks, s.kv_heads, s.block_size,
+                                  s.head_dim * info.code_bits / 8};
     write_npy(dir / "codes.npy", std::span<const std::uint8_t>(q.codes), shape);
-  } else {
-    throw InputError(
-        fmt::format("--codes: {} stores no codes and scales of its own (the float "
-                    "formats are the values themselves; valid: int8, int4, "
-                    "int4_token)",
-                    quant::format_name(q.format)));
   }
   const std::vector<std::int64_t> scale_shape = q.scale_shape();
   write_npy_f16(dir / "scales.npy", q.scales, scale_shape);
@@ -92,9 +94,7 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
       "Round-trip a K or V cache through a KV format: IN.npy float32 [num_blocks, kv_heads, "
       "block_size, head_dim] -> OUT.npy, the same shape, the values a kernel reading the format "
       "attends over (docs/design.md \"KV formats\")");
-  cmd->add_option("--kv-dtype", o->format,
-                  "f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int4_token")
-      ->required();
+  cmd->add_option("--kv-dtype", o->format, dtype_names(DtypeKind::all))->required();
   cmd->add_option("--tensor", o->tensor, "k or v (int4 scales keys per channel, values per token)")
       ->required();
   cmd->add_option("in", o->in, "Input .npy")->required();

@@ -26,12 +26,13 @@ void write_quantized_cache(const std::filesystem::path& dir, const Workload& w,
     write_npy(dir / (name + "_source.npy"), kv_source_values(w, t), kvshape);
     const std::vector<std::byte>& codes = is_k ? w.k_cache : w.v_cache;
     std::vector<std::int64_t> code_shape(kvshape.begin(), kvshape.end());
-    if (s.kv_dtype == DType::int8) {
+    if (kv_format(s.kv_dtype).signed_codes) {  // one signed byte a code (int8)
       write_npy(dir / (name + "_codes.npy"),
                 std::span(reinterpret_cast<const std::int8_t*>(codes.data()), codes.size()),
                 code_shape);
     } else {
-      code_shape.back() /= 2;  // two codes a byte, even channel in the low nibble
+      // Codes packed into bytes (int4: two a byte, even channel in the low nibble).
+      code_shape.back() = code_shape.back() * kv_format(s.kv_dtype).code_bits / 8;
       write_npy(dir / (name + "_codes.npy"),
                 std::span(reinterpret_cast<const std::uint8_t*>(codes.data()), codes.size()),
                 code_shape);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -15,61 +16,71 @@
 namespace decodebench {
 namespace {
 
-constexpr std::array<DType, 5> kAllDtypes = {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3,
-                                             DType::fp8_e5m2};
+// The element dtypes: every float format of the table, in enum order.
+constexpr std::size_t count_float_formats() {
+  std::size_t n = 0;
+  for (const KvFormatInfo& f : kKvFormats) n += f.is_float ? 1 : 0;
+  return n;
+}
+constexpr std::array<DType, count_float_formats()> element_dtypes() {
+  std::array<DType, count_float_formats()> out{};
+  std::size_t n = 0;
+  for (const KvFormatInfo& f : kKvFormats) {
+    if (f.is_float) out[n++] = f.dtype;
+  }
+  return out;
+}
+constexpr std::array kAllDtypes = element_dtypes();
 
-struct Alias {
-  std::string_view name;
-  DType type;
-};
-constexpr std::array<Alias, 16> kAliases = {{
-    {"f32", DType::f32},
-    {"fp32", DType::f32},
-    {"float32", DType::f32},
-    {"f16", DType::f16},
-    {"fp16", DType::f16},
-    {"float16", DType::f16},
-    {"half", DType::f16},
-    {"bf16", DType::bf16},
-    {"bfloat16", DType::bf16},
-    {"fp8_e4m3", DType::fp8_e4m3},
-    {"e4m3", DType::fp8_e4m3},
-    {"fp8_e5m2", DType::fp8_e5m2},
-    {"e5m2", DType::fp8_e5m2},
-    {"int8", DType::int8},
-    {"int4", DType::int4},
-    {"int4_token", DType::int4_token},
-}};
+// A table row's comma-separated aliases, one at a time.
+std::vector<std::string_view> split_aliases(std::string_view aliases) {
+  std::vector<std::string_view> out;
+  while (!aliases.empty()) {
+    const std::size_t comma = aliases.find(',');
+    out.push_back(aliases.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    aliases.remove_prefix(comma + 1);
+  }
+  return out;
+}
 
 }  // namespace
 
 std::string_view dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::fp8_e4m3: return "fp8_e4m3";
-    case DType::fp8_e5m2: return "fp8_e5m2";
-    case DType::int8: return "int8";
-    case DType::int4: return "int4";
-    case DType::int4_token: return "int4_token";
+  if (static_cast<int>(t) >= kNumKvFormats) {
+    throw InputError(fmt::format("unknown DType value {}", static_cast<int>(t)));
   }
-  throw InputError(fmt::format("unknown DType value {}", static_cast<int>(t)));
+  return kv_format(t).name;
 }
 
 std::span<const DType> all_dtypes() { return kAllDtypes; }
+
+std::string dtype_names(DtypeKind kind) {
+  std::string s;
+  for (const KvFormatInfo& f : kKvFormats) {
+    if (kind == DtypeKind::element && !f.is_float) continue;
+    if (kind == DtypeKind::integer && f.is_float) continue;
+    if (!s.empty()) s += ", ";
+    s += f.name;
+  }
+  return s;
+}
 
 DType parse_dtype(std::string_view text, std::string_view what) {
   std::string lower(text);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const Alias& a : kAliases) {
-    if (a.name == lower) return a.type;
+  std::string aliases;
+  for (const KvFormatInfo& f : kKvFormats) {
+    if (lower == f.name) return f.dtype;
+    for (std::string_view alias : split_aliases(f.aliases)) {
+      if (lower == alias) return f.dtype;
+      aliases += (aliases.empty() ? "" : ", ") + std::string(alias);
+    }
   }
-  throw InputError(fmt::format(
-      "{}: unknown dtype '{}'; valid: f32, f16, bf16, fp8_e4m3, fp8_e5m2, and for the KV cache "
-      "int8, int4, int4_token (aliases fp32, fp16, float16, half, bfloat16, e4m3, e5m2)",
-      what, text));
+  throw InputError(
+      fmt::format("{}: unknown dtype '{}'; valid: {}, and for the KV cache {} (aliases {})", what,
+                  text, dtype_names(DtypeKind::element), dtype_names(DtypeKind::integer), aliases));
 }
 
 void encode_value(DType t, float value, std::byte* dst) {
@@ -91,12 +102,10 @@ void encode_value(DType t, float value, std::byte* dst) {
     }
     case DType::fp8_e4m3: *dst = static_cast<std::byte>(floatfmt::float_to_e4m3(value)); return;
     case DType::fp8_e5m2: *dst = static_cast<std::byte>(floatfmt::float_to_e5m2(value)); return;
-    case DType::int8:
-    case DType::int4:
-    case DType::int4_token: break;  // codes need their scales: src/quant/kv_quant.h
+    default: break;  // an integer format: codes need their scales (src/quant/kv_quant.h)
   }
   throw InputError(fmt::format("encode_value: {} is not an element dtype (valid: {})",
-                               dtype_name(t), "f32, f16, bf16, fp8_e4m3, fp8_e5m2"));
+                               dtype_name(t), dtype_names(DtypeKind::element)));
 }
 
 float decode_value(DType t, const std::byte* src) {
@@ -118,12 +127,10 @@ float decode_value(DType t, const std::byte* src) {
     }
     case DType::fp8_e4m3: return floatfmt::e4m3_to_float(static_cast<std::uint8_t>(*src));
     case DType::fp8_e5m2: return floatfmt::e5m2_to_float(static_cast<std::uint8_t>(*src));
-    case DType::int8:
-    case DType::int4:
-    case DType::int4_token: break;  // codes need their scales: src/quant/kv_quant.h
+    default: break;  // an integer format: codes need their scales (src/quant/kv_quant.h)
   }
   throw InputError(fmt::format("decode_value: {} is not an element dtype (valid: {})",
-                               dtype_name(t), "f32, f16, bf16, fp8_e4m3, fp8_e5m2"));
+                               dtype_name(t), dtype_names(DtypeKind::element)));
 }
 
 std::vector<float> decode_to_float(std::span<const std::byte> data, DType t) {

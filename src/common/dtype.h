@@ -12,14 +12,18 @@
 
 namespace decodebench {
 
-// "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "int4_token": the spelling used
+// The table's name of `t` (kernels/kv_formats.h: "f32", "f16", "int8", ...): the spelling used
 // in flags, configs and reports.
 std::string_view dtype_name(DType t);
 // The element dtypes (every DType but the integer KV formats), in enum order: what
 // encode_value and decode_value take. The integer formats: quant::all_formats().
 std::span<const DType> all_dtypes();
-// Accepts the names above and the aliases fp32/float32, fp16/float16/half, bfloat16, e4m3,
-// e5m2 (case-insensitive). Throws InputError naming `what` (e.g. "--kv-dtype") and the valid
+// The names of the table's formats (kernels/kv_formats.h), in enum order, ", "-separated: every
+// one, the element dtypes ("f32, f16, bf16, fp8_e4m3, fp8_e5m2") or the integer KV formats.
+enum class DtypeKind { all, element, integer };
+std::string dtype_names(DtypeKind kind);
+// Accepts the names above and the table's aliases (fp32/float32, fp16/float16/half, bfloat16,
+// e4m3, e5m2; case-insensitive). Throws InputError naming `what` (e.g. "--kv-dtype") and the valid
 // names otherwise.
 DType parse_dtype(std::string_view text, std::string_view what = "dtype");
 

@@ -15,9 +15,12 @@
 namespace decodebench::quant {
 namespace {
 
-constexpr std::array kAllFormats = {KvFormat::f32,      KvFormat::f16,       KvFormat::bf16,
-                                    KvFormat::fp8_e4m3, KvFormat::fp8_e5m2,  KvFormat::int8,
-                                    KvFormat::int4,     KvFormat::int4_token};
+constexpr std::array<KvFormat, kNumKvFormats> table_formats() {
+  std::array<KvFormat, kNumKvFormats> out{};
+  for (int i = 0; i < kNumKvFormats; ++i) out[i] = kKvFormats[i].dtype;
+  return out;
+}
+constexpr std::array kAllFormats = table_formats();
 
 std::uint16_t to_f16(float x) { return floatfmt::float_to_f16(x); }
 float from_f16(std::uint16_t b) { return floatfmt::f16_to_float(b); }
@@ -90,11 +93,13 @@ void check_shape(KvFormat f, const PoolShape& s, std::size_t values) {
                                  s.num_blocks, s.kv_heads, s.block_size, s.head_dim, s.elements(),
                                  values));
   }
-  if ((f == KvFormat::int4 || f == KvFormat::int4_token) && s.head_dim % kInt4GroupChannels != 0) {
-    throw InputError(
-        fmt::format("{}: head_dim {} is not a multiple of {} (its scale groups); "
-                    "valid: 32, 64, 128, 256",
-                    format_name(f), s.head_dim, kInt4GroupChannels));
+  for (const KvTensorLayout& l : {kv_format(f).k, kv_format(f).v}) {
+    if (l.group_channels > 0 && s.head_dim % l.group_channels != 0) {
+      throw InputError(
+          fmt::format("{}: head_dim {} is not a multiple of {} (its scale groups); "
+                      "valid: 32, 64, 128, 256",
+                      format_name(f), s.head_dim, l.group_channels));
+    }
   }
 }
 
@@ -112,8 +117,8 @@ DType float_format_dtype(KvFormat f) {
 }
 
 KvFormat parse_format(std::string_view text, std::string_view what) {
-  for (KvFormat f : {KvFormat::int8, KvFormat::int4, KvFormat::int4_token}) {
-    if (text == format_name(f)) return f;
+  for (KvFormat f : kAllFormats) {
+    if (!is_float_format(f) && text == format_name(f)) return f;
   }
   try {
     const DType t = parse_dtype(text, what);
@@ -136,33 +141,25 @@ KvTensor parse_tensor(std::string_view text, std::string_view what) {
 
 std::string_view tensor_name(KvTensor t) { return t == KvTensor::k ? "k" : "v"; }
 
-ScaleAxis scale_axis(KvFormat f, KvTensor t) {
-  switch (f) {
-    case KvFormat::fp8_e4m3:
-    case KvFormat::fp8_e5m2: return ScaleAxis::tensor;
-    case KvFormat::int8: return ScaleAxis::token_head;
-    case KvFormat::int4:
-      return t == KvTensor::k ? ScaleAxis::block_head_channel : ScaleAxis::token_head_group;
-    case KvFormat::int4_token: return ScaleAxis::token_head_group;
-    default: return ScaleAxis::none;
-  }
-}
+ScaleAxis scale_axis(KvFormat f, KvTensor t) { return kv_layout(f, t == KvTensor::k).axis; }
 
-bool has_zeros(KvFormat f) { return f == KvFormat::int4 || f == KvFormat::int4_token; }
+bool has_zeros(KvFormat f) { return kv_format(f).k.zeros || kv_format(f).v.zeros; }
 
 std::vector<std::int64_t> QuantizedPool::scale_shape() const {
   const PoolShape& s = shape;
   switch (scale_axis(format, tensor)) {
     case ScaleAxis::token_head: return {s.num_blocks, s.kv_heads, s.block_size};
     case ScaleAxis::token_head_group:
-      return {s.num_blocks, s.kv_heads, s.block_size, s.head_dim / kInt4GroupChannels};
+      return {s.num_blocks, s.kv_heads, s.block_size,
+              s.head_dim / kv_layout(format, tensor == KvTensor::k).group_channels};
     case ScaleAxis::block_head_channel: return {s.num_blocks, s.kv_heads, s.head_dim};
     default: return {};
   }
 }
 
 std::int64_t QuantizedPool::stored_bytes() const {
-  const std::int64_t tensor_bytes = scale_axis(format, tensor) == ScaleAxis::tensor ? 4 : 0;
+  const std::int64_t tensor_bytes =
+      scale_axis(format, tensor) == ScaleAxis::tensor ? kKvTensorScaleBytes : 0;
   return static_cast<std::int64_t>(codes.size() + 2 * (scales.size() + zeros.size())) +
          tensor_bytes;
 }
@@ -276,15 +273,7 @@ std::vector<float> dequantize(const QuantizedPool& q) {
 }
 
 double bytes_per_token_head(KvFormat f, KvTensor t, int head_dim, int block_size) {
-  const double d = head_dim;
-  switch (scale_axis(f, t)) {
-    case ScaleAxis::none:
-    case ScaleAxis::tensor: return d * static_cast<double>(dtype_size(float_format_dtype(f)));
-    case ScaleAxis::token_head: return d + 2;                                     // int8
-    case ScaleAxis::token_head_group: return d / 2 + 4 * d / kInt4GroupChannels;  // codes, s, z
-    case ScaleAxis::block_head_channel: return d / 2 + 4 * d / block_size;
-  }
-  return 0;
+  return kv_bytes_per_token_head(f, t == KvTensor::k, head_dim, block_size);
 }
 
 }  // namespace decodebench::quant

@@ -1,7 +1,9 @@
 // The KV-cache formats and their quantizers: the one definition of how each format stores a
 // paged pool [num_blocks][Hkv][P][d] (codes, scales, zeros) and what it reads back as. What
 // `decodebench quantize` writes, what `quant-error` measures and what the byte model counts.
-// Definitions (docs/design.md "KV formats"), every scale and zero stored as f16:
+// The facts of each format (name, code bits, scale axes, group sizes, bytes) are the table of
+// kernels/kv_formats.h; this is their arithmetic. Definitions (docs/design.md "KV formats"),
+// every scale and zero stored as f16:
 //   f32, f16, bf16       the values rounded to the dtype (round to nearest even)
 //   fp8_e4m3, fp8_e5m2   one f32 scale per tensor, s = max|x| / fp8 max; codes fp8(x / s)
 //   int8                 per (token, KV head), symmetric: s = max|x| / 127,
@@ -35,6 +37,7 @@ enum class KvTensor : std::uint8_t { k, v };
 
 // dtype_name: "int8", "int4", "int4_token", or the float dtype's name.
 std::string_view format_name(KvFormat f);
+// Every row of kernels/kv_formats.h, in enum order.
 std::span<const KvFormat> all_formats();
 // Accepts the names above (the float formats with parse_dtype's aliases); throws InputError
 // naming `what` and the valid names otherwise.
@@ -55,16 +58,11 @@ struct PoolShape {
   std::int64_t tokens() const { return num_blocks * block_size; }
 };
 
-// Where a format keeps its scales (and zeros) for one tensor.
-enum class ScaleAxis : std::uint8_t {
-  none,                // f32, f16, bf16
-  tensor,              // fp8: one f32 for the pool
-  token_head,          // [num_blocks][Hkv][P]
-  token_head_group,    // [num_blocks][Hkv][P][d / 32]
-  block_head_channel,  // [num_blocks][Hkv][d]
-};
+// Where a format keeps its scales (and zeros) for one tensor: the table's axis
+// (kernels/kv_formats.h: none, tensor, token_head, token_head_group, block_head_channel).
+using ScaleAxis = KvScaleAxis;
 ScaleAxis scale_axis(KvFormat f, KvTensor t);
-bool has_zeros(KvFormat f);  // the asymmetric int4 formats
+bool has_zeros(KvFormat f);  // an asymmetric format (the int4 ones): zeros beside its scales
 
 // One tensor of a pool as the format stores it.
 struct QuantizedPool {

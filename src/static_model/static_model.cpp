@@ -406,7 +406,7 @@ KernelName parse_kernel_name(const std::string& demangled) {
   for (std::string_view a : args) {
     if (a.substr(0, kDType.size()) == kDType) {
       const int v = std::atoi(std::string(a.substr(kDType.size())).c_str());
-      if (v >= 0 && v <= static_cast<int>(DType::int4_token)) k.kv_dtype = static_cast<DType>(v);
+      if (v >= 0 && v < kNumKvFormats) k.kv_dtype = static_cast<DType>(v);
     } else if (const std::optional<long> v = immediate(a)) {
       ints.push_back(static_cast<int>(*v));
     } else if (a == "true") {

@@ -162,9 +162,7 @@ void fill_chunk(DType dtype, std::byte* dst, std::int64_t count, std::uint64_t s
       return fill_chunk<DType::fp8_e4m3>(dst, count, seed, tensor, first_index, inv_scale);
     case DType::fp8_e5m2:
       return fill_chunk<DType::fp8_e5m2>(dst, count, seed, tensor, first_index, inv_scale);
-    case DType::int8:
-    case DType::int4:
-    case DType::int4_token: break;  // quantize_pieces: floats first, then the quantizer
+    default: break;  // an integer format: quantize_pieces, floats first, then the quantizer
   }
   throw InputError(fmt::format("fill: {} is not an element dtype", dtype_name(dtype)));
 }

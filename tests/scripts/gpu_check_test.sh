@@ -362,6 +362,7 @@ make_bundle() {
   chmod +x "$dir/bin/decodebench_bench"
   printf 'not really a shared object\n' >"$dir/lib/libfmt.so.9"
   cp -r "$configs" "$dir/configs"
+  cp "${DECODEBENCH_KV_FORMATS:?set to the kv_formats.json of the build}" "$dir/kv_formats.json"
   # knee.json as the repository has it; a stand-in of its axes where this checkout has none yet.
   [ -f "$dir/configs/sweeps/knee.json" ] || cat >"$dir/configs/sweeps/knee.json" <<'JSON'
 {"name": "knee", "model": ["llama-3.1-8b"], "scope": ["layer"],

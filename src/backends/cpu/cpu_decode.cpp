@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_decode_avx2_loads.h"
@@ -30,30 +31,18 @@ namespace detail {
                                                                   int, DecodePath);              \
   extern template void cascade_for_dtype<DType::dtype>(const PagedDecodeParams&, int, int, int,  \
                                                        DecodePath);
-DECODEBENCH_CPU_EXTERN(f32)
-DECODEBENCH_CPU_EXTERN(f16)
-DECODEBENCH_CPU_EXTERN(bf16)
-DECODEBENCH_CPU_EXTERN(fp8_e4m3)
-DECODEBENCH_CPU_EXTERN(fp8_e5m2)
-DECODEBENCH_CPU_EXTERN(int8)
-DECODEBENCH_CPU_EXTERN(int4)
-DECODEBENCH_CPU_EXTERN(int4_token)
+#include "cpu_decode_extern.inc"  // every format of kernels/kv_formats.h
 #undef DECODEBENCH_CPU_EXTERN
 
-// f.template operator()<kv>() for the DType `kv`: the one run-time -> compile-time switch.
-template <class F>
+// f.template operator()<kv>() for the DType `kv`: the one run-time -> compile-time switch, over
+// every format of the table (kernels/kv_formats.h).
+template <int kIndex = 0, class F>
 decltype(auto) with_kv_dtype(DType kv, F&& f) {
-  switch (kv) {
-    case DType::f32: return f.template operator()<DType::f32>();
-    case DType::f16: return f.template operator()<DType::f16>();
-    case DType::bf16: return f.template operator()<DType::bf16>();
-    case DType::fp8_e4m3: return f.template operator()<DType::fp8_e4m3>();
-    case DType::fp8_e5m2: return f.template operator()<DType::fp8_e5m2>();
-    case DType::int8: return f.template operator()<DType::int8>();
-    case DType::int4: return f.template operator()<DType::int4>();
-    case DType::int4_token: return f.template operator()<DType::int4_token>();
+  constexpr DType kType = kKvFormats[kIndex].dtype;
+  if constexpr (kIndex + 1 < kNumKvFormats) {
+    if (kv != kType) return with_kv_dtype<kIndex + 1>(kv, std::forward<F>(f));
   }
-  return f.template operator()<DType::f16>();  // unreachable: every DType is listed
+  return f.template operator()<kType>();  // the last format, or `kv`
 }
 }  // namespace detail
 
@@ -113,8 +102,7 @@ const kernels::KernelInfo& decode_info() {
     k.name = "cpu";
     k.idea = "the optimized host decode (OpenMP, AVX-512, AVX2 or portable tile kernels)";
     k.head_dims = {64, 128, 256};  // every head_dim instantiated in cpu_decode_<dtype>.cpp
-    k.kv_dtypes = {DType::f32,      DType::f16,  DType::bf16, DType::fp8_e4m3,
-                   DType::fp8_e5m2, DType::int8, DType::int4, DType::int4_token};
+    for (const KvFormatInfo& f : kKvFormats) k.kv_dtypes.push_back(f.dtype);  // every format
     k.q_dtypes = {DType::f16, DType::bf16};
     k.min_block_size = 1;
     k.max_group = 0;  // any
@@ -250,7 +238,7 @@ void convert_kv_to_float(DType kv_dtype, const void* src, std::size_t count, flo
   const auto* bytes = static_cast<const std::byte*>(src);
   if (is_int_kv(kv_dtype))
     throw InputError(std::string("convert_kv_to_float: ") + std::string(dtype_name(kv_dtype)) +
-                     " codes need their scales (valid: f32, f16, bf16, fp8_e4m3, fp8_e5m2)");
+                     " codes need their scales (valid: " + dtype_names(DtypeKind::element) + ")");
   detail::with_kv_dtype(kv_dtype, [&]<DType kKv>() {
     if constexpr (!is_int_kv(kKv)) convert_typed<kKv>(bytes, count, dst, resolved);
   });

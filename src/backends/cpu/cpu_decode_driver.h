@@ -58,20 +58,27 @@ inline float load_q(DType q_dtype, const void* q, std::size_t index) {
 }
 
 // The tile kernels of each path for a KV dtype: the integer formats have their own
-// (cpu_decode_quant.h), the float formats share one per path.
+// (cpu_decode_quant.h; a format the SIMD tiles are not written for, kSimdQuantTile, runs the
+// portable one on every path), the float formats share one per path.
+template <DType kKv, int kHeadDim>
+using PortableTileFor = std::conditional_t<is_int_kv(kKv), PortableQuantTile<kKv, kHeadDim>,
+                                           PortableTile<kKv, kHeadDim>>;
 #if DECODEBENCH_CPU_AVX512
 template <DType kKv, int kHeadDim>
 using Avx512TileFor =
-    std::conditional_t<is_int_kv(kKv), Avx512QuantTile<kKv, kHeadDim>, Avx512Tile<kKv, kHeadDim>>;
+    std::conditional_t<is_int_kv(kKv),
+                       std::conditional_t<kSimdQuantTile<kKv>, Avx512QuantTile<kKv, kHeadDim>,
+                                          PortableQuantTile<kKv, kHeadDim>>,
+                       Avx512Tile<kKv, kHeadDim>>;
 #endif
 #if DECODEBENCH_CPU_AVX2
 template <DType kKv, int kHeadDim>
 using Avx2TileFor =
-    std::conditional_t<is_int_kv(kKv), Avx2QuantTile<kKv, kHeadDim>, Avx2Tile<kKv, kHeadDim>>;
+    std::conditional_t<is_int_kv(kKv),
+                       std::conditional_t<kSimdQuantTile<kKv>, Avx2QuantTile<kKv, kHeadDim>,
+                                          PortableQuantTile<kKv, kHeadDim>>,
+                       Avx2Tile<kKv, kHeadDim>>;
 #endif
-template <DType kKv, int kHeadDim>
-using PortableTileFor = std::conditional_t<is_int_kv(kKv), PortableQuantTile<kKv, kHeadDim>,
-                                           PortableTile<kKv, kHeadDim>>;
 
 // A tile kernel that reads more of p than the rows (the integer formats' scales) takes it here.
 template <class Tile>

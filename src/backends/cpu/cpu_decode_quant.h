@@ -36,13 +36,23 @@
 
 namespace decodebench::cpu::detail {
 
-// Where the scales and zeros of a row are, for one KV format and head_dim.
+// The integer formats the AVX2 and AVX-512 tiles (cpu_decode_avx*_quant_tile.h) are written for;
+// the driver runs any other integer format of kernels/kv_formats.h through PortableQuantTile on
+// every path, so a new format needs only dequantize_row below to be read.
+template <DType kKv>
+inline constexpr bool kSimdQuantTile =
+    kKv == DType::int8 || kKv == DType::int4 || kKv == DType::int4_token;
+
+// Where the scales and zeros of a row are, for one KV format and head_dim (the layouts of the
+// table, kernels/kv_formats.h).
 template <DType kKv, int kHeadDim>
 struct QuantLayout {
   static_assert(is_int_kv(kKv));
   static constexpr int kRowBytes = static_cast<int>(kv_row_bytes(kKv, kHeadDim));
   static constexpr int kGroups = kHeadDim / kInt4GroupChannels;  // int4 scale groups per row
-  static constexpr bool kKeyPerChannel = kKv == DType::int4;     // K scales per block-head
+  static constexpr bool kKeyPerChannel =                         // K scales per block-head
+      kv_format(kKv).k.axis == KvScaleAxis::block_head_channel;
+  static constexpr bool kZeros = kv_format(kKv).k.zeros || kv_format(kKv).v.zeros;
 
   const std::byte* k_base = nullptr;
   const std::byte* v_base = nullptr;
@@ -90,14 +100,16 @@ struct QuantLayout {
       const std::size_t v_per_block = per_token() * block_size;
       prefetch_range(k_scales + bh * k_per_block, k_per_block);
       prefetch_range(v_scales + bh * v_per_block, v_per_block);
-      if constexpr (kKv != DType::int8) {
+      if constexpr (kZeros) {
         prefetch_range(k_zeros + bh * k_per_block, k_per_block);
         prefetch_range(v_zeros + bh * v_per_block, v_per_block);
       }
     }
   }
   // Scale entries per (token, head) of the per-token layouts: 1 (int8) or one per 32 channels.
-  static constexpr std::size_t per_token() { return kKv == DType::int8 ? 1 : kGroups; }
+  static constexpr std::size_t per_token() {
+    return kv_format(kKv).v.axis == KvScaleAxis::token_head ? 1 : kGroups;
+  }
 
  private:
   static void prefetch_range(const std::uint16_t* first, std::size_t count) {

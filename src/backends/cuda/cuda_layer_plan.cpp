@@ -68,9 +68,7 @@ cudaDataType_t cuda_data_type(DType t) {
     case DType::bf16: return CUDA_R_16BF;
     case DType::fp8_e4m3: return CUDA_R_8F_E4M3;
     case DType::fp8_e5m2: return CUDA_R_8F_E5M2;
-    case DType::int8:
-    case DType::int4:
-    case DType::int4_token: break;  // KV formats, never a GEMM operand
+    default: break;  // an integer KV format, never a GEMM operand
   }
   throw std::invalid_argument(fmt::format("no cudaDataType_t for DType {}", static_cast<int>(t)));
 }

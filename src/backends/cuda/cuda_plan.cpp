@@ -29,19 +29,15 @@ std::size_t ceiling_buffer_bytes_that_fit(std::size_t free_bytes) {
 namespace {
 
 // One tensor's pool: its codes (kv_row_bytes a row) and, for an integer format, the f16 scales
-// and zeros beside them (src/quant/kv_quant.h's layouts).
+// (and zeros) beside them, laid out by the format's scale axis (kernels/kv_formats.h).
 std::size_t pool_bytes(const kernels::PagedDecodeParams& p, bool key) {
   const std::size_t rows = static_cast<std::size_t>(p.num_blocks) * p.num_kv_heads * p.block_size;
   const std::size_t codes = rows * kv_row_bytes(p.kv_dtype, p.head_dim);
-  const std::size_t groups = static_cast<std::size_t>(p.head_dim) / kInt4GroupChannels;
-  switch (p.kv_dtype) {
-    case DType::int8: return codes + rows * 2;  // a scale per (token, head)
-    case DType::int4:                           // s and z per (block, head, channel) for K
-      return codes + (key ? static_cast<std::size_t>(p.num_blocks) * p.num_kv_heads * p.head_dim * 4
-                          : rows * groups * 4);
-    case DType::int4_token: return codes + rows * groups * 4;
-    default: return codes;
-  }
+  const std::size_t block_heads = static_cast<std::size_t>(p.num_blocks) * p.num_kv_heads;
+  const std::size_t scales =
+      block_heads * kv_scales_per_block_head(p.kv_dtype, key, p.head_dim, p.block_size);
+  const std::size_t arrays = kv_layout(p.kv_dtype, key).zeros ? 2 : 1;
+  return codes + scales * arrays * kKvScaleBytes;
 }
 
 }  // namespace

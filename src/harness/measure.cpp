@@ -50,6 +50,27 @@ StopReason stop_reason(std::span<const double> samples, const MeasureOptions& op
   return StopReason::not_yet;
 }
 
+std::vector<std::string> unmet_conditions(std::span<const double> samples,
+                                          const MeasureOptions& opt) {
+  std::vector<std::string> unmet;
+  const int n = static_cast<int>(samples.size());
+  if (n < opt.min_samples)
+    unmet.push_back(fmt::format("{} samples (asked >= {})", n, opt.min_samples));
+  const double measured = std::accumulate(samples.begin(), samples.end(), 0.0);
+  if (measured < opt.min_time_s) {
+    unmet.push_back(fmt::format("{:.3g} s measured (asked >= {:g} s)", measured, opt.min_time_s));
+  }
+  // One sample has no noise estimate; stop_reason then asks only for min_samples = 1.
+  if (n >= 2) {
+    const double noise = summarize(samples).rel_noise;
+    if (!(noise <= opt.max_noise)) {
+      unmet.push_back(
+          fmt::format("noise {:.2f}% (asked <= {:.2f}%)", 100 * noise, 100 * opt.max_noise));
+    }
+  }
+  return unmet;
+}
+
 std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt,
                             const std::atomic<bool>* stop) {
   return measure(point, opt, steady_seconds, stop);

@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <functional>
+#include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "backends/backend.h"
@@ -37,5 +39,10 @@ std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt, con
 enum class StopReason { not_yet, converged, timeout };
 StopReason stop_reason(std::span<const double> samples, const MeasureOptions& opt,
                        double wall_elapsed_s);
+// Each condition of the rule that `samples` do not meet, with its figure and what was asked:
+// "12 samples (asked >= 20)", "0.02 s measured (asked >= 0.3 s)", "noise 1.84% (asked <= 1.00%)".
+// Empty when the rule holds.
+std::vector<std::string> unmet_conditions(std::span<const double> samples,
+                                          const MeasureOptions& opt);
 
 }  // namespace decodebench

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/dtype.h"
 #include "common/errors.h"
@@ -263,11 +264,9 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   r.time_s = summarize(r.samples);
   if (stop_reason(r.samples, config.measure, /*wall_elapsed_s=*/0) != StopReason::converged) {
     // Still ok and published; the note says the numbers are noisier than asked for.
-    r.reason = fmt::format(
-        "stopped at the {:g} s timeout after {} samples, noise {:.2f}% "
-        "(asked <= {:.2f}%)",
-        config.measure.timeout_s, r.time_s.samples, 100 * r.time_s.rel_noise,
-        100 * config.measure.max_noise);
+    // Each unmet condition with its figure: the one that failed is named, not implied.
+    r.reason = fmt::format("stopped at the {:g} s timeout: {}", config.measure.timeout_s,
+                           fmt::join(unmet_conditions(r.samples, config.measure), "; "));
   }
   const double paired =
       r.paired_read_samples.empty() ? kNotAvailable : summarize(r.paired_read_samples).median;

@@ -224,8 +224,8 @@ void add_mark_legend(bool any_timeout, bool any_noisy, const std::string& max_no
   };
   if (any_timeout) {
     legend.push_back(fmt::format(
-        "{}: stopped at the timeout before its stopping rule held (fewer samples or more noise "
-        "than its config asked for).",
+        "{}: stopped at the timeout before its stopping rule held (its reason names each unmet "
+        "condition: samples, measured time or noise).",
         where("*")));
   }
   if (any_noisy) {

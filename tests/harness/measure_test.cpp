@@ -1,6 +1,9 @@
 // Statistics on known samples and the stopping rule with a fake point and a fake clock.
 #include <cmath>
 #include <functional>
+#include <span>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -133,6 +136,29 @@ TEST(Measure, StopsAtTheTimeoutWhenNeverQuiet) {
   const auto s = measure(p, opt, [&] { return clock; });
   EXPECT_EQ(s.size(), 20u);  // 20 samples x 0.5 s wall = the 10 s timeout
   EXPECT_EQ(stop_reason(s, opt, 10), StopReason::timeout);
+}
+
+// The reason a point stopped names each condition that failed with its figure, and only those:
+// the same rule as stop_reason, so a converged sample set names none.
+TEST(Measure, UnmetConditionsNameEachFailedOneWithItsFigure) {
+  const MeasureOptions opt = options(20, 0.3, 0.01, 4);
+  const std::vector<double> short_quiet(94, 212e-6);  // many fast steps: time is what fails
+  EXPECT_EQ(unmet_conditions(short_quiet, opt),
+            (std::vector<std::string>{"0.0199 s measured (asked >= 0.3 s)"}));
+  std::vector<double> few_noisy;
+  for (int i = 0; i < 12; ++i) few_noisy.push_back(i % 2 ? 0.01 : 0.02);
+  const std::vector<std::string> unmet = unmet_conditions(few_noisy, opt);
+  ASSERT_EQ(unmet.size(), 3u);
+  EXPECT_EQ(unmet[0], "12 samples (asked >= 20)");
+  EXPECT_EQ(unmet[1], "0.18 s measured (asked >= 0.3 s)");
+  EXPECT_EQ(unmet[2].rfind("noise ", 0), 0u) << unmet[2];
+  EXPECT_NE(unmet[2].find("(asked <= 1.00%)"), std::string::npos) << unmet[2];
+  // Converged by stop_reason's rule: nothing unmet; one condition short: exactly that one.
+  const std::vector<double> enough(40, 0.01);
+  EXPECT_EQ(stop_reason(enough, opt, 0), StopReason::converged);
+  EXPECT_TRUE(unmet_conditions(enough, opt).empty());
+  const std::span<const double> one_short(enough.data(), 19);
+  EXPECT_EQ(unmet_conditions(one_short, opt).size(), 2u);  // samples and time
 }
 
 TEST(Measure, TimeoutStillTakesAtLeastOneSample) {

@@ -174,7 +174,7 @@ TEST(CliHelp, ReadmeCommandsNameOnlyFlagsTheCommandsHave) {
   }
   const CliResult top = run_cli("--help", dir.path());
   for (const char* cmd : {"sweep", "check", "ceilings", "devices", "kernels", "model", "compare",
-                          "merge", "report", "cache-sim", "replay"}) {
+                          "merge", "report", "cache-sim", "replay", "quantize", "quant-error"}) {
     EXPECT_NE(top.out.find(cmd), std::string::npos) << cmd;
     ASSERT_TRUE(text.count(cmd)) << "README.md Commands lacks " << cmd;
     std::string t = text[cmd];
@@ -192,6 +192,10 @@ TEST(CliHelp, ReadmeCommandsNameOnlyFlagsTheCommandsHave) {
     }
   }
 }
+
+// README.md is what a first-time user reads: short (16 KiB); long logs belong in results/ and
+// the design in docs/.
+TEST(CliHelp, ReadmeStaysShort) { EXPECT_LE(read_file(DECODEBENCH_README).size(), 16u * 1024u); }
 
 // ------------------------------------------------------------------------------- sweeps
 

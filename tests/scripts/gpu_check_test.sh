@@ -101,7 +101,10 @@ chmod +x tools/* ncu-tools/*
 # --- a fake bundle ---------------------------------------------------------------------------
 cat >fake-decodebench <<'EOF'
 #!/usr/bin/env python3
-import json, os, sys, time
+import json, os, signal, sys, time
+# Like the real binary, stop on SIGINT even when started with it ignored (a background job
+# inherits SIG_IGN, and Python then never raises KeyboardInterrupt).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 args = sys.argv[1:]
 with open(os.environ["FAKE_CALLS"], "a") as f:
     f.write("decodebench " + " ".join(args) + "\n")
@@ -401,9 +404,11 @@ run() {
   : >"$name/calls.log"
   : >"$name/forbidden.log"
   local rc=0
-  env -u NCU PATH="$work/tools:$work/ncu-tools:$PATH" FAKE_CALLS="$work/$name/calls.log" \
-    FAKE_FORBIDDEN="$work/$name/forbidden.log" "${envs[@]}" \
-    bash "$check" "$@" >"$name/out.txt" 2>&1 || rc=$?
+  # Started with SIGINT ignored, as a background job or a CI runner may start it: the budget's
+  # SIGINT must still stop a step, so the verdict does not depend on how this test was started.
+  (trap '' INT; exec env -u NCU PATH="$work/tools:$work/ncu-tools:$PATH" \
+    FAKE_CALLS="$work/$name/calls.log" FAKE_FORBIDDEN="$work/$name/forbidden.log" "${envs[@]}" \
+    bash "$check" "$@") >"$name/out.txt" 2>&1 || rc=$?
   echo "$rc" >"$name/rc"
 }
 rc_is() {  # rc_is NAME WANT

@@ -50,8 +50,8 @@
 //   byte (f16 / fp8_e4m3), an issue bound of 13.7 / 7.0 TB/s; suffix pass .085 / .164, 12.3 /
 //   6.4 TB/s (tc: .084 / .164). Both above HBM's 4.8 TB/s; the prefix pass's bytes serve up to
 //   16 query rows each. Integer KV, prefix / suffix pass, their scales and zeros counted at
-//   P = 16 (docs/design.md "Static model"): int8 .175 / .140 (6.0 / 7.5 TB/s), int4 .333 / .239
-//   (3.1 / 4.4; at P = 8 .404 / .287), int4_token .328 / .227 (3.2 / 4.6).
+//   P = 16 (docs/design.md "Static model"): int8 .181 / .143 (5.8 / 7.3 TB/s), int4 .338 / .249
+//   (3.1 / 4.2; at P = 8 .417 / .291), int4_token .342 / .234 (3.1 / 4.5).
 // `--kernel auto` does not pick cascade (not measured on a GPU yet; kernels::choose_kernel takes
 // the first splitting rung, split_kv): name it, `--kernel cascade`.
 #pragma once

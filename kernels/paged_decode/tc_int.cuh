@@ -114,6 +114,7 @@ __device__ __forceinline__ void attend_int(const PagedDecodeParams& p, unsigned 
   float* q_sums = reinterpret_cast<float*>(q_lo + kMRows * G::kQRowBytes);  // [d / 32][kMRows]
 
   const int tid = static_cast<int>(threadIdx.x);
+  // Masks, not / and %: with those ptxas spills a lane index across the loop at d = 64 and 256.
   const int warp = tid >> 5;
   const int lane = tid & 31;
   const int g = lane >> 2;  // C rows g, g + 8 (tokens); A rows (channels); B column (query row)

@@ -228,11 +228,12 @@ TierOptions parse_tier_options(const std::string& host_capacity, const std::stri
   TierOptions t;
   for (const std::string& item : split_list(host_capacity, "--host-capacity")) {
     const double v = parse_double_list(item, "--host-capacity").front();
-    if (!(v >= 0) || std::isinf(v)) {
-      throw InputError(fmt::format(
-          "--host-capacity: '{}' is not a capacity; valid: a number of tokens >= 0 (e.g. 1e7; 0: "
-          "no host tier)",
-          item));
+    if (!(v >= 0) || !(v <= kMaxHostCapacityTokens)) {
+      throw InputError(
+          fmt::format("--host-capacity: '{}' is not a capacity; valid: a number of tokens >= 0 and "
+                      "<= {:g} (e.g. "
+                      "1e7; 0: no host tier)",
+                      item, kMaxHostCapacityTokens));
     }
     t.host_capacities.push_back(v);
   }

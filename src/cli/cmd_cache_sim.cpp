@@ -70,9 +70,11 @@ std::vector<double> parse_ttls(const std::string& text) {
   std::vector<double> out;
   for (const std::string& item : split_list(text, "--ttl")) {
     const double v = parse_double_list(item, "--ttl").front();
-    if (!(v > 0)) {
+    if (!(v > 0) || !std::isfinite(v)) {
       throw InputError(fmt::format(
-          "--ttl: '{}' is not a time to live; valid: seconds of trace time > 0 (e.g. 300)", item));
+          "--ttl: '{}' is not a time to live; valid: a finite number of seconds of trace time > 0 "
+          "(e.g. 300)",
+          item));
     }
     out.push_back(v);
   }

@@ -121,11 +121,21 @@ int run_quant_error(const QuantErrorArgs& a) {
   const OutputFormat out_format = parse_format(a.format);
   const ModelShape model = load_model(a.model);
 
+  std::vector<std::string> skipped;
   const std::vector<quant::AttentionCase> cases =
       quant::is_builtin_data(a.data)
           ? quant::builtin_cases(a.data, model.num_q_heads, model.num_kv_heads, model.head_dim,
                                  a.tokens, a.block_size)
-          : quant::load_cases(a.data);
+          : quant::load_cases(a.data, &skipped);
+  for (const std::string& s : skipped) {
+    std::cerr << fmt::format(
+        "note: --data {}: skipped {}/ (no meta.json and none of a dump's .npy files: not a "
+        "layer)\n",
+        a.data, s);
+  }
+  // Before the sweep measures anything: both outputs can be written.
+  check_output_file(a.out, "--out");
+  check_output_file(a.json_out, "--json");
   QuantErrorResult r;
   r.data = a.data;
   r.num_q_heads = cases.front().num_q_heads;

@@ -1,5 +1,7 @@
 // `decodebench quantize`: one K or V pool through a KV format's quantizer and back, so that a
 // script evaluating a format (scripts/kv_quant_eval.py) uses the very quantizer the kernels read.
+#include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -26,17 +28,9 @@ struct QuantizeArgs {
 };
 
 void write_codes(const fs::path& dir, const quant::QuantizedPool& q) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw RuntimeFailure("--codes: cannot create " + dir.string() + ": " + ec.message());
   const quant::PoolShape& s = q.shape;
   const KvFormatInfo& info = kv_format(q.format);
-  if (quant::is_float_format(q.format)) {
-    throw InputError(
-        fmt::format("--codes: {} stores no codes and scales of its own (the float "
-                    "formats are the values themselves; valid: {})",
-                    quant::format_name(q.format), dtype_names(DtypeKind::integer)));
-  } else if (info.signed_codes) {  // one signed byte a code (int8)
+  if (info.signed_codes) {  // one signed byte a code (int8)
     const std::int64_t shape[] = {s.num_blocks, s.kv_heads, s.block_size, s.head_dim};
     write_npy(dir / "codes.npy",
               std::span(reinterpret_cast<const std::int8_t*>(q.codes.data()), q.codes.size()),
@@ -52,8 +46,15 @@ void write_codes(const fs::path& dir, const quant::QuantizedPool& q) {
 }
 
 int run_quantize(const QuantizeArgs& a) {
+  // Everything is checked before the first file is written: a bad --codes must not leave OUT.
   const quant::KvFormat format = quant::parse_format(a.format, "--kv-dtype");
   const quant::KvTensor tensor = quant::parse_tensor(a.tensor, "--tensor");
+  if (!a.codes_dir.empty() && quant::is_float_format(format)) {
+    throw InputError(
+        fmt::format("--codes: {} stores no codes and scales of its own (the float "
+                    "formats are the values themselves; valid: {})",
+                    quant::format_name(format), dtype_names(DtypeKind::integer)));
+  }
   const NpyArray in = read_npy(a.in);
   if (in.descr != "<f4" || in.shape.size() != 4 || in.fortran_order) {
     throw InputError(
@@ -61,10 +62,20 @@ int run_quantize(const QuantizeArgs& a) {
                     "head_dim] in C order (the --dump layout of k_cache.npy)",
                     a.in));
   }
+  // An empty pool has no error to report (it printed "-nan B per token").
+  if (std::find(in.shape.begin(), in.shape.end(), 0) != in.shape.end()) {
+    throw InputError(fmt::format(
+        "{}: shape [{}, {}, {}, {}] is empty; valid: every dimension >= 1 [num_blocks, kv_heads, "
+        "block_size, head_dim]",
+        a.in, in.shape[0], in.shape[1], in.shape[2], in.shape[3]));
+  }
   const quant::PoolShape shape{in.shape[0], in.shape[1], in.shape[2], in.shape[3]};
-  const std::vector<float> values = in.as_float();
+  const std::vector<float> values = finite_floats(in, a.in);
   const quant::QuantizedPool q = quant::quantize(format, tensor, shape, values);
   const std::vector<float> back = quant::dequantize(q);
+  check_output_file(a.out, "OUT");
+  if (!a.codes_dir.empty()) check_output_dir(a.codes_dir, "--codes");
+
   write_npy(a.out, back, in.shape);
   if (!a.codes_dir.empty()) write_codes(a.codes_dir, q);
   if (!a.quiet) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -128,6 +129,46 @@ std::vector<std::string> list_of(const std::string& s, std::string_view flag) {
   return items;
 }
 
+// The numeric options that reach the schedule or the measurement only after the ceilings are
+// measured: checked first, so that a bad one costs nothing and writes nothing. A rate left out
+// (0) is modeled; one given must be a rate.
+void check_numbers(const CLI::App& cmd, const ReplayOptions& o) {
+  const auto given = [&](const char* flag) { return cmd.get_option(flag)->count() > 0; };
+  for (const auto& [flag, value, unit] :
+       {std::tuple{"--prefill-rate", o.prefill_rate, "tokens/s"},
+        std::tuple{"--decode-read-rate", o.decode_read_rate, "bytes/s"}}) {
+    if (given(flag) && !(std::isfinite(value) && value > 0)) {
+      throw InputError(fmt::format(
+          "{} {}: not a rate; valid: a finite number of {} > 0 (leave it out to model it)", flag,
+          value, unit));
+    }
+  }
+  if (o.measure.min_samples < 1) {
+    throw InputError(
+        fmt::format("--min-samples {}; valid: an integer >= 1", o.measure.min_samples));
+  }
+  for (const auto& [flag, value, what] :
+       {std::tuple{"--min-time", o.measure.min_time_s, "a finite number of seconds >= 0"},
+        std::tuple{"--max-noise", o.measure.max_noise, "a finite fraction >= 0 (e.g. 0.02)"}}) {
+    if (!(std::isfinite(value) && value >= 0)) {
+      throw InputError(fmt::format("{} {}; valid: {}", flag, value, what));
+    }
+  }
+  if (!(std::isfinite(o.measure.timeout_s) && o.measure.timeout_s > 0)) {
+    throw InputError(
+        fmt::format("--timeout {}; valid: a finite number of seconds > 0", o.measure.timeout_s));
+  }
+  if (o.validate_max_rows < 1) {
+    throw InputError(
+        fmt::format("--validate-max-rows {}; valid: an integer >= 1", o.validate_max_rows));
+  }
+  if (o.sample_steps < 1) {
+    throw InputError(
+        fmt::format("--sample-steps must be >= 1, got {} (the decode steps measured per setting)",
+                    o.sample_steps));
+  }
+}
+
 double positive_number(const std::string& item, std::string_view flag, std::string_view what) {
   std::size_t used = 0;
   double x = 0;
@@ -142,6 +183,9 @@ double positive_number(const std::string& item, std::string_view flag, std::stri
   return x;
 }
 
+// The largest --kv-pool in bytes (2^53, 9 PB): its int64 holds it exactly (1e30 did not fit).
+constexpr double kMaxKvPoolBytes = 9007199254740992.0;
+
 // The settings of the table: every KV pool x policy (ttl: x every --ttl) x KV dtype x host tier
 // (with a link: x every link x reload policy).
 std::vector<ReplaySetting> expand_settings(const ReplayOptions& o, std::int64_t default_pool) {
@@ -152,8 +196,12 @@ std::vector<ReplaySetting> expand_settings(const ReplayOptions& o, std::int64_t 
     pools.push_back(default_pool);
   } else {
     for (const std::string& p : list_of(o.kv_pool, "--kv-pool")) {
-      pools.push_back(static_cast<std::int64_t>(
-          positive_number(p, "--kv-pool", "a positive number of bytes (e.g. 8e9)")));
+      const double bytes = positive_number(p, "--kv-pool", "a positive number of bytes (e.g. 8e9)");
+      if (bytes > kMaxKvPoolBytes) {
+        throw InputError(fmt::format("--kv-pool: '{}' bytes; valid: a number of bytes in (0, {:g}]",
+                                     p, kMaxKvPoolBytes));
+      }
+      pools.push_back(static_cast<std::int64_t>(bytes));
     }
   }
   std::vector<double> ttls;
@@ -199,6 +247,7 @@ std::vector<ReplaySetting> expand_settings(const ReplayOptions& o, std::int64_t 
 int run(CLI::App& cmd, ReplayOptions& o) {
   if (!o.config.empty()) apply_json_config(cmd, o.config);
   if (o.trace.empty()) throw InputError("--trace is required (a .jsonl or .csv request trace)");
+  check_numbers(cmd, o);
   const OutputFormat format = parse_format(o.format);
   check_output_file(o.out, "--out");
   const Trace trace = load_trace(o.trace, o.trace_format, o.trace_block_tokens, o.max_requests);
@@ -253,11 +302,6 @@ int run(CLI::App& cmd, ReplayOptions& o) {
     plan.scope = parse_scope(o.scope);
   }
 
-  if (o.sample_steps < 1) {
-    throw InputError(
-        fmt::format("--sample-steps must be >= 1, got {} (the decode steps measured per setting)",
-                    o.sample_steps));
-  }
   const std::int64_t params = model.num_params > 0      ? model.num_params
                               : model.has_layer_shape() ? params_from_shape(model)
                                                         : 0;

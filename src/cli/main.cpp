@@ -52,9 +52,11 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);  // runs the chosen subcommand's callback
     return exit_code;
   } catch (const CLI::ParseError& e) {
-    // --help prints and succeeds; every other parse error is bad input.
-    const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitBadInput;
+    // --help and --version print and succeed; every other parse error (a number that does not
+    // convert, a missing required option) is bad input, reported as an InputError is.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "decodebench: error: " << e.what() << " (--help lists the options)\n";
+    return kExitBadInput;
   } catch (const InputError& e) {
     std::cerr << "decodebench: error: " << e.what() << '\n';
     return kExitBadInput;

@@ -1,13 +1,15 @@
 #include "common/npy.h"
 
-#include <cctype>
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/errors.h"
 
@@ -126,6 +128,27 @@ std::vector<float> NpyArray::as_float() const {
   return out;
 }
 
+std::string npy_index(std::span<const std::int64_t> shape, std::size_t index) {
+  std::vector<std::int64_t> at(shape.size());
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] <= 0) continue;
+    at[i] = static_cast<std::int64_t>(index % static_cast<std::size_t>(shape[i]));
+    index /= static_cast<std::size_t>(shape[i]);
+  }
+  return fmt::format("[{}]", fmt::join(at, ", "));
+}
+
+std::vector<float> finite_floats(const NpyArray& a, std::string_view source) {
+  std::vector<float> out = a.as_float();
+  const auto bad = std::find_if(out.begin(), out.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != out.end()) {
+    throw InputError(fmt::format("{}: {} is {}; every value must be finite", source,
+                                 npy_index(a.shape, static_cast<std::size_t>(bad - out.begin())),
+                                 *bad));
+  }
+  return out;
+}
+
 std::vector<std::int32_t> NpyArray::as_int32() const {
   if (descr != "<i4") throw InputError(fmt::format("npy array is '{}', not '<i4'", descr));
   std::vector<std::int32_t> out(data.size() / sizeof(std::int32_t));
@@ -139,6 +162,43 @@ namespace {
 bool parse_size(std::string_view s, std::uint64_t max, std::uint64_t& out) {
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return !s.empty() && ec == std::errc() && ptr == s.data() + s.size() && out <= max;
+}
+
+// "(2, 3)", "(3,)" or "()": Python's tuple of non-negative integers, nothing else.
+template <typename Bad>
+std::vector<std::int64_t> parse_shape(const std::string& text, const Bad& bad) {
+  const auto trim = [](std::string_view s) {
+    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+    while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+    return s;
+  };
+  std::string_view s = trim(text);
+  if (s.size() < 2 || s.front() != '(' || s.back() != ')') {
+    throw bad(
+        fmt::format("shape {} is not a tuple; valid: integers >= 0 as in (2, 3), (3,), ()", text));
+  }
+  s = s.substr(1, s.size() - 2);
+  std::vector<std::int64_t> dims;
+  while (!trim(s).empty()) {
+    const std::size_t comma = s.find(',');
+    const std::string_view item = trim(s.substr(0, comma));
+    std::uint64_t d = 0;
+    if (!item.empty() && item.front() == '-') {
+      throw bad(
+          fmt::format("shape {}: dimension {} is negative; valid: integers >= 0", text, item));
+    }
+    if (item.empty() ||
+        !std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      throw bad(fmt::format("shape {}: '{}' is not a dimension; valid: integers >= 0", text, item));
+    }
+    if (!parse_size(item, INT64_MAX, d)) {
+      throw bad(fmt::format("shape {}: dimension '{}' is too large", text, item));
+    }
+    dims.push_back(static_cast<std::int64_t>(d));
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+  }
+  return dims;
 }
 
 }  // namespace
@@ -182,25 +242,13 @@ NpyArray parse_npy(std::string_view bytes, std::string_view source) {
     throw bad(fmt::format("bad descr {} (expected a quoted dtype such as '<f4')", descr));
   }
   a.descr = descr.substr(1, descr.size() - 2);
-  a.fortran_order = dict_value(dict, "fortran_order", source) == "True";
-  // "(2, 3)" or "(3,)" or "()": the digits runs are the dimensions.
-  const std::string shape = dict_value(dict, "shape", source);
-  std::size_t at = 0;
-  while (at < shape.size()) {
-    if (!std::isdigit(static_cast<unsigned char>(shape[at]))) {
-      ++at;
-      continue;
-    }
-    std::size_t end = at;
-    while (end < shape.size() && std::isdigit(static_cast<unsigned char>(shape[end]))) ++end;
-    std::uint64_t d = 0;
-    if (!parse_size(std::string_view(shape).substr(at, end - at), INT64_MAX, d)) {
-      throw bad(
-          fmt::format("shape {}: dimension '{}' is too large", shape, shape.substr(at, end - at)));
-    }
-    a.shape.push_back(static_cast<std::int64_t>(d));
-    at = end;
+  const std::string fortran = dict_value(dict, "fortran_order", source);
+  if (fortran != "True" && fortran != "False") {
+    throw bad(fmt::format("bad fortran_order {}; valid: True, False", fortran));
   }
+  a.fortran_order = fortran == "True";
+  const std::string shape = dict_value(dict, "shape", source);
+  a.shape = parse_shape(shape, bad);
   // "<f4": byte order, kind, item size in bytes (numpy's largest is 32, complex256).
   std::uint64_t elem_size = 0;
   if (a.descr.size() < 3 || !parse_size(std::string_view(a.descr).substr(2), 64, elem_size) ||
@@ -208,21 +256,30 @@ NpyArray parse_npy(std::string_view bytes, std::string_view source) {
     throw bad(fmt::format("unsupported descr '{}' (expected e.g. '<f4' or '<i4')", a.descr));
   }
   // The data size the shape claims, checked against the bytes present before anything is
-  // allocated: a header claiming a huge shape is rejected, not obeyed.
+  // allocated: a header claiming a huge shape is rejected, not obeyed. A zero dimension must not
+  // hide the others' overflow: callers multiply dimensions of an empty array too.
   const std::size_t available = bytes.size() - pos;
-  std::uint64_t need = elem_size;
+  const bool empty = std::find(a.shape.begin(), a.shape.end(), 0) != a.shape.end();
+  std::uint64_t nonzero = elem_size;
   for (std::int64_t d : a.shape) {
     const auto ud = static_cast<std::uint64_t>(d);
-    if (ud != 0 && need > available / ud) {
+    if (ud == 0) continue;
+    if (nonzero > static_cast<std::uint64_t>(INT64_MAX) / ud) {
+      throw bad(fmt::format("shape {}: the product of its dimensions overflows 64 bits", shape));
+    }
+    if (!empty && nonzero * ud > available) {
       throw bad(
           fmt::format("shape {} of {}-byte elements needs more than the {} data bytes the "
                       "file has",
                       shape, elem_size, available));
     }
-    need *= ud;
+    nonzero *= ud;
   }
-  if (need > available) {
-    throw bad(fmt::format("expected {} data bytes, the file has {}", need, available));
+  const std::uint64_t need = empty ? 0 : nonzero;
+  // numpy writes exactly the array's bytes after the header: more or fewer is a damaged file.
+  if (need != available) {
+    throw bad(fmt::format("shape {} of {}-byte elements is {} data bytes, the file has {}", shape,
+                          elem_size, need, available));
   }
   const auto* first = reinterpret_cast<const std::byte*>(bytes.data() + pos);
   a.data.assign(first, first + need);

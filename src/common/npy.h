@@ -37,6 +37,11 @@ struct NpyArray {
   std::vector<float> as_float() const;         // requires descr "<f4"
   std::vector<std::int32_t> as_int32() const;  // requires descr "<i4"
 };
+// as_float() of an array of real values: InputError "<source>: [i, j] is nan; every value must
+// be finite" at the first NaN or infinity, so that no measure is computed over one.
+std::vector<float> finite_floats(const NpyArray& a, std::string_view source);
+// "[1, 0, 3]": flat element `index` of `shape` as a C-order index, for messages.
+std::string npy_index(std::span<const std::int64_t> shape, std::size_t index);
 // Reads a version 1.0/2.0/3.0 .npy file; throws InputError naming the path and what is wrong
 // (RuntimeFailure only when reading an opened file fails).
 NpyArray read_npy(const std::filesystem::path& path);

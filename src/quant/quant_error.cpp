@@ -5,12 +5,15 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "common/errors.h"
 #include "common/json_in.h"
+#include "common/json_text.h"
 #include "common/npy.h"
 
 namespace decodebench::quant {
@@ -18,84 +21,84 @@ namespace {
 
 namespace fs = std::filesystem;
 
-NpyArray read_expected(const fs::path& file, std::string_view descr, std::size_t rank) {
-  NpyArray a = read_npy(file);
+NpyArray read_expected(std::string_view bytes, const std::string& file, std::string_view descr,
+                       std::size_t rank) {
+  NpyArray a = parse_npy(bytes, file);
   if (a.descr != descr || a.shape.size() != rank || a.fortran_order) {
     throw InputError(fmt::format("{}: expected a {}-D array of {}, C order (the --dump layout)",
-                                 file.string(), rank, descr == "<f4" ? "float32" : "int32"));
+                                 file, rank, descr == "<f4" ? "float32" : "int32"));
   }
   return a;
 }
 
-AttentionCase load_case(const fs::path& dir) {
-  const fs::path meta_file = dir / "meta.json";
-  std::ifstream in(meta_file);
+// A count meta.json gives for the arrays: an integer >= 1.
+std::int64_t meta_count(const JsonIn& meta, const std::string& file, std::string_view key) {
+  const std::int64_t v = meta.at(key).integer();
+  if (v < 1) {
+    throw InputError(
+        fmt::format("{}: '{}' is {}; valid: an integer >= 1 (the arrays' {})", file, key, v, key));
+  }
+  return v;
+}
+
+// A factor meta.json gives: finite and > 0, since 0, a negative or a NaN scale makes every
+// format look as good as the unquantized cache.
+float meta_factor(const JsonIn& meta, const std::string& file, std::string_view key,
+                  double fallback) {
+  // No fallback (NaN): the key is required, and its absence is named as such.
+  const double v = meta.has(key) || std::isnan(fallback) ? meta.at(key).number() : fallback;
+  if (!(v > 0) || !std::isfinite(v) || !std::isfinite(static_cast<float>(v))) {
+    throw InputError(fmt::format("{}: '{}' is {}; valid: a finite number > 0", file, key, v));
+  }
+  return static_cast<float>(v);
+}
+
+std::string dims(const std::vector<std::int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// Reads the whole file; an absent file is bad input naming it.
+std::string read_bytes(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
   if (!in) {
     throw InputError(
-        fmt::format("{}: no meta.json (a --dump directory or scripts/kv_dump.py's "
-                    "layer directory holds one)",
-                    dir.string()));
+        fmt::format("{}: cannot open it (a dump holds meta.json, q.npy, k_cache.npy, v_cache.npy, "
+                    "block_tables.npy and context_lens.npy)",
+                    file.string()));
   }
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: not JSON: {}", meta_file.string(), e.what()));
-  }
-  const JsonIn meta(j, meta_file.string());
-  AttentionCase c;
-  c.name = dir.filename().string();
-  c.num_q_heads = meta.at("num_q_heads").int32();
-  c.softmax_scale = static_cast<float>(meta.at("softmax_scale").number());
-  const float k_scale = meta.has("k_scale") ? static_cast<float>(meta.at("k_scale").number()) : 1;
-  const float v_scale = meta.has("v_scale") ? static_cast<float>(meta.at("v_scale").number()) : 1;
+  if (in.bad()) throw RuntimeFailure(fmt::format("cannot read {}", file.string()));
+  return text.str();
+}
 
-  const NpyArray q = read_expected(dir / "q.npy", "<f4", 3);
-  const NpyArray k = read_expected(dir / "k_cache.npy", "<f4", 4);
-  const NpyArray v = read_expected(dir / "v_cache.npy", "<f4", 4);
-  const NpyArray tables = read_expected(dir / "block_tables.npy", "<i4", 2);
-  const NpyArray lens = read_expected(dir / "context_lens.npy", "<i4", 1);
-  c.shape = {k.shape[0], k.shape[1], k.shape[2], k.shape[3]};
-  auto fail = [&](const std::string& what) {
-    throw InputError(fmt::format("{}: {}", dir.string(), what));
-  };
-  if (v.shape != k.shape) fail("v_cache.npy's shape differs from k_cache.npy's");
-  if (q.shape[1] != c.num_q_heads || q.shape[2] != c.shape.head_dim) {
-    fail(fmt::format("q.npy is [{}, {}, {}], meta.json says {} query heads of head_dim {}",
-                     q.shape[0], q.shape[1], q.shape[2], c.num_q_heads, c.shape.head_dim));
+// The files a dump directory holds besides meta.json: one of them without meta.json is a dump
+// that was not finished (meta.json is written last), not a folder of something else.
+constexpr std::string_view kDumpArrays[] = {
+    "q.npy",   "k_cache.npy", "v_cache.npy", "block_tables.npy", "context_lens.npy",
+    "ref.npy", "out.npy"};
+
+std::string dump_files_in(const fs::path& dir) {
+  std::string found;
+  for (std::string_view f : kDumpArrays) {
+    if (fs::exists(dir / f)) found += (found.empty() ? "" : ", ") + std::string(f);
   }
-  if (c.num_q_heads % c.shape.kv_heads != 0) {
-    fail(fmt::format("{} query heads are not a multiple of {} KV heads", c.num_q_heads,
-                     c.shape.kv_heads));
-  }
-  if (lens.shape[0] != q.shape[0] || tables.shape[0] != q.shape[0]) {
-    fail("q.npy, block_tables.npy and context_lens.npy disagree on the batch");
-  }
-  c.q = q.as_float();
-  c.k = k.as_float();
-  c.v = v.as_float();
-  for (float& x : c.k) x *= k_scale;
-  for (float& x : c.v) x *= v_scale;
-  c.block_tables = tables.as_int32();
-  c.max_blocks_per_seq = tables.shape[1];
-  c.context_lens = lens.as_int32();
-  for (std::int64_t b = 0; b < c.batch(); ++b) {
-    const std::int64_t len = c.context_lens[b];
-    if (len < 1 || len > c.max_blocks_per_seq * c.shape.block_size) {
-      fail(fmt::format("context_lens[{}] = {} is outside 1..{}", b, len,
-                       c.max_blocks_per_seq * c.shape.block_size));
-    }
-    for (std::int64_t i = 0; i < (len + c.shape.block_size - 1) / c.shape.block_size; ++i) {
-      const std::int32_t blk = c.block_tables[b * c.max_blocks_per_seq + i];
-      if (blk < 0 || blk >= c.shape.num_blocks) {
-        fail(fmt::format("block_tables[{}][{}] = {} is outside the pool's 0..{}", b, i, blk,
-                         c.shape.num_blocks - 1));
-      }
-    }
-  }
-  return c;
+  return found;
+}
+
+AttentionCase load_case(const fs::path& dir) {
+  DumpFiles f;
+  f.dir = dir.string();
+  // "dump/" names the case "dump", as "dump" does.
+  const fs::path normal = dir.lexically_normal();
+  f.name = (normal.has_filename() ? normal : normal.parent_path()).filename().string();
+  f.meta = read_bytes(dir / "meta.json");
+  f.q = read_bytes(dir / "q.npy");
+  f.k_cache = read_bytes(dir / "k_cache.npy");
+  f.v_cache = read_bytes(dir / "v_cache.npy");
+  f.block_tables = read_bytes(dir / "block_tables.npy");
+  f.context_lens = read_bytes(dir / "context_lens.npy");
+  return parse_case(f);
 }
 
 // Log of the softmax of scale * K . q over one context, and the output: double throughout.
@@ -170,7 +173,120 @@ double ratio(double num, double den) { return den > 0 ? num / den : (num > 0 ? I
 
 }  // namespace
 
-std::vector<AttentionCase> load_cases(const fs::path& dir) {
+AttentionCase parse_case(const DumpFiles& f) {
+  const auto file = [&](std::string_view name) { return (fs::path(f.dir) / name).string(); };
+  const std::string meta_file = file("meta.json");
+  const nlohmann::json j = parse_json_text(f.meta, meta_file);
+  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", meta_file));
+  const JsonIn meta(j, meta_file);
+  AttentionCase c;
+  c.name = f.name;
+  // The shape the arrays must have, from meta.json's required keys (report-schema.md "dump").
+  const std::int64_t hq = meta_count(meta, meta_file, "num_q_heads");
+  const std::int64_t hkv = meta_count(meta, meta_file, "num_kv_heads");
+  const std::int64_t d = meta_count(meta, meta_file, "head_dim");
+  const std::int64_t p = meta_count(meta, meta_file, "block_size");
+  if (hq > INT32_MAX) {
+    throw InputError(
+        fmt::format("{}: 'num_q_heads' is {}; valid: 1..{}", meta_file, hq, INT32_MAX));
+  }
+  if (hq % hkv != 0) {
+    throw InputError(fmt::format(
+        "{}: {} query heads are not a multiple of {} KV heads (query head h reads KV head "
+        "h / (num_q_heads / num_kv_heads))",
+        meta_file, hq, hkv));
+  }
+  c.num_q_heads = static_cast<int>(hq);
+  c.softmax_scale = meta_factor(meta, meta_file, "softmax_scale", /*fallback=*/NAN);
+  const float k_scale = meta_factor(meta, meta_file, "k_scale", /*fallback=*/1);
+  const float v_scale = meta_factor(meta, meta_file, "v_scale", /*fallback=*/1);
+
+  const NpyArray q = read_expected(f.q, file("q.npy"), "<f4", 3);
+  const NpyArray k = read_expected(f.k_cache, file("k_cache.npy"), "<f4", 4);
+  const NpyArray v = read_expected(f.v_cache, file("v_cache.npy"), "<f4", 4);
+  const NpyArray tables = read_expected(f.block_tables, file("block_tables.npy"), "<i4", 2);
+  const NpyArray lens = read_expected(f.context_lens, file("context_lens.npy"), "<i4", 1);
+  const auto fail = [&](const std::string& what) {
+    throw InputError(fmt::format("{}: {}", f.dir, what));
+  };
+  // Every array against meta.json and the others, before a value is read: nothing below may
+  // divide by, or index with, a count the files do not agree on.
+  if (k.shape[1] != hkv || k.shape[2] != p || k.shape[3] != d) {
+    fail(fmt::format(
+        "k_cache.npy is {} [num_blocks, kv_heads, block_size, head_dim], meta.json says {} KV "
+        "heads, block_size {}, head_dim {}",
+        dims(k.shape), hkv, p, d));
+  }
+  if (v.shape != k.shape) {
+    fail(fmt::format("v_cache.npy is {}, k_cache.npy {}: they must be the same", dims(v.shape),
+                     dims(k.shape)));
+  }
+  if (q.shape[1] != hq || q.shape[2] != d) {
+    fail(
+        fmt::format("q.npy is {} [batch, num_q_heads, head_dim], meta.json says {} query heads "
+                    "of head_dim {}",
+                    dims(q.shape), hq, d));
+  }
+  if (lens.shape[0] != q.shape[0] || tables.shape[0] != q.shape[0]) {
+    fail(fmt::format(
+        "q.npy {}, block_tables.npy {} and context_lens.npy {} disagree on the batch (the "
+        "first dimension)",
+        dims(q.shape), dims(tables.shape), dims(lens.shape)));
+  }
+  // The optional keys that describe the arrays too (sweep --dump writes them).
+  for (const auto& [key, got, what] :
+       {std::tuple{"batch", q.shape[0], "q.npy's first dimension"},
+        std::tuple{"num_blocks", k.shape[0], "k_cache.npy's first dimension"},
+        std::tuple{"max_blocks_per_seq", tables.shape[1], "block_tables.npy's columns"}}) {
+    if (meta.has(key) && meta.at(key).integer() != got) {
+      throw InputError(fmt::format("{}: '{}' is {}, but the arrays have {} ({})", meta_file, key,
+                                   meta.at(key).integer(), got, what));
+    }
+  }
+  // An empty input has no error to measure: reporting 0 would read as a perfect format.
+  if (k.shape[0] < 1)
+    fail("k_cache.npy holds no block (num_blocks 0): there is nothing to measure");
+  if (q.shape[0] < 1) fail("q.npy holds no query (batch 0): there is nothing to measure");
+  if (tables.shape[1] < 1) fail("block_tables.npy has no column: no sequence reads a block");
+  c.shape = {k.shape[0], hkv, p, d};
+
+  c.q = finite_floats(q, file("q.npy"));
+  c.k = finite_floats(k, file("k_cache.npy"));
+  c.v = finite_floats(v, file("v_cache.npy"));
+  for (auto [values, scale, name] :
+       {std::tuple{&c.k, k_scale, "k_cache.npy"}, std::tuple{&c.v, v_scale, "v_cache.npy"}}) {
+    for (std::size_t i = 0; i < values->size(); ++i) {
+      const float x = (*values)[i];
+      (*values)[i] = x * scale;
+      if (!std::isfinite((*values)[i])) {
+        throw InputError(fmt::format("{}: {} is {}, times the scale {} in meta.json overflows",
+                                     file(name), npy_index(k.shape, i), x, scale));
+      }
+    }
+  }
+  c.block_tables = tables.as_int32();
+  c.max_blocks_per_seq = tables.shape[1];
+  c.context_lens = lens.as_int32();
+  for (std::int64_t b = 0; b < c.batch(); ++b) {
+    const std::int64_t len = c.context_lens[b];
+    if (len < 1 || len > c.max_blocks_per_seq * p) {
+      fail(
+          fmt::format("context_lens[{}] = {} is outside 1..{} (block_tables.npy's {} columns of "
+                      "{} tokens)",
+                      b, len, c.max_blocks_per_seq * p, c.max_blocks_per_seq, p));
+    }
+    for (std::int64_t i = 0; i < (len + p - 1) / p; ++i) {
+      const std::int32_t blk = c.block_tables[b * c.max_blocks_per_seq + i];
+      if (blk < 0 || blk >= c.shape.num_blocks) {
+        fail(fmt::format("block_tables[{}][{}] = {} is outside the pool's 0..{}", b, i, blk,
+                         c.shape.num_blocks - 1));
+      }
+    }
+  }
+  return c;
+}
+
+std::vector<AttentionCase> load_cases(const fs::path& dir, std::vector<std::string>* skipped) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     throw InputError(
@@ -179,19 +295,36 @@ std::vector<AttentionCase> load_cases(const fs::path& dir) {
                     dir.string()));
   }
   if (fs::exists(dir / "meta.json")) return {load_case(dir)};
+  const auto unfinished = [](const fs::path& d, const std::string& found) {
+    return InputError(fmt::format(
+        "--data {}: holds {} but no meta.json: a dump that did not finish (meta.json is "
+        "written last); dump it again or remove it",
+        d.string(), found));
+  };
+  if (const std::string found = dump_files_in(dir); !found.empty()) throw unfinished(dir, found);
   std::vector<fs::path> subdirs;
   for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.is_directory() && fs::exists(e.path() / "meta.json")) subdirs.push_back(e.path());
+    if (e.is_directory()) subdirs.push_back(e.path());
   }
-  if (subdirs.empty()) {
+  std::sort(subdirs.begin(), subdirs.end());
+  std::vector<fs::path> layers;
+  for (const fs::path& d : subdirs) {
+    if (fs::exists(d / "meta.json")) {
+      layers.push_back(d);
+    } else if (const std::string found = dump_files_in(d); !found.empty()) {
+      throw unfinished(d, found);
+    } else if (skipped != nullptr) {
+      skipped->push_back(d.filename().string());
+    }
+  }
+  if (layers.empty()) {
     throw InputError(
         fmt::format("--data {}: neither a dump (meta.json, q.npy, k_cache.npy, ...) "
                     "nor a directory of them (scripts/kv_dump.py's layer_NN/)",
                     dir.string()));
   }
-  std::sort(subdirs.begin(), subdirs.end());
   std::vector<AttentionCase> cases;
-  for (const fs::path& d : subdirs) cases.push_back(load_case(d));
+  for (const fs::path& d : layers) cases.push_back(load_case(d));
   return cases;
 }
 

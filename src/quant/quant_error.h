@@ -35,10 +35,27 @@ struct AttentionCase {
   std::int64_t batch() const { return static_cast<std::int64_t>(context_lens.size()); }
 };
 
+// The files of one dump as bytes: what load_cases reads from a directory, so that the reader
+// can be fed without a disk (tests/fuzz/fuzz_dump).
+struct DumpFiles {
+  std::string dir;   // the directory, as messages name the files: "DIR/q.npy"
+  std::string name;  // the case's name
+  std::string meta;  // meta.json's text
+  std::string q, k_cache, v_cache, block_tables, context_lens;  // .npy bytes
+};
+// Throws InputError naming the file and what is wrong, before any value is used: meta.json's
+// counts (num_q_heads, num_kv_heads, head_dim, block_size >= 1; batch, num_blocks and
+// max_blocks_per_seq where given) against the arrays' shapes, scales finite and > 0, an empty
+// pool or batch (nothing to measure), a NaN or infinity in q, K or V (the file and the index), a
+// context length or table entry outside the pool.
+AttentionCase parse_case(const DumpFiles& files);
+
 // `dir` holding one dump (meta.json, q.npy, k_cache.npy, ...) or subdirectories that each hold
-// one (scripts/kv_dump.py's layer_00/ ...), in name order. Throws InputError naming the file and
-// what is wrong (a missing file, shapes that disagree, a table entry outside the pool).
-std::vector<AttentionCase> load_cases(const std::filesystem::path& dir);
+// one (scripts/kv_dump.py's layer_00/ ...), in name order. A directory holding a dump's arrays
+// but no meta.json is a dump that did not finish: InputError. A subdirectory with none of them is
+// not a layer: its name goes to `skipped` (the CLI says so on stderr).
+std::vector<AttentionCase> load_cases(const std::filesystem::path& dir,
+                                      std::vector<std::string>* skipped = nullptr);
 
 // Built-in data with the heads of `model_q_heads`/`kv_heads`/`head_dim`: `tokens` tokens in
 // blocks of `block_size`, 16 queries spread over the second half (kv_dump.py's choice).

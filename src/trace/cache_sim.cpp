@@ -140,18 +140,20 @@ std::int64_t check_setting(const CacheSimSetting& s, int block_tokens) {
     throw InputError(fmt::format(
         "cache-sim setting '{}': capacity must be a number of tokens > 0 or inf", name));
   }
-  if (s.policy == EvictionPolicy::ttl && !(s.ttl_s > 0)) {
+  if (s.policy == EvictionPolicy::ttl && !(s.ttl_s > 0 && std::isfinite(s.ttl_s))) {
     throw InputError(fmt::format(
-        "cache-sim setting '{}': the ttl policy needs ttl_s > 0 seconds (of trace time)", name));
+        "cache-sim setting '{}': the ttl policy needs a finite ttl_s > 0 seconds (of trace time)",
+        name));
   }
   if (block_tokens < 1) {
     throw InputError(
         fmt::format("cache-sim: the trace's block_tokens is {}; valid: >= 1", block_tokens));
   }
-  if (!(s.host_capacity_tokens >= 0) || std::isinf(s.host_capacity_tokens)) {
-    throw InputError(fmt::format(
-        "cache-sim setting '{}': host capacity {} tokens; valid: a finite number >= 0 (0: none)",
-        name, s.host_capacity_tokens));
+  if (!(s.host_capacity_tokens >= 0) || !(s.host_capacity_tokens <= kMaxHostCapacityTokens)) {
+    throw InputError(
+        fmt::format("cache-sim setting '{}': host capacity {} tokens; valid: a number >= 0 and <= "
+                    "{:g} (0: none)",
+                    name, s.host_capacity_tokens, kMaxHostCapacityTokens));
   }
   if (s.host_capacity_tokens > 0 && std::isinf(s.capacity_tokens)) {
     throw InputError(fmt::format(

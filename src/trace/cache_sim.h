@@ -24,6 +24,10 @@
 namespace decodebench {
 
 inline constexpr double kUnboundedTokens = std::numeric_limits<double>::infinity();
+// The largest finite host-tier capacity in tokens (2^53, about 9e15): every count up to it is
+// exact in a double, and floor(tokens / block tokens) fits the int64 block counts (1e30 once
+// became -2^63 blocks).
+inline constexpr double kMaxHostCapacityTokens = 9007199254740992.0;
 
 // What a request does with the blocks of its hit found in the host tier: always reload them over
 // the link, never (recompute those tokens, as if they were a miss), or the cheaper of the two

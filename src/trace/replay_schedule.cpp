@@ -155,10 +155,10 @@ void validate(const ScheduleConfig& c, const Trace& trace) {
     throw InputError(fmt::format("--decode-read-rate {} bytes/s must be finite and > 0",
                                  c.decode_read_bytes_per_s));
   }
-  if (!(c.host_capacity_tokens >= 0) || !std::isfinite(c.host_capacity_tokens)) {
+  if (!(c.host_capacity_tokens >= 0) || !(c.host_capacity_tokens <= kMaxHostCapacityTokens)) {
     throw InputError(fmt::format(
-        "--host-capacity {} tokens; valid: a finite number of tokens >= 0 (0: no host tier)",
-        c.host_capacity_tokens));
+        "--host-capacity {} tokens; valid: a number of tokens >= 0 and <= {:g} (0: no host tier)",
+        c.host_capacity_tokens, kMaxHostCapacityTokens));
   }
   for (const auto& [value, flag] : {std::pair{c.link_to_device, "--link (to the device)"},
                                     std::pair{c.link_to_host, "--link (to the host)"},

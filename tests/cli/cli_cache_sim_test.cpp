@@ -219,6 +219,7 @@ TEST(CliCacheSim, CsvOutputAndHandMadeTrace) {
 TEST(CliCacheSim, BadInputNamesTheOption) {
   TempDir dir;
   const std::string t = "--trace '" + kSlice + "' ";
+  const std::string out = " --out '" + (dir / "c.json").string() + "'";  // never written
   const std::vector<std::pair<std::string, std::vector<std::string>>> bad = {
       {t + "--capacity 0", {"--capacity", "'0'", "inf"}},
       {t + "--capacity -1e6", {"--capacity", "'-1e6'"}},
@@ -237,6 +238,11 @@ TEST(CliCacheSim, BadInputNamesTheOption) {
       {t + "--kv-dtype int2", {"--kv-dtype", "'int2'"}},
       {t + "--host-capacity -1", {"--host-capacity", "'-1'", ">= 0"}},
       {t + "--host-capacity inf", {"--host-capacity", "'inf'"}},
+      // Beyond int64 blocks: once cast to -2^63 blocks.
+      {t + "--capacity 1e5 --host-capacity 1e30" + out,
+       {"--host-capacity", "'1e30'", "<= 9.0072e+15"}},
+      {t + "--policy ttl --ttl inf" + out, {"--ttl", "'inf'", "finite"}},
+      {t + "--policy ttl --ttl nan" + out, {"--ttl", "'nan'"}},
       {t + "--capacity inf --host-capacity 1e6", {"--host-capacity", "finite HBM capacity"}},
       {t + "--capacity 1e5 --host-capacity 1e6 --link pcie-gen9",
        {"--link", "'pcie-gen9'", "pcie-gen5-x16"}},
@@ -261,7 +267,9 @@ TEST(CliCacheSim, BadInputNamesTheOption) {
       EXPECT_NE(r.err.find(m), std::string::npos) << args << ": stderr lacks '" << m << "'\n"
                                                   << r.err;
     }
+    EXPECT_EQ(r.err.rfind("decodebench: error: ", 0), 0u) << args << "\n" << r.err;
   }
+  EXPECT_FALSE(std::filesystem::exists(dir / "c.json"));
   // --trace is required.
   const CliResult none = run_cli("cache-sim", dir.path());
   EXPECT_EQ(none.code, 2);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -215,6 +216,211 @@ TEST(CliQuantError, BadInputIsNamed) {
     EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
   }
+}
+
+// A small dump in the --dump layout, written field by field so that each hostile input below
+// changes one thing: Hq 2, Hkv 1, head_dim 32, blocks of 4 tokens, 3 blocks, batch 2.
+struct SmallDump {
+  std::vector<std::int64_t> q_shape = {2, 2, 32}, kv_shape = {3, 1, 4, 32}, table_shape = {2, 3};
+  std::vector<float> q = ramp(2 * 2 * 32), k = ramp(3 * 4 * 32), v = ramp(3 * 4 * 32);
+  std::vector<std::int32_t> tables = {0, 1, 2, 2, 1, -1}, lens = {9, 7};
+  json meta = {
+      {"num_q_heads", 2},      {"num_kv_heads", 1},      {"head_dim", 32}, {"block_size", 4},
+      {"softmax_scale", 0.17}, {"k_scale", 1.0},         {"v_scale", 1.0}, {"batch", 2},
+      {"num_blocks", 3},       {"max_blocks_per_seq", 3}};
+  bool with_meta = true;
+  void write(const fs::path& dir) const {
+    fs::create_directories(dir);
+    write_npy(dir / "q.npy", q, q_shape);
+    write_npy(dir / "k_cache.npy", k, kv_shape);
+    write_npy(dir / "v_cache.npy", v, kv_shape);
+    write_npy(dir / "block_tables.npy", tables, table_shape);
+    write_npy(dir / "context_lens.npy", lens, std::vector<std::int64_t>{table_shape[0]});
+    if (with_meta) write_file(dir / "meta.json", meta.dump());
+  }
+};
+
+// Each class of hostile dump the reader once let through: exit 2, "decodebench: error:" and a
+// message naming the file and what is wrong, and neither --out nor --json written (they are
+// checked before anything is measured, and nothing is written before the input is whole).
+TEST(CliQuantError, HostileDumpsAreRefusedByName) {
+  TempDir dir;
+  {  // The unplanted dump reads: the faults below are what fails.
+    SmallDump good;
+    good.write(dir / "good");
+    const CliResult r = run_cli(
+        "quant-error --no-speed --formats f16,int8 --data '" + (dir / "good").string() + "'",
+        dir.path());
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  struct Case {
+    std::string name;
+    std::function<void(SmallDump&)> plant;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      // An empty pool once divided by its 0 KV heads (SIGFPE) before any shape check.
+      {"kv-heads-0",
+       [](SmallDump& d) {
+         d.kv_shape = {3, 0, 4, 32};
+         d.k.clear();
+         d.v.clear();
+         d.meta["num_kv_heads"] = 0;
+       },
+       {"meta.json: 'num_kv_heads' is 0", ">= 1"}},
+      {"pool-empty-meta-agrees",
+       [](SmallDump& d) {
+         d.kv_shape = {3, 0, 4, 32};
+         d.k.clear();
+         d.v.clear();
+       },
+       {"k_cache.npy is [3, 0, 4, 32]", "meta.json says 1 KV heads"}},
+      // A NaN in q once scored perfect (output error 0, KL nan) with exit 0.
+      {"nan-in-q",
+       [](SmallDump& d) { d.q[1 * 64 + 0 * 32 + 5] = NAN; },
+       {"q.npy: [1, 0, 5] is nan", "finite"}},
+      {"inf-in-v",
+       [](SmallDump& d) { d.v[2 * 128 + 3 * 32 + 31] = -INFINITY; },
+       {"v_cache.npy: [2, 0, 3, 31] is -inf"}},
+      {"k-scale-overflows",
+       [](SmallDump& d) { d.meta["k_scale"] = 1e38; },
+       {"k_cache.npy", "overflows"}},
+      {"k-scale-0",
+       [](SmallDump& d) { d.meta["k_scale"] = 0; },
+       {"meta.json: 'k_scale' is 0", "finite number > 0"}},
+      // meta.json's shape keys were never compared with the arrays.
+      {"meta-disagrees",
+       [](SmallDump& d) {
+         d.meta["head_dim"] = 128;
+         d.meta["num_kv_heads"] = 7;
+         d.meta["block_size"] = 3;
+         d.meta["num_q_heads"] = 7;
+       },
+       {"k_cache.npy is [3, 1, 4, 32]", "meta.json says 7 KV heads, block_size 3, head_dim 128"}},
+      {"meta-batch",
+       [](SmallDump& d) { d.meta["batch"] = 5; },
+       {"meta.json: 'batch' is 5, but the arrays have 2"}},
+      {"meta-missing-key",
+       [](SmallDump& d) { d.meta.erase("head_dim"); },
+       {"meta.json: key 'head_dim': missing"}},
+      // Nothing to measure: once all errors 0.
+      {"batch-0",
+       [](SmallDump& d) {
+         d.q_shape = {0, 2, 32};
+         d.q.clear();
+         d.table_shape = {0, 3};
+         d.tables.clear();
+         d.lens.clear();
+         d.meta.erase("batch");
+       },
+       {"q.npy holds no query (batch 0)"}},
+      {"zero-blocks",
+       [](SmallDump& d) {
+         d.kv_shape = {0, 1, 4, 32};
+         d.k.clear();
+         d.v.clear();
+         d.meta.erase("num_blocks");
+       },
+       {"k_cache.npy holds no block"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    SmallDump d;
+    c.plant(d);
+    const fs::path data = dir / c.name;
+    d.write(data);
+    const fs::path out = dir / (c.name + ".txt"), js = dir / (c.name + ".json");
+    const CliResult r =
+        run_cli("quant-error --no-speed --formats f16,int8 --data '" + data.string() + "' --out '" +
+                    out.string() + "' --json '" + js.string() + "'",
+                dir.path());
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(r.err.rfind("decodebench: error: ", 0), 0u) << r.err;
+    for (const std::string& says : c.says) EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_FALSE(fs::exists(js));
+  }
+}
+
+// A layer directory without meta.json is a dump that did not finish (kv_dump.py writes meta.json
+// last): refused, not skipped, or the overall figures would silently cover fewer layers. A folder
+// holding none of a dump's files is not a layer: skipped, and stderr says so.
+TEST(CliQuantError, UnfinishedLayersAreRefusedOtherFoldersNoted) {
+  TempDir dir;
+  const fs::path layers = dir / "layers";
+  SmallDump().write(layers / "layer_00");
+  SmallDump().write(layers / "layer_01");
+  fs::create_directories(layers / "plots");
+  write_file(layers / "plots" / "readme.txt", "not a layer");
+  const std::string args =
+      "quant-error --no-speed --formats int8 --format json --data '" + layers.string() + "'";
+  const CliResult ok = run_cli(args, dir.path());
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(json::parse(ok.out).at("layers"), json::array({"layer_00", "layer_01"}));
+  EXPECT_NE(ok.err.find("note: --data " + layers.string() + ": skipped plots/"), std::string::npos)
+      << ok.err;
+
+  fs::remove(layers / "layer_01" / "meta.json");
+  const CliResult bad = run_cli(args + " --out '" + (dir / "o.json").string() + "'", dir.path());
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_EQ(bad.err.rfind("decodebench: error: --data ", 0), 0u) << bad.err;
+  EXPECT_NE(bad.err.find("layer_01: holds q.npy"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("no meta.json"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(dir / "o.json"));
+}
+
+// The .npy reader and quantize's own checks, through the command: a negative dimension (once read
+// as positive), an empty pool (once "-nan B per token"), a NaN, and --codes that cannot be written
+// (once checked after OUT.npy was). No output file is left behind by any of them.
+TEST(CliQuantize, HostileInputsWriteNothing) {
+  TempDir dir;
+  const std::int64_t shape[] = {2, 1, 4, 32};
+  std::vector<float> x = ramp(2 * 4 * 32);
+  write_npy(dir / "x.npy", x, shape);
+  x[37] = NAN;
+  write_npy(dir / "nan.npy", x, shape);
+  write_npy(dir / "empty.npy", std::vector<float>{}, std::vector<std::int64_t>{0, 1, 4, 32});
+  // A header numpy never writes: shape (2, -1, 4, 32), the data of (2, 1, 4, 32).
+  std::string bytes = read_file(dir / "x.npy");
+  const std::size_t at = bytes.find("(2, 1, 4, 32)");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 13, "(2,-1, 4, 32)");
+  write_file(dir / "negative.npy", bytes);
+  write_file(dir / "a-file", "in the way of --codes");
+  const fs::path out = dir / "o.npy";
+  struct Case {
+    std::string args;
+    std::vector<std::string> says;
+  };
+  const std::string x_npy = (dir / "x.npy").string();
+  for (const Case& c : std::vector<Case>{
+           {"--kv-dtype int8 --tensor k '" + (dir / "negative.npy").string() + "'",
+            {"negative.npy: shape (2,-1, 4, 32): dimension -1 is negative"}},
+           {"--kv-dtype int8 --tensor k '" + (dir / "empty.npy").string() + "'",
+            {"empty.npy: shape [0, 1, 4, 32] is empty", ">= 1"}},
+           {"--kv-dtype int8 --tensor k '" + (dir / "nan.npy").string() + "'",
+            {"nan.npy: [0, 0, 1, 5] is nan"}},
+           {"--kv-dtype int8 --tensor k '" + x_npy + "' --codes '" + (dir / "a-file").string() +
+                "'",
+            {"--codes", "a-file", "not a directory"}},
+           {"--kv-dtype f16 --tensor k '" + x_npy + "' --codes '" + (dir / "c").string() + "'",
+            {"--codes: f16 stores no codes"}},
+       }) {
+    SCOPED_TRACE(c.args);
+    const CliResult r = run_cli("quantize " + c.args + " '" + out.string() + "'", dir.path());
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(r.err.rfind("decodebench: error: ", 0), 0u) << r.err;
+    for (const std::string& says : c.says) EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_FALSE(fs::exists(dir / "c"));
+  }
+  // The same command without the fault writes both.
+  const CliResult r = run_cli("quantize -q --kv-dtype int8 --tensor k '" + x_npy + "' '" +
+                                  out.string() + "' --codes '" + (dir / "c").string() + "'",
+                              dir.path());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_TRUE(fs::exists(dir / "c" / "codes.npy"));
 }
 
 // f16 elements of a "<f2" array as floats.

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -181,11 +183,71 @@ TEST(NpyHostile, HeaderClaimsAreCheckedAgainstTheBytesPresent) {
   EXPECT_NE(parse_error_of("\x93NUMPY").find("bad magic"), std::string::npos);
   EXPECT_NE(parse_error_of(std::string("\x93NUMPY\x01\x00\x05", 9)).find("truncated"),
             std::string::npos);
+  // A negative dimension was read as positive (the digits were taken, the '-' skipped).
+  msg = parse_error_of(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }\n",
+                                 std::string(24, '\0')));
+  EXPECT_NE(msg.find("x.npy: shape (2, -3): dimension -3 is negative"), std::string::npos) << msg;
+  for (const char* shape : {"(2, 3x)", "(2,, 3)", "[2, 3]", "(2.0, 3)"}) {
+    msg = parse_error_of(npy_bytes(
+        std::string("{'descr': '<f4', 'fortran_order': False, ") + "'shape': " + shape + ", }\n",
+        std::string(24, '\0')));
+    EXPECT_NE(msg.find("shape"), std::string::npos) << shape << ": " << msg;
+    EXPECT_NE(msg.find("valid"), std::string::npos) << shape << ": " << msg;
+  }
+  // A zero dimension hid the overflow of the others: 0 x 2^62 x 2^62 read as an empty array.
+  msg = parse_error_of(
+      npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, "
+                "4611686018427387904), }\n"));
+  EXPECT_NE(msg.find("overflows 64 bits"), std::string::npos) << msg;
+  // Bytes beyond the shape's are a damaged file, not ignored.
+  msg = parse_error_of(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n",
+                                 std::string(28, '\0')));
+  EXPECT_NE(msg.find("is 24 data bytes, the file has 28"), std::string::npos) << msg;
+  msg = parse_error_of(npy_bytes("{'descr': '<f4', 'fortran_order': maybe, 'shape': (1,), }\n",
+                                 std::string(4, '\0')));
+  EXPECT_NE(msg.find("fortran_order maybe; valid: True, False"), std::string::npos) << msg;
+  // The exact shape numpy writes still reads, a 1-tuple and a scalar included.
+  EXPECT_EQ(parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n",
+                                std::string(24, '\0')),
+                      "ok.npy")
+                .shape,
+            (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(parse_npy(npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }\n",
+                                std::string(12, '\0')),
+                      "ok.npy")
+                .shape,
+            (std::vector<std::int64_t>{3}));
+  EXPECT_TRUE(parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (), }\n",
+                                  std::string(4, '\0')),
+                        "ok.npy")
+                  .shape.empty());
   // An empty array reads (memcpy of nothing into an empty vector was undefined).
   const NpyArray empty = parse_npy(
       npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4), }\n"), "e.npy");
   EXPECT_EQ(empty.elements(), 0u);
   EXPECT_TRUE(empty.as_float().empty());
+}
+
+// Non-finite values are named by file and C-order index, so that no measure is computed over one.
+TEST(NpyHostile, FiniteFloatsNamesTheFirstNonFiniteValue) {
+  NpyArray a;
+  a.descr = "<f4";
+  a.shape = {2, 3};
+  const float values[] = {0.f, 1.f, 2.f, 3.f, std::numeric_limits<float>::quiet_NaN(), 5.f};
+  a.data.resize(sizeof(values));
+  std::memcpy(a.data.data(), values, sizeof(values));
+  try {
+    finite_floats(a, "q.npy");
+    ADD_FAILURE() << "a NaN was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("q.npy: [1, 1] is nan"), std::string::npos) << e.what();
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  std::memcpy(a.data.data() + 4 * sizeof(float), &inf, sizeof(float));
+  EXPECT_THROW(finite_floats(a, "q.npy"), InputError);
+  std::memcpy(a.data.data() + 4 * sizeof(float), &values[5], sizeof(float));
+  EXPECT_EQ(finite_floats(a, "q.npy").size(), 6u);
+  EXPECT_EQ(npy_index(a.shape, 5), "[1, 2]");
 }
 
 }  // namespace

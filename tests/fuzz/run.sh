@@ -15,7 +15,7 @@ seconds="${2:-30}"
 shift $(($# < 2 ? $# : 2))
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(fuzz_npy fuzz_sweep_config fuzz_report fuzz_model fuzz_datasheet fuzz_trace)
+  targets=(fuzz_npy fuzz_sweep_config fuzz_report fuzz_model fuzz_datasheet fuzz_trace fuzz_dump)
 fi
 case "$seconds" in
   '' | *[!0-9]*) echo "run.sh: seconds must be a positive integer, got '$seconds'" >&2; exit 2 ;;
@@ -34,6 +34,7 @@ done
 run_target() {
   local t="$1" dict="$here/json.dict"
   [ "$t" = fuzz_npy ] && dict="$here/npy.dict"
+  [ "$t" = fuzz_dump ] && dict="$here/dump.dict"
   [ "$t" = fuzz_trace ] && dict="$here/trace.dict"
   local scratch="$build/fuzz-corpus/$t"
   mkdir -p "$scratch"

@@ -5,7 +5,7 @@
 #   fuzz_runner_test.sh RUN_SH WORKDIR
 set -euo pipefail
 run_sh="$1" work="$2"
-targets=(fuzz_npy fuzz_sweep_config fuzz_report fuzz_model fuzz_datasheet fuzz_trace)
+targets=(fuzz_npy fuzz_sweep_config fuzz_report fuzz_model fuzz_datasheet fuzz_trace fuzz_dump)
 failures=0
 
 fake_build() {  # fake_build DIR [FAILING_TARGET]
@@ -35,8 +35,8 @@ expect() {  # expect NAME STATUS PATTERN BUILD
 
 mkdir -p "$work"
 fake_build "$work/clean"
-expect clean 0 'fuzz_trace: Done 7 runs' "$work/clean"
-for bad in fuzz_npy fuzz_model fuzz_trace; do  # first and second slot, the last batch
+expect clean 0 'fuzz_dump: Done 7 runs' "$work/clean"
+for bad in fuzz_npy fuzz_model fuzz_dump; do  # first and second slot, the last target
   fake_build "$work/bad-$bad" "$bad"
   expect "bad-$bad" 1 "run.sh: $bad failed" "$work/bad-$bad"
 done

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -219,6 +220,20 @@ TEST(CacheSim, RejectsBadSettings) {
     EXPECT_NE(std::string(e.what()).find("ttl"), std::string::npos) << e.what();
   }
   EXPECT_THROW(run(t, setting(EvictionPolicy::ttl, 100, std::nan(""))), InputError);
+  EXPECT_THROW(run(t, setting(EvictionPolicy::ttl, 100, std::numeric_limits<double>::infinity())),
+               InputError);
+  // A host tier beyond int64 blocks once became -2^63 blocks (undefined behaviour of the cast).
+  CacheSimSetting huge_host = setting(EvictionPolicy::lru, 100);
+  huge_host.host_capacity_tokens = 1e30;
+  try {
+    run(t, huge_host);
+    FAIL() << "host capacity 1e30 accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("host capacity 1e+30 tokens"), std::string::npos)
+        << e.what();
+  }
+  huge_host.host_capacity_tokens = kMaxHostCapacityTokens;
+  EXPECT_NO_THROW(run(t, huge_host));
   // One bad setting among good ones fails the whole call.
   EXPECT_THROW(simulate_cache(t, {setting(EvictionPolicy::lru, 8), setting(EvictionPolicy::lfu, 0)},
                               llama8b(), DType::bf16),

@@ -554,6 +554,11 @@ TEST(ReplaySchedule, ValidationNamesTheFlag) {
   expect_names(error_of([](ScheduleConfig& c) { c.decode_read_bytes_per_s = -1; }),
                "--decode-read-rate");
   expect_names(error_of([](ScheduleConfig& c) { c.max_steps = -1; }), "--max-steps");
+  // Beyond int64 blocks: once cast to -2^63 after the ceilings were measured.
+  expect_names(error_of([](ScheduleConfig& c) { c.host_capacity_tokens = 1e30; }),
+               "--host-capacity");
+  expect_names(error_of([](ScheduleConfig& c) { c.prefill_tokens_per_s = std::nan(""); }),
+               "--prefill-rate");
   expect_names(error_of([](ScheduleConfig& c) { c.model.num_kv_heads = 0; }), "--model");
   EXPECT_EQ(error_of([](ScheduleConfig& c) { c.page_tokens = 4; }), "<no InputError>");
   EXPECT_EQ(error_of([](ScheduleConfig& c) { c.kv_pool_bytes = 32; }), "<no InputError>");

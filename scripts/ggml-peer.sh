@@ -161,7 +161,7 @@ for ((round = 1; round <= rounds; ++round)); do
 done
 
 {
-  echo "# ggml-peer: $(date -u +'%F %H:%M') UTC, decodebench $(git -C "$root" rev-parse --short HEAD)," \
+  echo "# ggml-peer: $(date -u +'%F %H:%M') UTC, scripts at $(git -C "$root" rev-parse --short HEAD)," \
     "ggml $(git -C "$ggml_build/.." rev-parse --short HEAD 2>/dev/null || echo unknown), $threads threads"
   echo
   python3 "$root/scripts/ggml_peer_table.py" "$out_dir"

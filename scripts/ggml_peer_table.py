@@ -50,9 +50,13 @@ def ggml_warm(path):
     return out
 
 
-def decodebench(path):
+SHAS = {}  # decodebench label -> the commits its reports name
+
+
+def decodebench(path, label):
     """kv_dtype -> result record, and the read ceiling of the sweep's start."""
     d = json.load(open(path))
+    SHAS.setdefault(label, set()).add(d["tool"]["git_sha"])
     read = d["devices"][0]["bandwidth"]["measured"]["read"]
     return {r["kv_dtype"]: r for r in d["results"]}, read
 
@@ -79,11 +83,13 @@ def main():
                "ggml-warm": ggml_warm(prefix + "ggml-warm.txt"), "db": {}}
         for j in sorted(glob.glob(prefix + "*.json")):
             label = os.path.basename(j)[len(os.path.basename(prefix)):-len(".json")]
-            row["db"][label] = decodebench(j)
+            row["db"][label] = decodebench(j, label)
             if label not in labels:
                 labels.append(label)
         runs.setdefault(shape, []).append((rnd, row))
 
+    print("decodebench binaries (the commit each report names): " +
+          ", ".join(f"{lab} {' '.join(sorted(SHAS[lab]))}" for lab in labels) + "\n")
     print("Per round: step median (ms) and tokens/s (attention only, 32 layers); GB/s = KV bytes"
           " read / median; `% paired` = decodebench's bytes.min / median over the read bandwidth"
           " measured just before each sample. ggml cold: 4 KiB pages (stock); +huge: its buffer on"

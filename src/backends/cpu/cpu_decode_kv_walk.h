@@ -29,17 +29,19 @@ struct TileUnit {
 };
 
 // The cache level the software prefetches fill, chosen once per process from the CPU
-// (prefetch_into_l1() in cpu_decode.h): L1 (prefetcht0) on AMD Zen 5 and later, L2 (prefetcht1)
-// elsewhere. AMD documents that from Zen 4 on prefetcht1/t2 fill L2 only, and a published Zen 4
-// measurement (Wang et al., arXiv 2411.02814) finds them sometimes dropped.
+// (cpu_decode.cpp; prefetch_level_name() in cpu_decode.h names it): L1 (prefetcht0) on AMD Zen 5
+// and later, L2 (prefetcht1) elsewhere. AMD documents that from Zen 4 on prefetcht1/t2 fill L2
+// only, and a published Zen 4 measurement (Wang et al., arXiv 2411.02814) finds them sometimes
+// dropped.
 // - Zen 5: prefetcht0 5-7 % less step time than prefetcht1 with fast memory, 1-2 % with slow
 //   (results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md, "Cache level").
-// - Zen 4: prefetcht1 21-28 % less step time than prefetcht0 at llama-2-7b B1 x 4096 and
-//   llama-3.1-8b B8 x 8192; prefetcht0 is no faster there than no software prefetch at all
-//   (results/cpu-amd-epyc-zen4-2vcpu/ggml-peer/README.md). A line prefetched into L1 holds one
-//   of the core's few L1 miss buffers until it arrives; into L2 it holds one of L2's many, so
-//   more lines are in flight per core.
-// - Sapphire Rapids: prefetcht1 ~5 % faster with the first kernel (the tuning log above).
+// - Zen 4: prefetcht1 34-51 % less f16 step time than prefetcht0 at llama-2-7b B1 x 4096 and
+//   llama-3.1-8b B1 and B8 x 8192 (two binaries interleaved), where prefetcht0 saved only 1-7 %
+//   against no software prefetch at all (results/cpu-amd-epyc-zen4-2vcpu/ggml-peer/README.md).
+//   The likely reason (the VM has no counters to check it): a line prefetched into L1 holds one
+//   of the core's few L1 miss buffers until it arrives, into L2 one of L2's many, so more lines
+//   are in flight per core.
+// - Sapphire Rapids: prefetcht1 ~5 % faster with the first kernel (cpu-decode-tuning.md above).
 extern const bool kPrefetchIntoL1;
 
 inline void prefetch_line(const std::byte* line) {

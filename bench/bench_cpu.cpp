@@ -19,7 +19,8 @@
 // model's bytes_min per step for the decode and the counted bytes for the ceilings. Shapes are
 // registered at run time with RegisterBenchmark, so adding one is one line in register_decode().
 // Context: decodebench.cpu (the CPU), decodebench.cpu.read_GBps / copy_GBps (the ceilings the
-// decode is judged against), decodebench.cpu.path, decodebench.cpu.omp_threads.
+// decode is judged against), decodebench.cpu.path, decodebench.cpu.prefetch (the cache level of
+// the decode's software prefetches), decodebench.cpu.omp_threads.
 #include <benchmark/benchmark.h>
 
 #include <omp.h>
@@ -39,6 +40,7 @@
 
 #include "backends/cpu/cpu_ceilings.h"
 #include "backends/cpu/cpu_decode.h"
+#include "backends/cpu/cpu_decode_kv_walk.h"
 #include "bench/bench.h"
 #include "common/dtype.h"
 #include "common/host_facts.h"
@@ -204,9 +206,8 @@ std::uint64_t read_whole_blocks(const kernels::PagedDecodeParams& p) {
           static_cast<std::size_t>(std::min(p.block_size, len - i * p.block_size)) * row;
       for (int h = 0; h < p.num_kv_heads; ++h)
         for (std::size_t o = piece(0, h); o < piece(0, h) + bytes; o += 64) {
-          __builtin_prefetch(k_base + next + o, /*rw=*/0,
-                             /*locality=*/3);  // prefetcht0, as the decode
-          __builtin_prefetch(v_base + next + o, /*rw=*/0, /*locality=*/3);
+          cpu::detail::prefetch_line(k_base + next + o);  // the decode's cache level
+          cpu::detail::prefetch_line(v_base + next + o);
           sum += line_word(k + o) + line_word(v + o);
         }
     }
@@ -394,6 +395,7 @@ void register_cpu_benchmarks(bool measure) {
   benchmark::AddCustomContext("decodebench.cpu", cpu_model_name());
   benchmark::AddCustomContext("decodebench.cpu.path",
                               cpu::resolved_path_name(cpu::DecodePath::automatic));
+  benchmark::AddCustomContext("decodebench.cpu.prefetch", cpu::prefetch_level_name());
   benchmark::AddCustomContext("decodebench.cpu.omp_threads", std::to_string(omp_get_max_threads()));
   if (!measure) return;
   measured_ceilings() = measure_cpu_ceilings();

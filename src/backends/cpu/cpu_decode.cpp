@@ -5,10 +5,16 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -33,6 +39,39 @@ namespace detail {
                                                        DecodePath);
 #include "cpu_decode_extern.inc"  // every format of kernels/kv_formats.h
 #undef DECODEBENCH_CPU_EXTERN
+
+namespace {
+// AMD family 0x1A (Zen 5) and later: the one kind of core where prefetcht0 measured faster.
+bool amd_zen5_or_later() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // AuthenticAMD
+  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  unsigned family = (eax >> 8) & 0xf;
+  if (family == 0xf) family += (eax >> 20) & 0xff;
+  return family >= 0x1a;
+#else
+  return false;
+#endif
+}
+
+// DECODEBENCH_CPU_PREFETCH=l1|l2 overrides the choice, for A/B runs on one binary.
+bool choose_prefetch_into_l1() {
+  if (const char* env = std::getenv("DECODEBENCH_CPU_PREFETCH")) {
+    const std::string_view level = env;
+    if (level == "l1") return true;
+    if (level == "l2") return false;
+    std::fprintf(stderr,
+                 "decodebench: DECODEBENCH_CPU_PREFETCH='%s' ignored (valid: l1, l2); the CPU "
+                 "decode chooses its prefetch level from the CPU\n",
+                 env);
+  }
+  return amd_zen5_or_later();
+}
+}  // namespace
+
+const bool kPrefetchIntoL1 = choose_prefetch_into_l1();
 
 // f.template operator()<kv>() for the DType `kv`: the one run-time -> compile-time switch, over
 // every format of the table (kernels/kv_formats.h).
@@ -64,6 +103,8 @@ DecodePath best_compiled_path() {
                            : DecodePath::portable;
 }
 }  // namespace
+
+const char* prefetch_level_name() { return detail::kPrefetchIntoL1 ? "l1" : "l2"; }
 
 const char* resolved_path_name(DecodePath path) {
   switch (path) {

@@ -51,6 +51,10 @@ struct DecodeOptions {
 bool avx512_compiled();
 // True when the AVX2 tile kernels were compiled into this build.
 bool avx2_compiled();
+// The cache level the decode's software prefetches fill, "l1" or "l2": chosen once from the CPU
+// (L1 on AMD Zen 5 and later, L2 elsewhere: cpu_decode_kv_walk.h says why), or set by the
+// environment variable DECODEBENCH_CPU_PREFETCH=l1|l2 for A/B runs.
+const char* prefetch_level_name();
 // The name of `path`, and the one `automatic` resolves to ("avx512", "avx2" or "portable").
 const char* resolved_path_name(DecodePath path);
 

@@ -230,7 +230,7 @@ struct Avx2Tile {
         if (j < n_prefetch) {  // this slice's share of the next unit's V row j
           for (int line = c0 * kLinesPerRow / kChunks;
                line < (c0 + kGroup) * kLinesPerRow / kChunks; ++line)
-            __builtin_prefetch(next.v(j) + 64 * line, /*rw=*/0, kPrefetchLocality);
+            prefetch_line(next.v(j) + 64 * line);
         }
         __m256 v[kGroup];
         avx2::load_chunks<kKv, kGroup>(unit.v(j), c0, v);

@@ -226,7 +226,7 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
       for (int j = 0; j < n; ++j) {
         if (j < n_prefetch) {
           for (int line = c0 * kVLines / kChunks; line < (c0 + kGroup) * kVLines / kChunks; ++line)
-            __builtin_prefetch(this->next.v(j) + 64 * line, /*rw=*/0, kPrefetchLocality);
+            prefetch_line(this->next.v(j) + 64 * line);
         }
         const std::byte* row = this->unit.v(j);
         __m512 v[kGroup];

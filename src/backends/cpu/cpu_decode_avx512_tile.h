@@ -189,7 +189,7 @@ struct Avx512Tile {
         if (j < n_prefetch) {  // this slice's share of the next unit's V row j
           for (int line = c0 * kLinesPerRow / kChunks;
                line < (c0 + kGroup) * kLinesPerRow / kChunks; ++line)
-            __builtin_prefetch(next.v(j) + 64 * line, /*rw=*/0, kPrefetchLocality);
+            prefetch_line(next.v(j) + 64 * line);
         }
         __m512 v[kGroup];
         load_chunks<kKv, kGroup>(unit.v(j), c0, v);

@@ -107,8 +107,8 @@ inline void find_tile_rows(const PagedDecodeParams& p, int b, int t0, int t_end,
     const std::size_t start =
         kv_row_offset(block, 0, 0, p.num_kv_heads, p.block_size, 1) * kRowBytes + start_offset;
     for (int line = 0; line < kBlockStartLines; ++line) {
-      __builtin_prefetch(k_base + start + 64 * line, /*rw=*/0, kPrefetchLocality);
-      __builtin_prefetch(v_base + start + 64 * line, /*rw=*/0, kPrefetchLocality);
+      prefetch_line(k_base + start + 64 * line);
+      prefetch_line(v_base + start + 64 * line);
     }
     const int run = std::min(r.n - j, p.block_size - slot);
     for (int i = 0; i < run; ++i, ++j) {

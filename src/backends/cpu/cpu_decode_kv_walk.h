@@ -28,12 +28,28 @@ struct TileUnit {
   const std::byte* v(int j) const { return rows->v[j] + offset; }
 };
 
-// The cache level the software prefetches fill: 3 = prefetcht0, into L1. AMD documents that
-// from Zen 4 on prefetcht1/t2 fill L2 only, and a published Zen 4 measurement (Wang et al.,
-// arXiv 2411.02814) finds them sometimes dropped.
-// prefetcht0: 5-7 % less step time than prefetcht1 on Zen 5 with fast memory, 1-2 % with slow;
-// the levels measured: results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md, "Cache level".
-inline constexpr int kPrefetchLocality = 3;
+// The cache level the software prefetches fill, chosen once per process from the CPU
+// (cpu_decode.cpp; prefetch_level_name() in cpu_decode.h names it): L1 (prefetcht0) on AMD Zen 5
+// and later, L2 (prefetcht1) elsewhere. AMD documents that from Zen 4 on prefetcht1/t2 fill L2
+// only, and a published Zen 4 measurement (Wang et al., arXiv 2411.02814) finds them sometimes
+// dropped.
+// - Zen 5: prefetcht0 5-7 % less step time than prefetcht1 with fast memory, 1-2 % with slow
+//   (results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md, "Cache level").
+// - Zen 4: prefetcht1 34-51 % less f16 step time than prefetcht0 at llama-2-7b B1 x 4096 and
+//   llama-3.1-8b B1 and B8 x 8192 (two binaries interleaved), where prefetcht0 saved only 1-7 %
+//   against no software prefetch at all (results/cpu-amd-epyc-zen4-2vcpu/ggml-peer/README.md).
+//   The likely reason (the VM has no counters to check it): a line prefetched into L1 holds one
+//   of the core's few L1 miss buffers until it arrives, into L2 one of L2's many, so more lines
+//   are in flight per core.
+// - Sapphire Rapids: prefetcht1 ~5 % faster with the first kernel (cpu-decode-tuning.md above).
+extern const bool kPrefetchIntoL1;
+
+inline void prefetch_line(const std::byte* line) {
+  if (kPrefetchIntoL1)
+    __builtin_prefetch(line, /*rw=*/0, /*locality=*/3);
+  else
+    __builtin_prefetch(line, /*rw=*/0, /*locality=*/2);
+}
 
 // Physical blocks are scattered (a shuffled pool): every block is a fresh stretch on which the
 // hardware prefetcher would have to ramp up again. The tile kernels therefore ask for the next
@@ -45,11 +61,10 @@ inline constexpr int kPrefetchLocality = 3;
 // about twice as long on Zen 5; the orders and distances measured:
 // results/cpu-amd-epyc-zen5-2vcpu/cpu-decode-tuning.md, "Prefetch".
 //
-// Every prefetch here is prefetcht0 (locality 3: into L1 and below), see kPrefetchLocality.
+// Every prefetch here goes through prefetch_line (the level above).
 template <int kRowBytes>
 inline void prefetch_row(const std::byte* row) {
-  for (int offset = 0; offset < kRowBytes; offset += 64)
-    __builtin_prefetch(row + offset, /*rw=*/0, /*locality=*/kPrefetchLocality);
+  for (int offset = 0; offset < kRowBytes; offset += 64) prefetch_line(row + offset);
 }
 
 // Lines requested at the start of each physical block's K and V stretch when the driver looks

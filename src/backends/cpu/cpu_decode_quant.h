@@ -114,8 +114,7 @@ struct QuantLayout {
  private:
   static void prefetch_range(const std::uint16_t* first, std::size_t count) {
     const auto* bytes = reinterpret_cast<const std::byte*>(first);
-    for (std::size_t offset = 0; offset < 2 * count; offset += 64)
-      __builtin_prefetch(bytes + offset, /*rw=*/0, kPrefetchLocality);
+    for (std::size_t offset = 0; offset < 2 * count; offset += 64) prefetch_line(bytes + offset);
   }
 };
 

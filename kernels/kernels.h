@@ -58,6 +58,17 @@ struct PagedDecodeParams {
   const std::uint16_t* k_zeros = nullptr;
   const std::uint16_t* v_scales = nullptr;
   const std::uint16_t* v_zeros = nullptr;
+  // The attention's variants (a kernel that does not take one refuses it: KernelInfo::variants).
+  // window: attend to the last `window` tokens of each context only (0: all of it); the walk
+  // starts at the block holding the window's first token (device/paged_kv.h).
+  std::int32_t window = 0;
+  // Attention sinks: a learned logit per query head, in the units of the scaled scores, that
+  // joins the softmax (its max and its denominator) and adds no value.
+  bool has_sinks = false;
+  const float* sinks = nullptr;  // [Hq] fp32, set when has_sinks
+  // Logit soft-capping: a score s (after softmax_scale) becomes softcap * tanh(s / softcap)
+  // before the softmax; 0: none.
+  float softcap = 0.f;
   // split_kv only (others ignore them): the planner's split count and the workspace it needs.
   std::int32_t num_splits = 1;
   // Both point into one allocation laid out by split_kv_workspace().
@@ -96,6 +107,9 @@ struct KernelInfo {
   bool prefix_aware = false;     // reads the prefix plan (cascade): plan_prefixes() at prepare
   // ladder.json "compute": "fma" (CUDA cores) or "tensor_core" (mma)
   ComputeUnit compute = ComputeUnit::fma;
+  // Takes PagedDecodeParams' window, sinks and softcap (the cpu decode); a rung that does not
+  // refuses a point that sets any of them.
+  bool variants = false;
 };
 
 // The ladder, in order, with what this build compiled. Same list for both targets.

@@ -135,6 +135,15 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
     return refuse("batch " + std::to_string(p.batch),
                   k.max_batch > 0 ? "1.." + std::to_string(k.max_batch) : ">= 1");
   }
+  if (!k.variants && (p.window > 0 || p.has_sinks || p.softcap > 0)) {
+    std::string what;
+    if (p.window > 0) what = "a sliding window of " + std::to_string(p.window) + " tokens";
+    if (p.has_sinks) what += (what.empty() ? "" : ", ") + std::string("attention sinks");
+    if (p.softcap > 0) what += (what.empty() ? "" : ", ") + std::string("logit soft-capping");
+    return refuse(what,
+                  "full attention without sinks or soft-capping; the cpu backend's kernel "
+                  "'cpu' takes them");
+  }
   if (scope == CheckScope::shape) return {};
 
   // The layout scope needs only the tables; the tensors come with the launch.
@@ -210,6 +219,9 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
     if (!(value > 0.f)) {  // also rejects NaN
       return refuse(std::string(name) + " " + std::to_string(value), "> 0");
     }
+  }
+  if (p.has_sinks && p.sinks == nullptr) {
+    return refuse("has_sinks with a null sinks", "sinks [Hq] fp32 set when has_sinks");
   }
   if (k.uses_workspace) {
     if (p.num_splits < 1 || p.num_splits > 65535) {  // grid.z

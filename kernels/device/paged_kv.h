@@ -34,4 +34,15 @@ DECODEBENCH_HD std::size_t token_row_offset(const std::int32_t* block_tables,
   return kv_row_offset(block, kv_head, token % block_size, num_kv_heads, block_size, head_dim);
 }
 
+// A sliding window (PagedDecodeParams::window, 0 = none) lets a layer attend to the last
+// `window` tokens of its context: tokens [window_first_token, len). A block-granular walk starts
+// at the block holding that token (window_first_block) and masks the tokens of that block
+// before it; no earlier block is read.
+DECODEBENCH_HD int window_first_token(int len, int window) {
+  return window > 0 && len > window ? len - window : 0;
+}
+DECODEBENCH_HD int window_first_block(int len, int window, int block_size) {
+  return window_first_token(len, window) / block_size;
+}
+
 }  // namespace decodebench

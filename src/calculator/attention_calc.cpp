@@ -45,12 +45,14 @@ AttentionResult attention_rows(const Request& req, const Roofs& roofs) {
             const WorkloadSpec s = point_spec(req, model, kv, out.q_dtype, ctx, h, batch);
             const PagedLayout layout = build_layout(s);
             const ByteModel bm = byte_model(s, layout);
+            // Windowed layers hold only their window's blocks: per sequence, not per block.
+            const KvHeld held = kv_held(model, ctx.hi, s.block_size, bm.kv_bytes_per_token);
             const std::optional<std::int64_t> max_batch = max_batch_in_memory(
-                s, static_cast<double>(bm.kv_bytes_per_token) * s.block_size * model.num_layers,
-                budget);
+                s, held.full_bytes_per_block, budget, held.windowed_bytes_per_seq);
             for (const KernelKind& kind : req.kinds) {
               AttentionRow r;
               r.model = model.name;
+              r.attention = model.attention_summary();
               r.device = device.key;
               r.kv_dtype = std::string(dtype_name(kv));
               r.context = context_label(ctx);

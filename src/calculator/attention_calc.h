@@ -24,6 +24,9 @@ namespace decodebench::calculator {
 
 struct AttentionRow {
   std::string model, device, kv_dtype, context;
+  // The model's windows, sinks and soft-cap (ModelShape::attention_summary), "" for none: a
+  // windowed layer's bytes are its window's, summed layer by layer.
+  std::string attention;
   double hit_rate = 0, hit_rate_actual = 0;
   int batch = 0, num_layers = 0;
   double kv_bytes_per_token_layer = 0, kv_bytes_per_token_all = 0;

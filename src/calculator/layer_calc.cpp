@@ -151,15 +151,16 @@ LayerResult layer_rows(const Request& req, const Roofs& roofs) {
             const WorkloadSpec spec = point_spec(req, model, kv, act, ctx, h, batch);
             const PagedLayout layout = build_layout(spec);
             const LayerModel lm = layer_model(spec, layout, weights);
-            const std::optional<std::int64_t> max_batch =
-                max_batch_in_memory(spec,
-                                    static_cast<double>(lm.attention.kv_bytes_per_token) *
-                                        spec.block_size * model.num_layers,
-                                    budget, workspace);
+            // Windowed layers hold only their window's blocks: per sequence, not per block.
+            const KvHeld held =
+                kv_held(model, ctx.hi, spec.block_size, lm.attention.kv_bytes_per_token);
+            const std::optional<std::int64_t> max_batch = max_batch_in_memory(
+                spec, held.full_bytes_per_block, budget, workspace + held.windowed_bytes_per_seq);
             for (std::size_t ki = 0; ki < req.kinds.size(); ++ki) {
               LayerRow r = layer_row(lm, req.kinds[ki], roofs, batch, model.num_layers);
               r.series = first_series + ki;
               r.model = model.name;
+              r.attention = model.attention_summary();
               r.kv_dtype = std::string(dtype_name(kv));
               r.context = context_label(ctx);
               r.hit_rate = h;

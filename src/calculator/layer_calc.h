@@ -38,6 +38,7 @@ StageTime stage_time(LayerStage stage, double bytes, double flops, double roof, 
 struct LayerRow {
   std::size_t series = 0;  // index into LayerResult::series
   std::string model, kv_dtype, context, kernel_kind;
+  std::string attention;  // ModelShape::attention_summary, "" for none (as AttentionRow's)
   double hit_rate = 0, hit_rate_actual = 0;
   int batch = 0, num_layers = 0;
   bool prefix_aware = false;

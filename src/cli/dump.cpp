@@ -62,8 +62,12 @@ void write_dump(const std::filesystem::path& dir, Backend& backend, const SweepP
   std::filesystem::create_directories(dir, ec);
   if (ec) throw RuntimeFailure("--dump: cannot create " + dir.string() + ": " + ec.message());
 
-  // The same workload the sweep ran: every value is a pure function of the seed.
-  const Workload w = make_workload(point.spec);
+  // The same workload the sweep ran: every value is a pure function of the seed. A model whose
+  // layers differ is dumped as its first kind of layer (the windowed one), which meta.json says.
+  WorkloadSpec spec = point.spec;
+  const std::vector<ModelShape::LayerClass> kinds = spec.model.layer_classes();
+  if (kinds.size() > 1) spec.model = spec.model.with_window(kinds[0].window);
+  const Workload w = make_workload(spec);
   const WorkloadSpec& s = w.spec;
   const PagedLayout& layout = w.layout;
   const std::int64_t batch = w.rows();
@@ -90,8 +94,12 @@ void write_dump(const std::filesystem::path& dir, Backend& backend, const SweepP
   write_npy(dir / "context_lens.npy", std::span<const std::int32_t>(layout.context_lens), lshape);
   write_npy(dir / "out.npy", out, qshape);
   write_npy(dir / "ref.npy", ref, qshape);
+  if (s.model.sinks) {
+    const std::int64_t sshape[] = {hq};
+    write_npy(dir / "sinks.npy", w.sinks, sshape);
+  }
 
-  const nlohmann::json meta = {
+  nlohmann::json meta = {
       {"kernel", kernel},
       {"backend", backend.name()},
       {"model", s.model.name},
@@ -125,6 +133,29 @@ void write_dump(const std::filesystem::path& dir, Backend& backend, const SweepP
            "softmax(softmax_scale * k_scale * K . q[b,h]) @ (v_scale * V) over the "
            "context_lens[b] tokens found through block_tables[b]; query head h reads KV head "
            "h // (num_q_heads / num_kv_heads)."}};
+  // The attention's variants, only where the model has them (a plain point's meta is as before).
+  const int window = s.model.uniform_window();
+  if (window > 0) {
+    meta["window"] = window;
+    meta["note"] = meta["note"].get<std::string>() +
+                   " window: only the last `window` tokens of each context are attended to.";
+  }
+  if (kinds.size() > 1) {
+    meta["layers_of_this_kind"] = kinds[0].layers;
+    meta["num_layers"] = s.model.num_layers;
+  }
+  if (s.model.sinks) {
+    meta["sinks"] = true;
+    meta["note"] = meta["note"].get<std::string>() +
+                   " sinks.npy [num_q_heads]: each head's sink logit joins the softmax's "
+                   "denominator as exp(sink) and adds no value.";
+  }
+  if (s.model.attn_logit_softcapping > 0) {
+    meta["attn_logit_softcapping"] = s.model.attn_logit_softcapping;
+    meta["note"] = meta["note"].get<std::string>() +
+                   " Each scaled score x is soft-capped to c * tanh(x / c), c = "
+                   "attn_logit_softcapping, before the softmax.";
+  }
   write_text_atomic(dir / "meta.json", meta.dump(2) + "\n");
 }
 

@@ -69,6 +69,10 @@ PointResult not_run_result(const SweepPoint& p, const std::string& backend) {
   r.num_kv_heads = s.model.num_kv_heads;
   r.head_dim = s.model.head_dim;
   r.num_layers = s.model.num_layers;
+  r.windowed_layers = s.model.windowed_layers();
+  r.sliding_window = r.windowed_layers > 0 ? s.model.sliding_window : 0;
+  r.sinks = s.model.sinks;
+  r.attn_logit_softcapping = s.model.attn_logit_softcapping;
   r.kv_dtype = s.kv_dtype;
   r.q_dtype = s.q_dtype;
   r.block_size = s.block_size;
@@ -107,6 +111,7 @@ Workload layout_only_workload(const WorkloadSpec& spec, const PagedLayout& layou
   std::iota(w.source_block_ids.begin(), w.source_block_ids.end(), 0);
   w.softmax_scale = 1.0f / std::sqrt(static_cast<float>(spec.model.head_dim));
   w.k_scale = w.v_scale = kv_scale_for(spec.kv_dtype);
+  if (spec.model.sinks) w.sinks = sink_logits(spec.model, spec.seed);
   return w;
 }
 
@@ -189,16 +194,74 @@ bool validate_point(PreparedPoint& prepared, const Workload& checked, std::span<
   return false;
 }
 
-// Everything after the identity: skip, validate, time. Exceptions propagate to run_sweep.
-// `stop` (may be null) is polled between the steps; once set, Interrupted is thrown.
-void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
-               const SweepConfig& config, const DeviceInfo& device, bool time_it,
-               std::int64_t layout_only_above_bytes, ReferenceCache* cache,
-               const std::atomic<bool>* stop, PointResult& r) {
+// One kind of layer of a point made ready and validated: the prepared step and the host
+// workload it may read (the cpu backend reads the workload's buffers in place).
+struct ReadyLayer {
+  Workload full;
+  std::unique_ptr<PreparedPoint> prepared;
+  int layers = 0;  // how many of the model's layers it stands for
+};
+
+// The mean layer of a model whose layers differ (ModelShape::layer_classes): one step of each
+// kind timed per sample, weighted by how many layers it stands for, so a sample is the mean
+// layer's time and num_layers x it the model's attention (tokens/s). A layer point's stage
+// times are weighted alike. Output and the GEMMs' values are the first kind's (each kind is
+// validated on its own before).
+class MeanLayerPoint final : public PreparedLayer {
+ public:
+  explicit MeanLayerPoint(std::vector<ReadyLayer> kinds) : kinds_(std::move(kinds)) {
+    for (const ReadyLayer& k : kinds_) total_layers_ += k.layers;
+  }
+  void run() override {
+    for (ReadyLayer& k : kinds_) k.prepared->run();
+  }
+  std::vector<float> output() override { return kinds_[0].prepared->output(); }
+  double time_one() override {
+    double t = 0;
+    for (ReadyLayer& k : kinds_) t += k.layers * k.prepared->time_one();
+    return t / total_layers_;
+  }
+  TimingRecord timing() const override { return kinds_[0].prepared->timing(); }
+  std::vector<double> paired_read_samples() const override {
+    return kinds_[0].prepared->paired_read_samples();  // one per sample: the first kind's
+  }
+  std::vector<std::vector<double>> stage_samples() const override {
+    std::vector<std::vector<double>> mean;
+    for (const ReadyLayer& k : kinds_) {
+      const auto& layer = dynamic_cast<const PreparedLayer&>(*k.prepared);
+      const std::vector<std::vector<double>> stages = layer.stage_samples();
+      if (mean.empty()) mean.assign(stages.size(), {});
+      for (std::size_t s = 0; s < stages.size(); ++s) {
+        mean[s].resize(stages[s].size(), 0.0);
+        for (std::size_t i = 0; i < stages[s].size(); ++i)
+          mean[s][i] += k.layers * stages[s][i] / total_layers_;
+      }
+    }
+    return mean;
+  }
+  GemmValues gemm_values(LayerStage stage, std::span<const int> rows) override {
+    return first_layer().gemm_values(stage, rows);
+  }
+  std::string gemm_library() const override {
+    return dynamic_cast<const PreparedLayer&>(*kinds_[0].prepared).gemm_library();
+  }
+
+ private:
+  PreparedLayer& first_layer() { return dynamic_cast<PreparedLayer&>(*kinds_[0].prepared); }
+  std::vector<ReadyLayer> kinds_;
+  int total_layers_ = 0;
+};
+
+// Skip, materialize, prepare and validate one kind of layer of point p (p.spec.model is that
+// kind's: every layer alike). False with r's status and reason set when it cannot run or is
+// wrong. `stop` as run_point's.
+bool prepare_layer_kind(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
+                        const SweepConfig& config, std::int64_t layout_only_above_bytes,
+                        ReferenceCache* cache, const std::atomic<bool>* stop, PointResult& r,
+                        ReadyLayer& ready) {
   const auto poll = [stop] {
     if (stop && stop->load()) throw Interrupted();
   };
-  if (p.kernel == "auto") r.kernel = backend.choose_kernel(p.spec, layout);
   std::string skip = backend.skip_reason(p.spec, layout, r.kernel);
   const bool layer = p.scope == Scope::layer;
   const LayerOptions layer_options{config.weights_dtype};
@@ -209,7 +272,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   if (!skip.empty()) {
     r.status = PointStatus::skipped;
     r.reason = skip;
-    return;
+    return false;
   }
   TimingOptions timing;
   timing.warm_l2 = config.measure.warm_l2;
@@ -225,8 +288,8 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   // Host data: the full workload when every row is validated (the reference needs it anyway);
   // otherwise only the subset, and a large point goes to the backend layout-only if it can
   // take it.
-  Workload full;
-  std::unique_ptr<PreparedPoint> prepared;
+  Workload& full = ready.full;
+  std::unique_ptr<PreparedPoint>& prepared = ready.prepared;
   if (!all_rows && workload_host_bytes(p.spec, layout) > layout_only_above_bytes) {
     try {
       prepared = prepare(layout_only_workload(p.spec, layout));
@@ -241,19 +304,55 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
       r.status = PointStatus::skipped;
       r.reason = fmt::format("the workload ({:.2f} GB) does not fit host memory",
                              static_cast<double>(workload_host_bytes(p.spec, layout)) / 1e9);
-      return;
+      return false;
     }
     prepared = prepare(full);
   }
   poll();
   const Workload subset = all_rows ? Workload{} : make_workload(p.spec, layout, rows);
-  if (!validate_point(*prepared, all_rows ? full : subset, rows, cache, r)) return;
+  if (!validate_point(*prepared, all_rows ? full : subset, rows, cache, r)) return false;
   auto* prepared_layer = layer ? dynamic_cast<PreparedLayer*>(prepared.get()) : nullptr;
   if (layer && !prepared_layer) throw std::logic_error("prepare_layer gave no PreparedLayer");
-  if (layer && !validate_gemms(*prepared_layer, p.spec, config.weights_dtype, rows, r)) return;
+  if (layer && !validate_gemms(*prepared_layer, p.spec, config.weights_dtype, rows, r))
+    return false;
+  return true;
+}
+
+// Everything after the identity: skip, validate, time. Exceptions propagate to run_sweep.
+// `stop` (may be null) is polled between the steps; once set, Interrupted is thrown.
+void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
+               const SweepConfig& config, const DeviceInfo& device, bool time_it,
+               std::int64_t layout_only_above_bytes, ReferenceCache* cache,
+               const std::atomic<bool>* stop, PointResult& r) {
+  if (p.kernel == "auto") r.kernel = backend.choose_kernel(p.spec, layout);
+  const bool layer = p.scope == Scope::layer;
+  // A model whose layers differ (windowed and full) runs one step of each kind; each is
+  // checked against its own reference.
+  const std::vector<ModelShape::LayerClass> kinds = p.spec.model.layer_classes();
+  std::vector<ReadyLayer> ready;
+  for (const ModelShape::LayerClass& kind : kinds) {
+    SweepPoint one = p;
+    if (kinds.size() > 1) one.spec.model = p.spec.model.with_window(kind.window);
+    ReadyLayer& r_kind = ready.emplace_back();
+    r_kind.layers = kind.layers;
+    if (!prepare_layer_kind(backend, one, layout, config, layout_only_above_bytes, cache, stop, r,
+                            r_kind)) {
+      if (kinds.size() > 1) {
+        r.reason = fmt::format("its {} layers {}: {}", kind.layers,
+                               kind.window > 0 ? fmt::format("with a {}-token window", kind.window)
+                                               : std::string("with full attention"),
+                               r.reason);
+      }
+      return;
+    }
+  }
   r.status = PointStatus::ok;
   if (!time_it) return;
 
+  std::unique_ptr<PreparedPoint> mean;
+  if (ready.size() > 1) mean = std::make_unique<MeanLayerPoint>(std::move(ready));
+  PreparedPoint* const prepared = mean ? mean.get() : ready[0].prepared.get();
+  auto* prepared_layer = layer ? dynamic_cast<PreparedLayer*>(prepared) : nullptr;
   r.samples = measure(*prepared, config.measure, stop);
   r.paired_read_samples = prepared->paired_read_samples();
   if (!r.paired_read_samples.empty() && r.paired_read_samples.size() != r.samples.size()) {

@@ -61,8 +61,11 @@ std::string key_part(const ContextSpec& c) {
   return fmt::format("{}:{}:{}", static_cast<int>(c.kind), c.lo, c.hi);
 }
 std::string key_part(const ModelShape& m) {
-  // The numbers that shape the tensors; num_layers and source do not.
-  return fmt::format("{}/{}/{}/{}", m.name, m.num_q_heads, m.num_kv_heads, m.head_dim);
+  // The numbers that shape the tensors and the attention's output; num_layers and source do
+  // not (a layer class's model, ModelShape::with_window, differs from its model's here).
+  return fmt::format("{}/{}/{}/{}/w{}:{}of{}/s{}/c{}", m.name, m.num_q_heads, m.num_kv_heads,
+                     m.head_dim, m.sliding_window, m.window_local, m.window_every, m.sinks ? 1 : 0,
+                     m.attn_logit_softcapping);
 }
 
 }  // namespace

@@ -30,6 +30,14 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
   const std::size_t q_size = dtype_size(w.spec.q_dtype);
   const PagedLayout& layout = w.layout;
   const int rows = w.rows();
+  const int window = m.uniform_window();  // a step computes one kind of layer
+  const double softcap = m.attn_logit_softcapping;
+  if (m.sinks && w.sinks.size() != static_cast<std::size_t>(hq)) {
+    throw InputError(
+        fmt::format("reference: the model has sinks but the workload holds {} sink "
+                    "logits; valid: {} (one per query head)",
+                    w.sinks.size(), hq));
+  }
   if (hkv <= 0 || hq % hkv != 0) {
     throw InputError(
         fmt::format("reference: num_q_heads {} is not a multiple of num_kv_heads {}", hq, hkv));
@@ -102,12 +110,15 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
   for (int task = 0; task < rows * hkv; ++task) {
     const int r = task / hkv;
     const int kv_head = task % hkv;
-    const int len = layout.context_lens[r];
+    // The tokens this layer attends to: the last `window` of the context, or all of it.
+    const int first = window_first_token(layout.context_lens[r], window);
+    const int len = layout.context_lens[r] - first;
     std::vector<double> k(static_cast<std::size_t>(len) * d);  // [L][d]
     std::vector<double> v(static_cast<std::size_t>(len) * d);  // [L][d]
     for (int t = 0; t < len; ++t) {
-      const std::size_t row = token_row_offset(
-          layout.block_tables.data(), layout.max_blocks_per_seq, r, t, kv_head, hkv, block_size, d);
+      const std::size_t row =
+          token_row_offset(layout.block_tables.data(), layout.max_blocks_per_seq, r, first + t,
+                           kv_head, hkv, block_size, d);
       for (int i = 0; i < d; ++i) {
         k[static_cast<std::size_t>(t) * d + i] = kv_value(Tensor::k, row + i);
         v[static_cast<std::size_t>(t) * d + i] = kv_value(Tensor::v, row + i);
@@ -119,15 +130,19 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
       const std::size_t q_row = (static_cast<std::size_t>(r) * hq + h) * d;  // [rows][Hq][d]
       for (int i = 0; i < d; ++i)
         q[i] = decode_value(w.spec.q_dtype, w.q.data() + (q_row + i) * q_size);
-      // Scores, then a numerically safe softmax (subtract the max).
-      double max_score = -std::numeric_limits<double>::infinity();
+      // Scores (soft-capped if the model caps them), then a numerically safe softmax
+      // (subtract the max). A sink is one more logit in the max and the denominator, with no
+      // value.
+      const double sink = m.sinks ? w.sinks[static_cast<std::size_t>(h)] : 0.0;
+      double max_score = m.sinks ? sink : -std::numeric_limits<double>::infinity();
       for (int t = 0; t < len; ++t) {
         double dot = 0;
         for (int i = 0; i < d; ++i) dot += q[i] * k[static_cast<std::size_t>(t) * d + i];
         score[t] = dot * w.softmax_scale;
+        if (softcap > 0) score[t] = softcap * std::tanh(score[t] / softcap);
         max_score = std::max(max_score, score[t]);
       }
-      double sum = 0;
+      double sum = m.sinks ? std::exp(sink - max_score) : 0.0;
       for (int t = 0; t < len; ++t) {
         score[t] = std::exp(score[t] - max_score);
         sum += score[t];

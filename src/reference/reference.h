@@ -15,6 +15,10 @@ namespace decodebench {
 
 // out[r][h][i] = sum_t softmax_t(scale * k_scale * q[r][h] . K[t]) * v_scale * V[t][i], over the
 // context of row r, where K/V are the stored values of kv head h / (Hq / Hkv). [rows][Hq][d].
+// The model's variants: a window keeps the last `sliding_window` tokens of the context; a
+// soft-cap replaces each scaled score s by c tanh(s / c); a sink adds exp(sink_h) to the
+// denominator (and joins the max). Throws InputError for a model whose layers differ (one step
+// computes one kind of layer: ModelShape::with_window).
 std::vector<float> reference_decode(const Workload& w);
 // The same with K/V at the generator's real values (counter_normal, before any rounding to the
 // KV dtype); Q stays as stored. Against reference_decode this isolates the KV dtype's

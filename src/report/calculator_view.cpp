@@ -58,32 +58,49 @@ json byte_count(double bytes) {
                                                                  : json(bytes);
 }
 
+// A model's windows, sinks and soft-cap: one line per model that has them, for the text views.
+template <class Rows>
+std::string attention_notes(const Rows& rows) {
+  std::string notes, last;
+  for (const auto& r : rows) {
+    if (r.attention.empty() || r.model == last) continue;
+    last = r.model;
+    notes += fmt::format(
+        "{}: {} (KV bytes, FLOPs and tokens/s sum the layers one by one: a "
+        "windowed layer reads only the blocks holding its window).\n",
+        r.model, r.attention);
+  }
+  return notes;
+}
+
 json to_json(const AttentionRow& r) {
-  return {{"model", r.model},
-          {"device", r.device},
-          {"kv_dtype", r.kv_dtype},
-          {"context", r.context},
-          {"hit_rate", r.hit_rate},
-          {"hit_rate_actual", r.hit_rate_actual},
-          {"batch", r.batch},
-          {"num_layers", r.num_layers},
-          {"kv_bytes_per_token_per_layer", byte_count(r.kv_bytes_per_token_layer)},
-          {"kv_bytes_per_token_all_layers", byte_count(r.kv_bytes_per_token_all)},
-          {"kernel_kind", r.kernel_kind},
-          {"prefix_aware", r.prefix_aware},
-          {"compute_unit", compute_unit_name(r.compute)},
-          {"bytes_per_step_per_layer", r.bytes_step_layer},
-          {"bytes_per_step_all_layers", r.bytes_step_all},
-          {"bytes_streamed_per_step_per_layer", r.streamed_step_layer},
-          {"bytes_streamed_per_step_all_layers", r.streamed_step_all},
-          {"flops_per_step_all_layers", r.flops_step_all},
-          {"arithmetic_intensity", r.intensity},
-          {"arithmetic_intensity_streamed", r.intensity_streamed},
-          {"flop_roof", r.flop_roof},
-          {"bound_by", r.bound_by},
-          {"t_roof_s", r.t_roof_s},
-          {"tokens_per_s_attention_only", r.tokens_per_s},
-          {"max_batch_in_memory", max_batch_json(r.max_batch)}};
+  json j = {{"model", r.model},
+            {"device", r.device},
+            {"kv_dtype", r.kv_dtype},
+            {"context", r.context},
+            {"hit_rate", r.hit_rate},
+            {"hit_rate_actual", r.hit_rate_actual},
+            {"batch", r.batch},
+            {"num_layers", r.num_layers},
+            {"kv_bytes_per_token_per_layer", byte_count(r.kv_bytes_per_token_layer)},
+            {"kv_bytes_per_token_all_layers", byte_count(r.kv_bytes_per_token_all)},
+            {"kernel_kind", r.kernel_kind},
+            {"prefix_aware", r.prefix_aware},
+            {"compute_unit", compute_unit_name(r.compute)},
+            {"bytes_per_step_per_layer", r.bytes_step_layer},
+            {"bytes_per_step_all_layers", r.bytes_step_all},
+            {"bytes_streamed_per_step_per_layer", r.streamed_step_layer},
+            {"bytes_streamed_per_step_all_layers", r.streamed_step_all},
+            {"flops_per_step_all_layers", r.flops_step_all},
+            {"arithmetic_intensity", r.intensity},
+            {"arithmetic_intensity_streamed", r.intensity_streamed},
+            {"flop_roof", r.flop_roof},
+            {"bound_by", r.bound_by},
+            {"t_roof_s", r.t_roof_s},
+            {"tokens_per_s_attention_only", r.tokens_per_s},
+            {"max_batch_in_memory", max_batch_json(r.max_batch)}};
+  if (!r.attention.empty()) j["attention"] = r.attention;  // only where the model has variants
+  return j;
 }
 
 std::string attention_json(const AttentionResult& a) {
@@ -141,12 +158,13 @@ std::string attention_table(const AttentionResult& a, OutputFormat f) {
       "peak (fp8 KV enters the MMA as f16). Bound: memory, fma or tensor.\n"
       "Attention only: tokens/s counts the KV reads of every layer, not weights or MLP. "
       "Max batch: KV of all layers in whole {}-token blocks, shared prefix blocks once per group, "
-      "{}.\n\n",
+      "{}.\n{}\n",
       device.name, device.key, format_bandwidth(device.bandwidth), a.roofs.bandwidth_name,
       device.fp32_flops / 1e12, device.tensor_f16_flops / 1e12,
       format_bytes(static_cast<double>(device.mem_bytes)), a.block_size,
       a.weights_bytes > 0 ? fmt::format("{} of weights subtracted", format_bytes(a.weights_bytes))
-                          : "weights excluded (--weights-bytes to subtract them)");
+                          : "weights excluded (--weights-bytes to subtract them)",
+      attention_notes(a.rows));
   Table t = table_of({"model", "kv", "context", "h req/act", "batch", "kernel kind",
                       "KV B/tok/layer", "KV B/tok (all layers)", "bytes/step (all layers)",
                       "FLOP/B", "t_roof", "bound", "tok/s (attn only)", "max batch"});
@@ -177,39 +195,41 @@ json stage_json(const StageTime& s) {
 json to_json(const LayerRow& r, const Series& series) {
   json stages = json::array();
   for (const StageTime& s : r.layer_stages) stages.push_back(stage_json(s));
-  return {{"model", r.model},
-          {"kv_dtype", r.kv_dtype},
-          {"context", r.context},
-          {"hit_rate", r.hit_rate},
-          {"hit_rate_actual", r.hit_rate_actual},
-          {"batch", r.batch},
-          {"num_layers", r.num_layers},
-          {"kernel_kind", r.kernel_kind},
-          {"prefix_aware", r.prefix_aware},
-          {"attention_compute_unit", compute_unit_name(r.attention_compute)},
-          {"weight_bytes_per_layer", r.weight_bytes_layer},
-          {"weight_bytes_lm_head", r.weight_bytes_lm_head},
-          {"weight_bytes_per_step", r.weight_bytes_step},
-          {"kv_bytes_unique_per_step", r.kv_unique_step},
-          {"kv_bytes_logical_per_step", r.kv_logical_step},
-          {"kv_bytes_streamed_per_step", r.kv_streamed_step},
-          {"activation_bytes_per_step", r.activation_bytes_step},
-          {"bytes_per_step", r.bytes_step},
-          {"flops_per_step", r.flops_step},
-          {"gemm_flops_per_step", r.gemm_flops_step},
-          {"layer_stages", stages},
-          {"lm_head", stage_json(r.lm_head)},
-          {"t_layer_s", r.t_layer_s},
-          {"t_lm_head_s", r.lm_head.t_s},
-          {"t_step_s", r.t_step_s},
-          {"tokens_per_s", r.tokens_per_s},
-          {"weight_byte_share", r.weight_share},
-          {"kv_byte_share", r.kv_share},
-          {"bound_by", r.bound_by},
-          {"model_weight_bytes_in_memory", r.model_weight_bytes_in_memory},
-          {"max_batch_in_memory", max_batch_json(r.max_batch)},
-          {"fits_in_memory", r.fits()},
-          {"knee_batch", series.knee ? json(series.knee->knee_batch) : json(nullptr)}};
+  json j = {{"model", r.model},
+            {"kv_dtype", r.kv_dtype},
+            {"context", r.context},
+            {"hit_rate", r.hit_rate},
+            {"hit_rate_actual", r.hit_rate_actual},
+            {"batch", r.batch},
+            {"num_layers", r.num_layers},
+            {"kernel_kind", r.kernel_kind},
+            {"prefix_aware", r.prefix_aware},
+            {"attention_compute_unit", compute_unit_name(r.attention_compute)},
+            {"weight_bytes_per_layer", r.weight_bytes_layer},
+            {"weight_bytes_lm_head", r.weight_bytes_lm_head},
+            {"weight_bytes_per_step", r.weight_bytes_step},
+            {"kv_bytes_unique_per_step", r.kv_unique_step},
+            {"kv_bytes_logical_per_step", r.kv_logical_step},
+            {"kv_bytes_streamed_per_step", r.kv_streamed_step},
+            {"activation_bytes_per_step", r.activation_bytes_step},
+            {"bytes_per_step", r.bytes_step},
+            {"flops_per_step", r.flops_step},
+            {"gemm_flops_per_step", r.gemm_flops_step},
+            {"layer_stages", stages},
+            {"lm_head", stage_json(r.lm_head)},
+            {"t_layer_s", r.t_layer_s},
+            {"t_lm_head_s", r.lm_head.t_s},
+            {"t_step_s", r.t_step_s},
+            {"tokens_per_s", r.tokens_per_s},
+            {"weight_byte_share", r.weight_share},
+            {"kv_byte_share", r.kv_share},
+            {"bound_by", r.bound_by},
+            {"model_weight_bytes_in_memory", r.model_weight_bytes_in_memory},
+            {"max_batch_in_memory", max_batch_json(r.max_batch)},
+            {"fits_in_memory", r.fits()},
+            {"knee_batch", series.knee ? json(series.knee->knee_batch) : json(nullptr)}};
+  if (!r.attention.empty()) j["attention"] = r.attention;  // only where the model has variants
+  return j;
 }
 
 json to_json(const Series& s, const std::vector<LayerRow>& rows) {
@@ -327,12 +347,12 @@ std::string layer_table(const LayerResult& l, OutputFormat f) {
       "Left out: {}.\n"
       "Max batch: all weights once + KV of all layers in whole {}-token blocks (shared prefix "
       "blocks once per group) + the batch's activations <= memory; tok/s is '-' for a batch "
-      "above it (it cannot run there).\n\n",
+      "above it (it cannot run there).\n{}\n",
       device.name, device.key, format_bandwidth(device.bandwidth), roofs.bandwidth_name,
       peak_label(roofs.gemm_flops), roofs.gemm_name, peak_label(device.fp32_flops), roofs.fma_name,
       peak_label(device.tensor_f16_flops), roofs.tensor_name,
       format_bytes(static_cast<double>(device.mem_bytes)), dtype_name(l.weights_dtype),
-      dtype_name(l.activation_dtype), left, l.block_size);
+      dtype_name(l.activation_dtype), left, l.block_size, attention_notes(l.rows));
   for (const DoesNotFit& d : l.not_fitting) s += d.message + "\n";
   if (l.rows.empty()) return s;
   if (!l.not_fitting.empty()) s += "\n";

@@ -140,6 +140,12 @@ struct PointResult {
   Scope scope = Scope::attention;
   std::string model;
   int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, num_layers = 0;
+  // The model's attention variants (ModelShape): a window on windowed_layers of num_layers,
+  // sinks, soft-cap. JSON: in model_shape, written only when set (absent: none, as in reports
+  // from before them).
+  int sliding_window = 0, windowed_layers = 0;
+  bool sinks = false;
+  double attn_logit_softcapping = 0;
   DType kv_dtype = DType::f16;
   DType q_dtype = DType::f16;
   int block_size = 0;

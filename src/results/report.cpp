@@ -289,6 +289,16 @@ json to_json(const PointResult& r) {
   for (double s : r.samples) samples.push_back(s);
   json paired = json::array();
   for (double b : r.paired_read_samples) paired.push_back(b);
+  json shape = {{"num_q_heads", r.num_q_heads},
+                {"num_kv_heads", r.num_kv_heads},
+                {"head_dim", r.head_dim},
+                {"num_layers", r.num_layers}};
+  if (r.sliding_window > 0) {
+    shape["sliding_window"] = r.sliding_window;
+    shape["windowed_layers"] = r.windowed_layers;
+  }
+  if (r.sinks) shape["sinks"] = true;
+  if (r.attn_logit_softcapping > 0) shape["attn_logit_softcapping"] = r.attn_logit_softcapping;
   return {
       {"index", r.index},
       {"kernel", r.kernel},
@@ -296,11 +306,7 @@ json to_json(const PointResult& r) {
       {"backend", r.backend},
       {"scope", scope_name(r.scope)},
       {"model", r.model},
-      {"model_shape",
-       {{"num_q_heads", r.num_q_heads},
-        {"num_kv_heads", r.num_kv_heads},
-        {"head_dim", r.head_dim},
-        {"num_layers", r.num_layers}}},
+      {"model_shape", shape},
       {"kv_dtype", dtype_name(r.kv_dtype)},
       {"q_dtype", dtype_name(r.q_dtype)},
       {"block_size", r.block_size},
@@ -372,6 +378,14 @@ PointResult point_from(const JsonIn& in) {
   r.num_kv_heads = shape.at("num_kv_heads").int32();
   r.head_dim = shape.at("head_dim").int32();
   r.num_layers = shape.at("num_layers").int32();
+  // Added with the attention variants: absent means none.
+  if (shape.has("sliding_window")) {
+    r.sliding_window = shape.at("sliding_window").int32();
+    r.windowed_layers = shape.at("windowed_layers").int32();
+  }
+  if (shape.has("sinks")) r.sinks = shape.at("sinks").boolean();
+  if (shape.has("attn_logit_softcapping"))
+    r.attn_logit_softcapping = shape.at("attn_logit_softcapping").number();
   r.kv_dtype = dtype_from(in.at("kv_dtype"));
   r.q_dtype = dtype_from(in.at("q_dtype"));
   r.block_size = in.at("block_size").int32();

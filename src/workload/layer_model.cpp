@@ -66,6 +66,14 @@ std::string layer_support_error(const ModelShape& m, DType weights, DType q_dtyp
         "vocab_size in its model file (the presets in configs/models have them)",
         m.name);
   }
+  if (m.is_moe()) {
+    // Which experts a batch reads depends on the router: between experts_per_token and
+    // min(num_experts, batch x experts_per_token) of them per layer, not one dense MLP.
+    return fmt::format(
+        "model {} is a mixture of experts ({} experts, {} per token): the layer step models a "
+        "dense MLP, and which experts a batch reads depends on routing (scope attention runs it)",
+        m.name, m.num_experts, m.experts_per_token);
+  }
   if (weights != DType::bf16 && weights != DType::f16 && weights != DType::fp8_e4m3) {
     return fmt::format("weights dtype must be bf16, f16 or fp8_e4m3, got {}", dtype_name(weights));
   }
@@ -156,8 +164,11 @@ std::int64_t params_from_shape(const ModelShape& m) {
   std::int64_t per_layer = 0;
   for (LayerStage s : kLayerGemms) {
     const GemmShape g = gemm_shape(m, s, 1);
-    per_layer += g.n * g.k;
+    const bool mlp = s == LayerStage::gate_up_proj || s == LayerStage::down_proj;
+    // Every expert is a copy of the MLP; the router is one hidden x num_experts matrix.
+    per_layer += g.n * g.k * (mlp && m.is_moe() ? m.num_experts : 1);
   }
+  if (m.is_moe()) per_layer += std::int64_t{m.hidden_size} * m.num_experts;
   // gate_up_proj counts gate and up; down_proj's k is I, its weight hidden x I: all counted.
   const std::int64_t embed = std::int64_t{m.vocab_size} * m.hidden_size;
   return embed + per_layer * m.num_layers + (m.tie_word_embeddings ? 0 : embed);

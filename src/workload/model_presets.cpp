@@ -1,6 +1,7 @@
 // Model presets: configs/models/*.json, where configs/ is found (DECODEBENCH_CONFIGS, beside the
 // binary, or the source tree), and a model's JSON read with errors naming the file and key.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -37,20 +38,117 @@ int positive_int(const nlohmann::json& j, const char* key, const std::string& fi
   return v.get<int>();
 }
 
+void parse_moe(const nlohmann::json& j, const std::string& file, ModelShape& m) {
+  const bool experts = j.contains("num_local_experts");
+  if (experts != j.contains("num_experts_per_tok")) {
+    throw InputError(fmt::format(
+        "{}: a mixture of experts needs both 'num_local_experts' and 'num_experts_per_tok' "
+        "(the experts of a layer and how many of them each token runs); got only '{}'",
+        file, experts ? "num_local_experts" : "num_experts_per_tok"));
+  }
+  if (!experts) return;
+  m.num_experts = positive_int(j, "num_local_experts", file);
+  m.experts_per_token = positive_int(j, "num_experts_per_tok", file);
+  if (m.experts_per_token > m.num_experts) {
+    throw InputError(
+        fmt::format("{}: key 'num_experts_per_tok' ({}) must not exceed num_local_experts ({})",
+                    file, m.experts_per_token, m.num_experts));
+  }
+}
+
+// "sliding_window": W with "window_layers": "all" or {"local": L, "every": N}; "sinks": bool;
+// "attn_logit_softcapping": a positive number.
+void parse_attention_pattern(const nlohmann::json& j, const std::string& file, ModelShape& m) {
+  constexpr const char* kLayersSyntax =
+      "\"all\", or {\"local\": L, \"every\": N}: the first L of every N layers from layer 0, "
+      "1 <= L <= N";
+  const bool window = j.contains("sliding_window");
+  if (window != j.contains("window_layers")) {
+    throw InputError(
+        window ? fmt::format("{}: key 'sliding_window' needs 'window_layers' to say which layers "
+                             "are windowed ({})",
+                             file, kLayersSyntax)
+               : fmt::format("{}: key 'window_layers' needs 'sliding_window' (the window in "
+                             "tokens, a positive integer)",
+                             file));
+  }
+  if (window) {
+    m.sliding_window = positive_int(j, "sliding_window", file);
+    const nlohmann::json& layers = j.at("window_layers");
+    const auto bad = [&] {
+      return InputError(fmt::format("{}: key 'window_layers' must be {}, got {}", file,
+                                    kLayersSyntax, layers.dump()));
+    };
+    if (layers.is_string()) {
+      if (layers.get<std::string>() != "all") throw bad();
+      m.window_local = m.window_every = 1;
+    } else if (layers.is_object()) {
+      for (const auto& [key, value] : layers.items()) {
+        if (key != "local" && key != "every") throw bad();
+      }
+      if (!layers.contains("local") || !layers.contains("every")) throw bad();
+      const nlohmann::json& local = layers.at("local");
+      const nlohmann::json& every = layers.at("every");
+      if (!local.is_number_integer() || !every.is_number_integer()) throw bad();
+      const long long l = local.get<long long>(), n = every.get<long long>();
+      if (n < 1 || l < 1 || l > n || n > std::numeric_limits<int>::max()) throw bad();
+      m.window_local = static_cast<int>(l);
+      m.window_every = static_cast<int>(n);
+    } else {
+      throw bad();
+    }
+  }
+  if (j.contains("sinks")) {
+    if (!j.at("sinks").is_boolean()) {
+      throw InputError(
+          fmt::format("{}: key 'sinks' must be true or false, got {}", file, j.at("sinks").dump()));
+    }
+    m.sinks = j.at("sinks").get<bool>();
+  }
+  if (j.contains("attn_logit_softcapping")) {
+    const nlohmann::json& v = j.at("attn_logit_softcapping");
+    // null is what a config.json writes for "none" (Gemma 3).
+    if (!v.is_null()) {
+      if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>())) {
+        throw InputError(
+            fmt::format("{}: key 'attn_logit_softcapping' must be a positive number (the cap c of "
+                        "c * tanh(score / c)) or null for none, got {}",
+                        file, v.dump()));
+      }
+      m.attn_logit_softcapping = v.get<double>();
+    }
+  }
+}
+
 }  // namespace
 
 ModelShape parse_model_json(std::string_view text, const std::string& file) {
   const nlohmann::json j = parse_json_text(text, file);
   if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", file));
-  static const std::set<std::string> kKeys = {
-      "name",        "num_q_heads",       "num_kv_heads", "head_dim",   "num_layers",
-      "hidden_size", "intermediate_size", "vocab_size",   "num_params", "tie_word_embeddings",
-      "source"};
+  static const std::set<std::string> kKeys = {"name",
+                                              "num_q_heads",
+                                              "num_kv_heads",
+                                              "head_dim",
+                                              "num_layers",
+                                              "hidden_size",
+                                              "intermediate_size",
+                                              "vocab_size",
+                                              "num_params",
+                                              "tie_word_embeddings",
+                                              "num_local_experts",
+                                              "num_experts_per_tok",
+                                              "sliding_window",
+                                              "window_layers",
+                                              "sinks",
+                                              "attn_logit_softcapping",
+                                              "source"};
   for (const auto& [key, value] : j.items()) {
     if (!kKeys.count(key)) {
       throw InputError(fmt::format(
           "{}: unknown key '{}'; valid: name, num_q_heads, num_kv_heads, head_dim, num_layers, "
-          "hidden_size, intermediate_size, vocab_size, num_params, tie_word_embeddings, source",
+          "hidden_size, intermediate_size, vocab_size, num_params, tie_word_embeddings, "
+          "num_local_experts, num_experts_per_tok, sliding_window, window_layers, sinks, "
+          "attn_logit_softcapping, source",
           file, key));
     }
   }
@@ -90,6 +188,8 @@ ModelShape parse_model_json(std::string_view text, const std::string& file) {
     }
     m.source = j.at("source").get<std::string>();
   }
+  parse_moe(j, file, m);
+  parse_attention_pattern(j, file, m);
   if (m.num_q_heads % m.num_kv_heads != 0) {
     throw InputError(fmt::format(
         "{}: key 'num_kv_heads' ({}) must divide num_q_heads ({}) for grouped-query attention",
@@ -165,6 +265,53 @@ ModelShape load_model(const std::string& name_or_path) {
                     presets.empty() ? "none" : fmt::format("{}", fmt::join(presets, ", "))));
   }
   return parse_model(preset);
+}
+
+int ModelShape::windowed_layers() const {
+  int n = 0;
+  for (int l = 0; l < num_layers; ++l) n += layer_window(l) > 0;
+  return n;
+}
+
+std::vector<ModelShape::LayerClass> ModelShape::layer_classes() const {
+  const int windowed = windowed_layers();
+  std::vector<LayerClass> classes;
+  if (windowed > 0) classes.push_back({sliding_window, windowed});
+  if (windowed < num_layers) classes.push_back({0, num_layers - windowed});
+  return classes;
+}
+
+ModelShape ModelShape::with_window(int window) const {
+  ModelShape m = *this;
+  m.sliding_window = window > 0 ? window : 0;
+  m.window_local = m.window_every = window > 0 ? 1 : 0;
+  return m;
+}
+
+int ModelShape::uniform_window() const {
+  const std::vector<LayerClass> classes = layer_classes();
+  if (classes.size() > 1) {
+    throw InputError(fmt::format(
+        "model {} mixes layers with a {}-token window and full-attention layers; one layer step "
+        "computes one kind of layer (ModelShape::with_window)",
+        name, sliding_window));
+  }
+  return classes.empty() ? 0 : classes[0].window;
+}
+
+std::string ModelShape::attention_summary() const {
+  std::string s;
+  const int windowed = windowed_layers();
+  if (windowed > 0) {
+    s = windowed == num_layers
+            ? fmt::format("window {} on every layer", sliding_window)
+            : fmt::format("window {} on {} of {} layers", sliding_window, windowed, num_layers);
+  }
+  if (sinks) s += s.empty() ? "sinks" : ", sinks";
+  if (attn_logit_softcapping > 0) {
+    s += fmt::format("{}soft-cap {:g}", s.empty() ? "" : ", ", attn_logit_softcapping);
+  }
+  return s;
 }
 
 }  // namespace decodebench

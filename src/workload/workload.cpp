@@ -387,7 +387,22 @@ kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec) {
   p.kv_dtype = spec.kv_dtype;
   p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(spec.model.head_dim));
   p.k_scale = p.v_scale = kv_scale_for(spec.kv_dtype);
+  // A model whose layers differ has no one window; the largest is what a support check must
+  // see (each layer class is computed through ModelShape::with_window).
+  p.window = spec.model.windowed_layers() > 0 ? spec.model.sliding_window : 0;
+  p.has_sinks = spec.model.sinks;
+  p.softcap = static_cast<float>(spec.model.attn_logit_softcapping);
   return p;
+}
+
+std::vector<float> sink_logits(const ModelShape& m, std::uint64_t seed) {
+  std::vector<float> s(static_cast<std::size_t>(m.num_q_heads));
+  for (int h = 0; h < m.num_q_heads; ++h) {
+    s[static_cast<std::size_t>(h)] = static_cast<float>(
+        1.0 + 2.0 * counter_normal(seed, static_cast<std::uint32_t>(Tensor::sinks),
+                                   static_cast<std::uint64_t>(h)));
+  }
+  return s;
 }
 
 kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec, const PagedLayout& layout) {
@@ -410,6 +425,8 @@ kernels::PagedDecodeParams Workload::params() const {
   p.softmax_scale = softmax_scale;
   p.k_scale = k_scale;
   p.v_scale = v_scale;
+  p.window = spec.model.uniform_window();  // throws for a model whose layers differ
+  p.sinks = sinks.empty() ? nullptr : sinks.data();
   auto or_null = [](const std::vector<std::uint16_t>& a) { return a.empty() ? nullptr : a.data(); };
   p.k_scales = or_null(k_scales);
   p.k_zeros = or_null(k_zeros);
@@ -451,6 +468,7 @@ Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
   w.sequences.assign(sequences.begin(), sequences.end());
   w.softmax_scale = 1.0f / std::sqrt(static_cast<float>(m.head_dim));
   w.k_scale = w.v_scale = kv_scale_for(spec.kv_dtype);
+  if (m.sinks) w.sinks = sink_logits(m, spec.seed);
 
   // Pack the blocks these rows read into a compact pool, in order of first use. For the full
   // batch in order this is still a renumbering, so keep the original ids then: the values and

@@ -31,10 +31,46 @@ struct ModelShape {
   int vocab_size = 0;
   std::int64_t num_params = 0;       // as published: every weight, embeddings included
   bool tie_word_embeddings = false;  // the LM head is the embedding matrix (one copy in memory)
+  // Mixture of experts (the config's num_local_experts, num_experts_per_tok): every expert is
+  // a parameter, num_experts_per_tok of them run per token. 0: a dense MLP.
+  int num_experts = 0;
+  int experts_per_token = 0;
+  // The attention's variants (docs/design.md "Attention patterns"). A windowed layer attends to
+  // the last sliding_window tokens only; which layers are windowed: of every `window_every`
+  // consecutive layers from layer 0, the first `window_local` (1 of 1: every layer, 1 of 2:
+  // the even layers, 5 of 6: all but every sixth). 0: no window anywhere.
+  int sliding_window = 0;
+  int window_local = 0;
+  int window_every = 0;
+  bool sinks = false;                 // a learned logit per query head joins the denominator
+  double attn_logit_softcapping = 0;  // scores become cap * tanh(score / cap); 0: none
   int group() const { return num_kv_heads ? num_q_heads / num_kv_heads : 0; }
   bool has_layer_shape() const {
     return hidden_size > 0 && intermediate_size > 0 && vocab_size > 0;
   }
+  bool is_moe() const { return num_experts > 0; }
+  // The window of layer `layer` (0-based), 0 for a full-attention layer.
+  int layer_window(int layer) const {
+    return sliding_window > 0 && window_every > 0 && layer % window_every < window_local
+               ? sliding_window
+               : 0;
+  }
+  int windowed_layers() const;  // how many of num_layers have a window
+  // The layers grouped by what one of them reads: (window, count), windowed first; one entry
+  // when every layer is alike.
+  struct LayerClass {
+    int window = 0;  // 0: full attention
+    int layers = 0;
+  };
+  std::vector<LayerClass> layer_classes() const;
+  // This model with every layer attending as `window` does (0: full): the shape one layer step
+  // of that class computes.
+  ModelShape with_window(int window) const;
+  // The window every layer has (0 for none); throws InputError when the layers differ (a step
+  // computes one layer: take each of layer_classes() through with_window()).
+  int uniform_window() const;
+  // "window 4096 on 21 of 42 layers, sinks, soft-cap 50", "" for plain full attention.
+  std::string attention_summary() const;
 };
 
 // configs/models/<name>.json, or a path to such a file. Throws InputError naming the file and
@@ -97,7 +133,7 @@ float kv_scale_for(DType kv_dtype);
 // Every element is a pure function of (seed, tensor, flat index), see
 // kernels/device/counter_rng.h, so a device can fill the same cache without a host copy and a
 // subset can be rebuilt exactly.
-enum class Tensor : std::uint32_t { q = 0, k = 1, v = 2 };
+enum class Tensor : std::uint32_t { q = 0, k = 1, v = 2, sinks = 3 };
 
 // A materialized workload. For the full pool, physical block ids are those of the layout; a
 // subset workload (some sequences only, for validating huge points) keeps the values of the
@@ -115,12 +151,18 @@ struct Workload {
   // [num_blocks] the original physical id of each pool block (the counter the values come
   // from); the identity for the full pool.
   std::vector<std::int32_t> source_block_ids;
+  // [Hq] fp32 sink logits (sink_logits()) when the model has sinks, else empty.
+  std::vector<float> sinks;
   float softmax_scale = 0;  // 1/sqrt(d)
   float k_scale = 1, v_scale = 1;
   int rows() const { return static_cast<int>(sequences.size()); }
   // A view for the kernels over this workload's host buffers (out left null).
   kernels::PagedDecodeParams params() const;
 };
+// A model's sink logits [Hq]: 1 + 2 x counter_normal(seed, Tensor::sinks, h), of the order of a
+// context's largest scores (a few hundred N(0, 1) scores reach 3), so a kernel that drops them
+// or counts them wrong is off by far more than the tolerance.
+std::vector<float> sink_logits(const ModelShape& m, std::uint64_t seed);
 // Kernel params carrying the shape (and, with a layout, its host block tables and context
 // lengths) but no tensor data: what planners and support checks need before anything is built.
 kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec);

@@ -546,5 +546,73 @@ TEST_F(RunnerTest, CheckPointValidatesWithoutTiming) {
   EXPECT_EQ(be.time_calls, 0);
 }
 
+// ---- a model whose layers differ ----------------------------------------------------------
+
+// Outputs what the reference says for the layer kind it is given, or (ignore_window) for full
+// attention whatever the window: a backend that drops the window. A windowed step takes 1 ms, a
+// full one 3 ms.
+class KindBackend : public FakeBackend {
+ public:
+  std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view,
+                                         const TimingOptions&) override {
+    windows_seen.push_back(w.spec.model.uniform_window());
+    Workload as_run = w;
+    if (ignore_window) as_run.spec.model = w.spec.model.with_window(0);
+    return std::make_unique<Timed>(as_run, windows_seen.back() > 0 ? 1e-3 : 3e-3, &time_calls);
+  }
+  bool ignore_window = false;
+  std::vector<int> windows_seen;
+
+ private:
+  class Timed : public FakePrepared {
+   public:
+    Timed(const Workload& w, double t, int* calls) : FakePrepared(w, -1, 0, calls), t_(t) {}
+    double time_one() override {
+      FakePrepared::time_one();
+      return t_;
+    }
+
+   private:
+    double t_;
+  };
+};
+
+// gemma-2's pattern on 4 layers: layers 0 and 2 windowed (8 tokens), 1 and 3 full. Each kind is
+// validated against its own reference, a sample is the mean layer's time, and tokens/s and the
+// bytes sum the layers one by one.
+TEST_F(RunnerTest, AModelWithWindowedAndFullLayersTimesEachKind) {
+  const std::string mixed =
+      dir_.write("mixed.json",
+                 R"({"name": "mixed", "num_q_heads": 4, "num_kv_heads": 2, "head_dim": 64,
+                     "num_layers": 4, "sliding_window": 8,
+                     "window_layers": {"local": 1, "every": 2}})")
+          .string();
+  SweepConfig c = config({"good"}, {3});
+  c.models = {mixed};
+  c.contexts = {ContextSpec::fixed(40)};
+  KindBackend be;
+  const Report r = run_sweep(be, c);
+  ASSERT_EQ(r.results.size(), 1u);
+  const PointResult& p = r.results[0];
+  ASSERT_EQ(p.status, PointStatus::ok) << p.reason;
+  EXPECT_EQ(be.windows_seen, (std::vector<int>{8, 0}));
+  EXPECT_DOUBLE_EQ(p.time_s.median, 2e-3);                      // (1 + 3) / 2 ms
+  EXPECT_DOUBLE_EQ(p.tokens_per_s, 3 / (2 * 1e-3 + 2 * 3e-3));  // 2 windowed + 2 full layers
+  EXPECT_EQ(p.sliding_window, 8);
+  EXPECT_EQ(p.windowed_layers, 2);
+  // KV per layer: a windowed layer reads the blocks holding its last 8 tokens (tokens 32..39:
+  // block 2, 8 tokens), a full one all 40; the mean layer 24 tokens per sequence.
+  const double per_token = 2 * 2 * 64 * 2;  // K and V, Hkv 2, d 64, f16
+  EXPECT_DOUBLE_EQ(p.bytes.kv_logical, 3 * 24 * per_token);
+
+  KindBackend wrong;
+  wrong.ignore_window = true;
+  const Report w = run_sweep(wrong, c);
+  ASSERT_EQ(w.results.size(), 1u);
+  EXPECT_EQ(w.results[0].status, PointStatus::wrong);
+  EXPECT_NE(w.results[0].reason.find("its 2 layers with a 8-token window"), std::string::npos)
+      << w.results[0].reason;
+}
+
 }  // namespace
 }  // namespace decodebench

@@ -242,6 +242,36 @@ TEST(UnsupportedReason, ShapeMessagesNameTheValueAndTheValidChoices) {
   expect_refusal(gqa, p, {"batch 0"}, shape_scope);
 }
 
+// No rung of the ladder takes a window, sinks or a soft-cap: each refuses them by name and
+// points at the cpu backend; a rung that says it takes them (the cpu decode) does, and a sink
+// flag without its logits is refused at launch.
+TEST(UnsupportedReason, TheRungsRefuseWindowsSinksAndSoftCap) {
+  Buffers b;
+  for (const k::KernelInfo& info : full_ladder()) {
+    k::PagedDecodeParams p = launchable(b);
+    p.window = 4096;
+    expect_refusal(info, p, {"a sliding window of 4096 tokens", "kernel 'cpu' takes them"},
+                   k::CheckScope::shape);
+    p = launchable(b);
+    p.has_sinks = true;
+    expect_refusal(info, p, {"attention sinks"}, k::CheckScope::shape);
+    p = launchable(b);
+    p.softcap = 50.f;
+    expect_refusal(info, p, {"logit soft-capping", "full attention without"}, k::CheckScope::shape);
+  }
+  k::KernelInfo takes = full_ladder()[0];
+  takes.variants = true;
+  k::PagedDecodeParams p = launchable(b);
+  p.window = 128;
+  p.softcap = 30.f;
+  p.has_sinks = true;
+  EXPECT_EQ(k::unsupported_reason(takes, p, k::CheckScope::shape), "");
+  expect_refusal(takes, p, {"has_sinks with a null sinks"}, k::CheckScope::launch);
+  const float sinks[8] = {};
+  p.sinks = sinks;
+  EXPECT_EQ(k::unsupported_reason(takes, p, k::CheckScope::launch), "");
+}
+
 TEST(UnsupportedReason, ShapeScopeIgnoresPointersLaunchScopeDoesNot) {
   const k::KernelInfo gqa = full_ladder()[1];
   Buffers b;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -234,6 +235,110 @@ TEST(Tolerance, DroppedTokenIsCaught) {
   EXPECT_NE(c.report.find("  [1]["), std::string::npos) << c.report;
   EXPECT_EQ(c.report.find("  [0]["), std::string::npos) << c.report;  // other rows untouched
   EXPECT_EQ(c.report.find("  [2]["), std::string::npos) << c.report;
+}
+
+// ---- window, sinks, soft-cap ----------------------------------------------------------------
+
+// A generated workload of a model with the given variants: ragged contexts around the window so
+// some rows are shorter than it, some end mid-block, some start their window mid-block.
+Workload variant_workload(int window, bool sinks, double softcap, int block_size = 8) {
+  WorkloadSpec s;
+  s.model = {"variants", 8, 2, 64, 1, ""};
+  if (window > 0) s.model = s.model.with_window(window);
+  s.model.sinks = sinks;
+  s.model.attn_logit_softcapping = softcap;
+  s.batch = 7;
+  s.context = ContextSpec::ragged(1, 97);
+  s.block_size = block_size;
+  s.seed = 11;
+  return make_workload(s);
+}
+
+// The attention by its definition, one token at a time: every token of the context is looked
+// at and weighted by exp(capped score) if it is among the last `window`, else 0; the sink adds
+// exp(sink) to the denominator. No running max, no block walk: a different route to the same
+// numbers (scores here are O(1), so exp cannot overflow).
+std::vector<double> brute_force(const Workload& w) {
+  const ModelShape& m = w.spec.model;
+  const int hq = m.num_q_heads, hkv = m.num_kv_heads, d = m.head_dim;
+  std::vector<double> out(static_cast<std::size_t>(w.rows()) * hq * d, 0.0);
+  const auto kv = [&](const std::vector<std::byte>& cache, std::size_t i) {
+    return static_cast<double>(decode_value(w.spec.kv_dtype, cache.data() + i * 2));
+  };
+  for (int r = 0; r < w.rows(); ++r) {
+    const int len = w.layout.context_lens[r];
+    for (int h = 0; h < hq; ++h) {
+      const int kvh = h / (hq / hkv);
+      double denom = m.sinks ? std::exp(static_cast<double>(w.sinks[h])) : 0.0;
+      std::vector<double> num(static_cast<std::size_t>(d), 0.0);
+      for (int t = 0; t < len; ++t) {
+        const bool in_window = m.sliding_window == 0 || t >= len - m.sliding_window;
+        const std::size_t row =
+            (static_cast<std::size_t>(
+                 w.layout.block_tables[r * w.layout.max_blocks_per_seq + t / w.spec.block_size]) *
+                 hkv +
+             kvh) *
+                w.spec.block_size * d +
+            static_cast<std::size_t>(t % w.spec.block_size) * d;
+        double score = 0;
+        for (int i = 0; i < d; ++i) {
+          score += decode_value(DType::f16, w.q.data() + ((r * hq + h) * d + i) * 2) *
+                   kv(w.k_cache, row + i);
+        }
+        score *= w.softmax_scale;
+        if (m.attn_logit_softcapping > 0)
+          score = m.attn_logit_softcapping * std::tanh(score / m.attn_logit_softcapping);
+        const double weight = in_window ? std::exp(score) : 0.0;
+        denom += weight;
+        for (int i = 0; i < d; ++i) num[i] += weight * kv(w.v_cache, row + i);
+      }
+      for (int i = 0; i < d; ++i)
+        out[(static_cast<std::size_t>(r) * hq + h) * d + i] = num[i] / denom;
+    }
+  }
+  return out;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  return worst;
+}
+
+TEST(ReferenceVariants, MatchesThePerTokenDefinition) {
+  struct Case {
+    int window;
+    bool sinks;
+    double softcap;
+  };
+  for (const Case c : {Case{20, false, 0}, Case{0, true, 0}, Case{0, false, 1.5},
+                       Case{20, true, 1.5}, Case{8, true, 0}, Case{1, false, 0}}) {
+    const Workload w = variant_workload(c.window, c.sinks, c.softcap);
+    const std::vector<float> ref = reference_decode(w);
+    const std::vector<double> want = brute_force(w);
+    ASSERT_EQ(ref.size(), want.size());
+    EXPECT_LT(max_abs_diff(ref, want), 1e-6)
+        << "window " << c.window << " sinks " << c.sinks << " softcap " << c.softcap;
+  }
+}
+
+// Each variant moves the output by far more than any tolerance, so a reference (or a kernel
+// checked against it) that ignored one would be caught.
+TEST(ReferenceVariants, EachVariantChangesTheOutput) {
+  const std::vector<float> plain = reference_decode(variant_workload(0, false, 0));
+  for (const Workload& w : {variant_workload(20, false, 0), variant_workload(0, true, 0),
+                            variant_workload(0, false, 1.5)}) {
+    const Comparison c =
+        compare_outputs(reference_decode(w), plain, 8, 64, tolerance_for(DType::f16, DType::f16));
+    EXPECT_FALSE(c.ok) << w.spec.model.attention_summary();
+  }
+}
+
+TEST(ReferenceVariants, AModelWithMixedLayersIsRefused) {
+  Workload w = variant_workload(20, false, 0);
+  w.spec.model.window_every = 2;  // half the layers windowed: which one would this step be?
+  w.spec.model.num_layers = 2;
+  EXPECT_THROW(reference_decode(w), InputError);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace decodebench {
 namespace {
 
@@ -67,6 +69,89 @@ TEST(ByteModel, RaggedPartialBlocks) {
   EXPECT_EQ(b.kv_logical, 118 * 4096);
   EXPECT_EQ(b.context_lens, 12);
   EXPECT_DOUBLE_EQ(b.flops, 4.0 * 32 * 118 * 128);
+}
+
+// ---- windows ----------------------------------------------------------------------------
+
+WorkloadSpec preset(const char* name, int batch, int context, double h = 0) {
+  WorkloadSpec s = llama_8b(batch, context, h, DType::f16);
+  s.model = load_model(name);
+  return s;
+}
+
+// mistral-7b at 32k: every layer reads the blocks holding its last 4096 tokens. 32768 - 4096 =
+// 28672 is block 1792 exactly, so 256 blocks, 4096 tokens, 4096 x 4096 bytes per sequence.
+TEST(ByteModelWindow, Mistral7bAt32kReadsItsWindow) {
+  const WorkloadSpec spec = preset("mistral-7b", 8, 32768);
+  const ByteModel b = byte_model(spec, build_layout(spec));
+  EXPECT_EQ(b.kv_bytes_per_token, 4096);  // as llama-3.1-8b: Hkv 8, d 128, f16
+  EXPECT_EQ(b.kv_logical, 8LL * 4096 * 4096);
+  EXPECT_EQ(b.kv_unique, 8LL * 4096 * 4096);
+  EXPECT_EQ(b.block_table, 8LL * 256 * 4);
+  EXPECT_DOUBLE_EQ(b.flops, 4.0 * 32 * 4096 * 128 * 8);
+  // The full-attention reading of the same point is 8x more KV.
+  const ByteModel full = byte_model(spec, build_layout(spec), /*window=*/0);
+  EXPECT_EQ(full.kv_logical, 8 * b.kv_logical);
+}
+
+// A windowed layer's bytes stop growing past W (a context whose window starts mid-block reads
+// that block whole, so up to W + P - 1 tokens); a full layer's keep growing.
+TEST(ByteModelWindow, AWindowedLayersBytesAreFlatBeyondW) {
+  std::int64_t at_w = 0;
+  for (int context : {4096, 4097, 4111, 4112, 8192, 32768, 131072}) {
+    const WorkloadSpec spec = preset("mistral-7b", 1, context);
+    const ByteModel b = byte_model(spec, build_layout(spec));
+    if (context == 4096) at_w = b.kv_logical;
+    EXPECT_GE(b.kv_logical, at_w) << context;
+    EXPECT_LE(b.kv_logical, at_w + 15 * 4096) << context;  // at most P - 1 masked tokens more
+    const ByteModel full = byte_model(spec, build_layout(spec), 0);
+    EXPECT_EQ(full.kv_logical, std::int64_t{context} * 4096) << context;
+  }
+  // 4097 tokens: the window starts at token 1, in block 0: all 257 blocks, 4097 tokens.
+  const WorkloadSpec mid = preset("mistral-7b", 1, 4097);
+  EXPECT_EQ(byte_model(mid, build_layout(mid)).kv_logical, 4097LL * 4096);
+  // 4113: starts at token 17, in block 1: blocks 1..257, 4113 - 16 tokens.
+  const WorkloadSpec next = preset("mistral-7b", 1, 4113);
+  EXPECT_EQ(byte_model(next, build_layout(next)).kv_logical, 4097LL * 4096);
+}
+
+// gemma-2-9b alternates window and full layers: the mean layer is half of each, so 42 x the
+// mean is 21 layers of 4096 tokens plus 21 of the context.
+TEST(ByteModelWindow, MixedLayersAreSummedLayerByLayer) {
+  const WorkloadSpec spec = preset("gemma-2-9b", 4, 32768);
+  const PagedLayout layout = build_layout(spec);
+  const ByteModel mean = byte_model(spec, layout);
+  const ByteModel local = byte_model(spec, layout, 4096);
+  const ByteModel global = byte_model(spec, layout, 0);
+  EXPECT_EQ(mean.kv_logical, (local.kv_logical + global.kv_logical) / 2);
+  EXPECT_EQ(local.kv_logical, 4LL * 4096 * static_cast<std::int64_t>(local.kv_bytes_per_token));
+  EXPECT_DOUBLE_EQ(mean.flops, (local.flops + global.flops) / 2);
+  // gemma-3-27b: 52 local layers of 1024, 10 global.
+  const WorkloadSpec g3 = preset("gemma-3-27b", 2, 65536);
+  const PagedLayout l3 = build_layout(g3);
+  EXPECT_EQ(byte_model(g3, l3).kv_unique,
+            std::llround((52.0 * static_cast<double>(byte_model(g3, l3, 1024).kv_unique) +
+                          10.0 * static_cast<double>(byte_model(g3, l3, 0).kv_unique)) /
+                         62));
+  // Sinks: Hq fp32 logits per layer.
+  const WorkloadSpec oss = preset("gpt-oss-20b", 1, 1000);
+  EXPECT_EQ(byte_model(oss, build_layout(oss)).sinks, 64 * 4);
+}
+
+// A window past a shared prefix does not read it: h = 0.5 of 8192 shares blocks 0..255, and a
+// 4096-token window starts at block 256, so nothing read is shared.
+TEST(ByteModelWindow, AWindowPastTheSharedPrefixReadsNoSharedBlock) {
+  const WorkloadSpec spec = preset("mistral-7b", 8, 8192, 0.5);
+  const PagedLayout layout = build_layout(spec);
+  const ByteModel b = byte_model(spec, layout);
+  EXPECT_EQ(b.kv_unique, b.kv_logical);
+  EXPECT_EQ(b.kv_logical, 8LL * 4096 * 4096);
+  // At h = 0.75 (6144 shared tokens) the window's first 2048 tokens are the shared prefix's
+  // last 128 blocks, read once; each sequence's last 2048 are its own.
+  const WorkloadSpec more = preset("mistral-7b", 8, 8192, 0.75);
+  const ByteModel m = byte_model(more, build_layout(more));
+  EXPECT_EQ(m.kv_unique, (2048LL + 8 * 2048) * 4096);
+  EXPECT_EQ(m.kv_logical, 8LL * 4096 * 4096);
 }
 
 }  // namespace

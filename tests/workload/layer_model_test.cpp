@@ -71,7 +71,8 @@ TEST(LayerShape, AttentionAndMissingShapeThrow) {
 
 // Norms and biases, which params_from_shape leaves out, are < 0.01 % of each preset; 0.1 % still
 // catches an intermediate_size off by one step of 256 (0.7 % on llama-3.1-70b, the least
-// sensitive preset), a vocabulary off by 16k or a tied head counted twice.
+// sensitive dense preset), a vocabulary off by 32k (16k is 0.08 % of gpt-oss-120b, whose
+// published count is rounded to 0.01B), a tied head counted twice or an expert missing.
 ::testing::AssertionResult params_match(const ModelShape& m) {
   const double got = static_cast<double>(params_from_shape(m));
   const double want = static_cast<double>(m.num_params);
@@ -102,11 +103,16 @@ TEST(LayerParams, TheCheckCatchesAWrongShape) {
     m.intermediate_size -= 256;
     EXPECT_FALSE(params_match(m)) << name << " intermediate_size";
     m = good;
-    m.vocab_size += 16384;
+    m.vocab_size += 32768;
     EXPECT_FALSE(params_match(m)) << name << " vocab_size";
     m = good;
     m.tie_word_embeddings = !m.tie_word_embeddings;
     EXPECT_FALSE(params_match(m)) << name << " tie_word_embeddings";
+    if (good.is_moe()) {
+      m = good;
+      m.num_experts -= 1;
+      EXPECT_FALSE(params_match(m)) << name << " num_experts";
+    }
   }
 }
 

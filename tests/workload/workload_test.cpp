@@ -48,7 +48,9 @@ TEST(Models, PresetsHaveTheirRealShapes) {
   };
   const Expected expected[] = {{"llama-3.1-8b", 32, 8, 128, 32}, {"llama-3.1-70b", 64, 8, 128, 80},
                                {"mistral-7b", 32, 8, 128, 32},   {"qwen2.5-7b", 28, 4, 128, 28},
-                               {"llama-2-7b", 32, 32, 128, 32},  {"gemma-2-9b", 16, 8, 256, 42}};
+                               {"llama-2-7b", 32, 32, 128, 32},  {"gemma-2-9b", 16, 8, 256, 42},
+                               {"gpt-oss-20b", 64, 8, 64, 24},   {"gpt-oss-120b", 64, 8, 64, 36},
+                               {"gemma-3-27b", 32, 16, 128, 62}};
   const std::vector<std::string> presets = model_presets();
   for (const Expected& e : expected) {
     EXPECT_TRUE(std::find(presets.begin(), presets.end(), e.name) != presets.end()) << e.name;
@@ -61,6 +63,49 @@ TEST(Models, PresetsHaveTheirRealShapes) {
     EXPECT_FALSE(m.source.empty()) << e.name;
   }
   EXPECT_TRUE(std::is_sorted(presets.begin(), presets.end()));
+}
+
+// Each preset's windows, sinks and soft-cap as its config.json gives them; the layer parity of
+// the alternating ones is the transformers implementation's (layer 0 local).
+TEST(Models, PresetsHaveTheirAttentionPatterns) {
+  struct Expected {
+    const char* name;
+    int window, windowed;
+    std::vector<int> local, global;  // some layers of each kind
+    bool sinks;
+    double softcap;
+  };
+  const Expected expected[] = {
+      {"llama-3.1-8b", 0, 0, {}, {0, 31}, false, 0},
+      {"mistral-7b", 4096, 32, {0, 1, 31}, {}, false, 0},
+      {"gemma-2-9b", 4096, 21, {0, 2, 40}, {1, 3, 41}, false, 50},
+      {"gpt-oss-20b", 128, 12, {0, 22}, {1, 23}, true, 0},
+      {"gpt-oss-120b", 128, 18, {0, 34}, {1, 35}, true, 0},
+      {"gemma-3-27b", 1024, 52, {0, 4, 6, 60, 61}, {5, 11, 59}, false, 0},
+  };
+  for (const Expected& e : expected) {
+    const ModelShape m = load_model(e.name);
+    EXPECT_EQ(m.windowed_layers(), e.windowed) << e.name;
+    for (int l : e.local) EXPECT_EQ(m.layer_window(l), e.window) << e.name << " layer " << l;
+    for (int l : e.global) EXPECT_EQ(m.layer_window(l), 0) << e.name << " layer " << l;
+    EXPECT_EQ(m.sinks, e.sinks) << e.name;
+    EXPECT_EQ(m.attn_logit_softcapping, e.softcap) << e.name;
+    int layers = 0;
+    for (const ModelShape::LayerClass& c : m.layer_classes()) layers += c.layers;
+    EXPECT_EQ(layers, m.num_layers) << e.name;
+  }
+  const ModelShape gemma = load_model("gemma-2-9b");
+  ASSERT_EQ(gemma.layer_classes().size(), 2u);
+  EXPECT_EQ(gemma.layer_classes()[0].window, 4096);
+  EXPECT_EQ(gemma.layer_classes()[1].window, 0);
+  EXPECT_THROW(gemma.uniform_window(), InputError);
+  EXPECT_EQ(gemma.with_window(4096).uniform_window(), 4096);
+  EXPECT_EQ(gemma.with_window(0).uniform_window(), 0);
+  EXPECT_EQ(load_model("mistral-7b").uniform_window(), 4096);
+  EXPECT_EQ(load_model("gpt-oss-20b").num_experts, 32);
+  EXPECT_EQ(load_model("gpt-oss-120b").num_experts, 128);
+  EXPECT_EQ(load_model("gpt-oss-120b").experts_per_token, 4);
+  EXPECT_EQ(gemma.attention_summary(), "window 4096 on 21 of 42 layers, soft-cap 50");
 }
 
 class ModelFiles : public ::testing::Test {
@@ -476,6 +521,49 @@ TEST(Values, HostBytes) {
                                 4 * (w.layout.block_tables.size() + w.layout.context_lens.size() +
                                      w.source_block_ids.size()));
   EXPECT_EQ(workload_host_bytes(spec, w.layout), expected);
+}
+
+TEST_F(ModelFiles, AttentionPatternErrorsNameTheKeyAndTheValid) {
+  const std::string head =
+      R"({"name":"m","num_q_heads":8,"num_kv_heads":2,"head_dim":64,"num_layers":6,)";
+  const auto error_of = [&](const std::string& name, const std::string& rest) {
+    const std::string path = write(name, head + rest + "}");
+    return input_error_message([&] { load_model(path); });
+  };
+  std::string msg = error_of("no_layers.json", R"("sliding_window":128)");
+  EXPECT_NE(msg.find("'sliding_window' needs 'window_layers'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("\"every\""), std::string::npos) << msg;  // names the valid forms
+  msg = error_of("no_window.json", R"("window_layers":"all")");
+  EXPECT_NE(msg.find("'window_layers' needs 'sliding_window'"), std::string::npos) << msg;
+  msg = error_of("word.json", R"("sliding_window":128,"window_layers":"odd")");
+  EXPECT_NE(msg.find("'window_layers' must be \"all\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("\"odd\""), std::string::npos) << msg;
+  msg = error_of("local.json", R"("sliding_window":128,"window_layers":{"local":3,"every":2})");
+  EXPECT_NE(msg.find("1 <= L <= N"), std::string::npos) << msg;
+  msg = error_of("key.json", R"("sliding_window":128,"window_layers":{"local":1,"each":2})");
+  EXPECT_NE(msg.find("window_layers"), std::string::npos) << msg;
+  msg = error_of("zero.json", R"("sliding_window":0,"window_layers":"all")");
+  EXPECT_NE(msg.find("'sliding_window' must be a positive integer"), std::string::npos) << msg;
+  msg = error_of("sinks.json", R"("sinks":1)");
+  EXPECT_NE(msg.find("'sinks' must be true or false"), std::string::npos) << msg;
+  msg = error_of("cap.json", R"("attn_logit_softcapping":-5)");
+  EXPECT_NE(msg.find("'attn_logit_softcapping' must be a positive number"), std::string::npos)
+      << msg;
+  msg = error_of("moe.json", R"("num_local_experts":8)");
+  EXPECT_NE(msg.find("needs both 'num_local_experts' and 'num_experts_per_tok'"), std::string::npos)
+      << msg;
+  msg = error_of("topk.json", R"("num_local_experts":4,"num_experts_per_tok":8)");
+  EXPECT_NE(msg.find("must not exceed num_local_experts"), std::string::npos) << msg;
+
+  // Valid: 2 of every 3 layers of 6, null soft-cap (Gemma 3's "none").
+  const ModelShape m = load_model(
+      write("ok.json", head + R"("sliding_window":64,"window_layers":{"local":2,)"
+                              R"("every":3},"attn_logit_softcapping":null,"sinks":true})"));
+  EXPECT_EQ(m.windowed_layers(), 4);
+  EXPECT_EQ(m.layer_window(2), 0);
+  EXPECT_EQ(m.layer_window(4), 64);
+  EXPECT_EQ(m.attn_logit_softcapping, 0);
+  EXPECT_TRUE(m.sinks);
 }
 
 }  // namespace

@@ -118,14 +118,19 @@ class CpuBackend final : public Backend {
   using Backend::skip_reason;
 
   std::string choose_kernel(const WorkloadSpec& spec, const PagedLayout& layout) override {
-    return k::plan_prefixes(shape_params(spec, layout)).num_groups() > 0 ? kCascadeName
-                                                                         : kKernelName;
+    const k::PagedDecodeParams p = shape_params(spec, layout);
+    if (!cpu::cascade_unsupported_reason(p).empty()) return kKernelName;
+    return k::plan_prefixes(p).num_groups() > 0 ? kCascadeName : kKernelName;
   }
 
   std::string skip_reason(const WorkloadSpec& spec, const PagedLayout& layout,
                           std::string_view kernel) override {
     if (kernel != kKernelName && kernel != kCascadeName) return unknown_kernel(kernel);
     if (std::string why = cpu::unsupported_reason(shape_params(spec)); !why.empty()) return why;
+    if (kernel == kCascadeName) {
+      if (std::string why = cpu::cascade_unsupported_reason(shape_params(spec)); !why.empty())
+        return why;
+    }
     const double out_bytes = static_cast<double>(spec.batch) * spec.model.num_q_heads *
                              spec.model.head_dim * dtype_size(spec.q_dtype);
     const double need = static_cast<double>(workload_host_bytes(spec, layout)) + out_bytes;

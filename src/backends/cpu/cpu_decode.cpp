@@ -26,6 +26,7 @@
 #include "backends/cpu/cpu_decode_scalar.h"
 #include "common/dtype.h"
 #include "common/errors.h"
+#include "device/paged_kv.h"
 
 namespace decodebench::cpu {
 namespace detail {
@@ -146,8 +147,9 @@ const kernels::KernelInfo& decode_info() {
     for (const KvFormatInfo& f : kKvFormats) k.kv_dtypes.push_back(f.dtype);  // every format
     k.q_dtypes = {DType::f16, DType::bf16};
     k.min_block_size = 1;
-    k.max_group = 0;  // any
-    k.max_batch = 0;  // any: no grid limits on the host
+    k.max_group = 0;    // any
+    k.max_batch = 0;    // any: no grid limits on the host
+    k.variants = true;  // window, sinks, soft-cap: decode_step (not the cascade, which refuses)
     return k;
   }();
   return info;
@@ -160,7 +162,10 @@ std::string unsupported_reason(const kernels::PagedDecodeParams& p, kernels::Che
 int plan_cpu_splits(const kernels::PagedDecodeParams& p, int num_threads) {
   if (num_threads <= 1 || p.batch <= 0) return 1;
   int max_len = 1;
-  for (int b = 0; b < p.batch; ++b) max_len = std::max(max_len, p.context_lens[b]);
+  for (int b = 0; b < p.batch; ++b) {  // what an item walks: a window's tokens, or all
+    max_len =
+        std::max(max_len, p.context_lens[b] - window_first_token(p.context_lens[b], p.window));
+  }
   const int by_length = std::max(1, max_len / kMinSplitTokens);
   // Work items are (sequence, split), handed out dynamically. With equal contexts the busiest
   // thread gets ceil(items / threads) of them: take the fewest splits that keep every thread
@@ -212,7 +217,17 @@ int plan_prefix_chunks(const kernels::PagedDecodeParams& p, int num_threads) {
   return std::clamp(wanted, 1, std::max(1, max_tokens / kMinSplitTokens));
 }
 
+std::string cascade_unsupported_reason(const kernels::PagedDecodeParams& p) {
+  if (p.window <= 0 && !p.has_sinks && !(p.softcap > 0)) return "";
+  // A window starts each member's walk at its own token, inside or past the shared prefix the
+  // cascade reads once for the group: not written. Kernel 'cpu' takes all three.
+  return "kernel 'cascade' does not take a sliding window, attention sinks or logit "
+         "soft-capping (valid: full attention without sinks or soft-capping; kernel 'cpu' takes "
+         "them)";
+}
+
 void paged_decode_cascade(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
+  if (std::string why = cascade_unsupported_reason(p); !why.empty()) throw InputError(why);
   const Launch l = checked_launch(p, options, /*needs_q_out=*/true);
   if (std::string why = kernels::prefix_plan_error(p); !why.empty()) throw InputError(why);
   const int chunks =

@@ -90,6 +90,9 @@ void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& opti
 // the suffix lengths), options.prefix_chunks each prefix. Throws InputError as paged_decode,
 // and with prefix_plan_error's sentence when the plan does not fit p's block tables.
 void paged_decode_cascade(const kernels::PagedDecodeParams& p, const DecodeOptions& options = {});
+// Empty if paged_decode_cascade takes p's attention variants (none set); else why not: the
+// cascade has no window, sinks or soft-cap (paged_decode has).
+std::string cascade_unsupported_reason(const kernels::PagedDecodeParams& p);
 
 // The decode's memory walk without its arithmetic, for the microbenchmarks: the same work items,
 // tiles, order and prefetches as paged_decode on `options.path`, but of every K and V row only

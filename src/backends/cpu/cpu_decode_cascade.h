@@ -175,8 +175,8 @@ std::uint64_t cascade_step(const PagedDecodeParams& p, int num_threads, int num_
         const float* q_seq = q32.data() + static_cast<std::size_t>(b) * num_q_heads * kHeadDim;
         std::fill_n(acc.begin(), static_cast<std::size_t>(num_q_heads) * kHeadDim, 0.0f);
         std::fill_n(state.begin(), num_q_heads, SoftmaxState<float>{});
-        walk_sequence<Tile, kKv, kHeadDim>(p, b, t_begin, t_end, q_seq, *tile, rows, s, acc.data(),
-                                           state.data());
+        walk_sequence<Tile, kKv, kHeadDim>(p, b, t_begin, t_end, /*first=*/0, q_seq, *tile, rows, s,
+                                           acc.data(), state.data());
         if constexpr (!Tile::kArithmetic) continue;
         for (int h = 0; h < num_q_heads; ++h) {
           const std::size_t qh = static_cast<std::size_t>(b) * num_q_heads + h;

@@ -21,6 +21,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -118,12 +119,50 @@ inline void find_tile_rows(const PagedDecodeParams& p, int b, int t0, int t_end,
   }
 }
 
+// Where a work item of a context of `len` starts its walk: 0, or with a window, the block (or,
+// for blocks larger than a tile, the tile-sized piece of it) holding the window's first token.
+// So the first tile always holds a token of the window, and no earlier block is read.
+template <int kTile>
+inline int walk_first_token(const PagedDecodeParams& p, int len) {
+  const int unit = std::min(p.block_size, kTile);
+  return window_first_token(len, p.window) / unit * unit;
+}
+
+// The scores of one pass (s [nh][kTile], n tokens from t0, log2 domain) made what the model's
+// softmax sees: soft-capped, and the tokens before the window's first token `first` masked.
+inline void finish_scores(const PagedDecodeParams& p, int kTile, int nh, int n, int t0, int first,
+                          float* s) {
+  if (p.softcap > 0) {
+    // s = x log2(e) for a score x, and c tanh(x / c) in that domain is c2 tanh(s / c2).
+    const float c2 = p.softcap * kLog2e;
+    const float inv_c2 = 1.0f / c2;
+    for (int h = 0; h < nh; ++h)
+      for (int j = 0; j < n; ++j) s[h * kTile + j] = c2 * std::tanh(s[h * kTile + j] * inv_c2);
+  }
+  if (t0 < first) {
+    const int masked = std::min(n, first - t0);
+    for (int h = 0; h < nh; ++h)
+      for (int j = 0; j < masked; ++j) s[h * kTile + j] = -INFINITY;
+  }
+}
+
+// A head's sink logit merged into its softmax state: the sink joins the max and adds
+// exp2(sink - max) to the sum. Returns the factor the head's accumulator must be scaled by.
+inline float merge_sink(const PagedDecodeParams& p, int head, SoftmaxState<float>& state) {
+  if (!p.has_sinks) return 1.0f;
+  const SoftmaxState<float> sink{p.sinks[head] * kLog2e, 1.0f};
+  float self_factor, sink_factor;
+  state.merge(sink, self_factor, sink_factor);
+  return self_factor;
+}
+
 // The body of one (sequence, split) work item: walks sequence b's tokens [t_begin, t_end) tile
 // by tile, every KV head of a tile before the next, and folds them into every query head's
-// acc [Hq][d] and state [Hq] (q_seq [Hq][d] pre-scaled; s one pass's scores). An empty range
-// leaves acc and state as they are.
+// acc [Hq][d] and state [Hq] (q_seq [Hq][d] pre-scaled; s one pass's scores). Tokens before
+// `first` (the window's first token) are masked. An empty range leaves acc and state as they
+// are.
 template <class Tile, DType kKv, int kHeadDim>
-inline void walk_sequence(const PagedDecodeParams& p, int b, int t_begin, int t_end,
+inline void walk_sequence(const PagedDecodeParams& p, int b, int t_begin, int t_end, int first,
                           const float* q_seq, Tile& tile, TileRows<Tile::kTile> (&rows)[2],
                           float* s, float* acc, SoftmaxState<float>* state) {
   constexpr int kTile = Tile::kTile;
@@ -147,10 +186,12 @@ inline void walk_sequence(const PagedDecodeParams& p, int b, int t_begin, int t_
         const int nh = Tile::pass_width(group - h0);
         const std::size_t first_head = static_cast<std::size_t>(hq0 + h0);
         tile.scores(q_seq + first_head * kHeadDim, nh, n, s);
-        if constexpr (Tile::kArithmetic)
+        if constexpr (Tile::kArithmetic) {
+          if (p.softcap > 0 || t0 < first) finish_scores(p, kTile, nh, n, t0, first, s);
           for (int h = 0; h < nh; ++h)
             Tile::softmax(s + h * kTile, n, state[first_head + h],
                           acc + (first_head + h) * kHeadDim);
+        }
         tile.accumulate(s, nh, n, acc + first_head * kHeadDim);
         h0 += nh;
       }
@@ -209,16 +250,18 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
       const int b = item / splits;
       const int split = item % splits;
       const int len = p.context_lens[b];
-      // Splits cover whole tiles: [split * chunk, (split + 1) * chunk) clipped to the context.
-      const int chunk = ((len + splits - 1) / splits + kTile - 1) / kTile * kTile;
-      const int t_begin = std::min(len, split * chunk);
+      // Splits cover whole tiles of [walk_first, len): [walk_first + split * chunk, ... + chunk)
+      // clipped to the context.
+      const int walk_first = walk_first_token<kTile>(p, len);
+      const int chunk = ((len - walk_first + splits - 1) / splits + kTile - 1) / kTile * kTile;
+      const int t_begin = std::min(len, walk_first + split * chunk);
       const int t_end = std::min(len, t_begin + chunk);
       const float* q_seq = q32.data() + static_cast<std::size_t>(b) * num_q_heads * kHeadDim;
 
       std::fill(acc.begin(), acc.end(), 0.0f);
       std::fill(state.begin(), state.end(), SoftmaxState<float>{});
-      walk_sequence<Tile, kKv, kHeadDim>(p, b, t_begin, t_end, q_seq, *tile, rows, s, acc.data(),
-                                         state.data());
+      walk_sequence<Tile, kKv, kHeadDim>(p, b, t_begin, t_end, window_first_token(len, p.window),
+                                         q_seq, *tile, rows, s, acc.data(), state.data());
 
       if constexpr (!Tile::kArithmetic) continue;  // the memory walk writes no output
       for (int h = 0; h < num_q_heads; ++h) {
@@ -226,7 +269,7 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
         const float* acc_h = acc.data() + static_cast<std::size_t>(h) * kHeadDim;
         if (splits == 1) {
           // len >= 1, so sum >= 1 (the max's own term is exactly 1).
-          const float scale = out_scale / state[h].sum;
+          const float scale = out_scale * merge_sink(p, h, state[h]) / state[h].sum;
           for (int c = 0; c < kHeadDim; ++c)
             store_out(p.q_dtype, p.out, qh * kHeadDim + c, acc_h[c] * scale);
         } else {
@@ -254,7 +297,7 @@ std::uint64_t decode_step(const PagedDecodeParams& p, int num_threads, int num_s
           const float* part = part_acc.data() + idx * kHeadDim;
           for (int c = 0; c < kHeadDim; ++c) out[c] = out[c] * self_factor + part[c] * other_factor;
         }
-        const float scale = out_scale / merged.sum;
+        const float scale = out_scale * merge_sink(p, qh % num_q_heads, merged) / merged.sum;
         for (int c = 0; c < kHeadDim; ++c)
           store_out(p.q_dtype, p.out, static_cast<std::size_t>(qh) * kHeadDim + c, out[c] * scale);
       }

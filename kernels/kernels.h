@@ -39,8 +39,11 @@ struct PagedDecodeParams {
   std::int32_t batch = 0;
   std::int32_t num_q_heads = 0;   // Hq
   std::int32_t num_kv_heads = 0;  // Hkv; Hq % Hkv == 0, group = Hq / Hkv
-  std::int32_t head_dim = 0;      // d
-  std::int32_t block_size = 0;    // P, tokens per KV block, power of two
+  std::int32_t head_dim = 0;      // d: the width of q and of a K row
+  // The width of a V row and of out: 0 means head_dim. MLA (absorbed, ModelShape::is_mla): the
+  // first v_head_dim values of each K row are its V row, v_cache == k_cache, out [batch][Hq][dv].
+  std::int32_t v_head_dim = 0;
+  std::int32_t block_size = 0;  // P, tokens per KV block, power of two
   std::int32_t max_blocks_per_seq = 0;
   std::int32_t num_blocks = 0;  // physical blocks in the pool
   DType q_dtype = DType::f16;   // also the output dtype
@@ -92,6 +95,11 @@ struct PagedDecodeParams {
   std::int32_t num_prefix_tiles = 0;
 };
 
+// MLA's absorbed shape: values narrower than the keys, read from the K rows.
+inline bool is_mla(const PagedDecodeParams& p) {
+  return p.v_head_dim > 0 && p.v_head_dim != p.head_dim;
+}
+
 // What one rung of the kernel ladder is and what it takes. The harness learns kernel names only
 // from kernel_ladder(); it never names a kernel itself.
 struct KernelInfo {
@@ -110,6 +118,9 @@ struct KernelInfo {
   // Takes PagedDecodeParams' window, sinks and softcap (the cpu decode); a rung that does not
   // refuses a point that sets any of them.
   bool variants = false;
+  // Takes MLA's absorbed shape too: v_head_dim below head_dim, V inside the K rows (the cpu
+  // decode's mla path); a rung that does not refuses such a point.
+  bool mla = false;
 };
 
 // The ladder, in order, with what this build compiled. Same list for both targets.

@@ -95,6 +95,11 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
   const auto contains = [](const auto& items, const auto& x) {
     return std::find(items.begin(), items.end(), x) != items.end();
   };
+  if (is_mla(p) && !k.mla) {
+    return refuse("MLA attention (keys " + std::to_string(p.head_dim) + " wide, values the first " +
+                      std::to_string(p.v_head_dim) + ")",
+                  "per-head K and V; the cpu backend's kernel 'cpu' takes MLA");
+  }
   if (!contains(k.head_dims, p.head_dim)) {
     return refuse("head_dim " + std::to_string(p.head_dim), join(k.head_dims) + " in this build");
   }

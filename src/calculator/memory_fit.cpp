@@ -44,7 +44,8 @@ double workspace_bytes_per_sequence(const ModelShape& m, DType weights, DType ac
   }
   const GemmModel lm = gemm_model(gemm_shape(m, LayerStage::lm_head, 1), weights, act);
   bytes += static_cast<double>(lm.input_bytes + lm.output_bytes);
-  return bytes + 2.0 * m.num_q_heads * m.head_dim * static_cast<double>(dtype_size(act));
+  return bytes + m.num_q_heads * static_cast<double>(m.head_dim + m.value_dim()) *
+                     static_cast<double>(dtype_size(act));
 }
 
 namespace {

@@ -120,6 +120,12 @@ int run_quant_error(const QuantErrorArgs& a) {
   }
   const OutputFormat out_format = parse_format(a.format);
   const ModelShape model = load_model(a.model);
+  if (model.is_mla()) {
+    throw InputError(fmt::format(
+        "--model {}: an MLA model's latent cache is read in float formats only; quant-error "
+        "compares the integer KV formats of per-head K and V (valid: a model without 'mla')",
+        a.model));
+  }
 
   std::vector<std::string> skipped;
   const std::vector<quant::AttentionCase> cases =

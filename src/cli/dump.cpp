@@ -73,13 +73,15 @@ void write_dump(const std::filesystem::path& dir, Backend& backend, const SweepP
   const std::int64_t batch = w.rows();
   const std::int64_t hq = s.model.num_q_heads, hkv = s.model.num_kv_heads, d = s.model.head_dim;
   const std::int64_t p = s.block_size;
+  const std::int64_t dv = s.model.value_dim();  // MLA: the first kv_lora_rank of each K row
 
   std::unique_ptr<PreparedPoint> prepared = backend.prepare(w, kernel, TimingOptions{});
   prepared->run();
-  const std::vector<float> out = prepared->output();   // [B][Hq][d]
-  const std::vector<float> ref = reference_decode(w);  // [B][Hq][d]
+  const std::vector<float> out = prepared->output();   // [B][Hq][dv]
+  const std::vector<float> ref = reference_decode(w);  // [B][Hq][dv]
 
   const std::int64_t qshape[] = {batch, hq, d};
+  const std::int64_t oshape[] = {batch, hq, dv};
   const std::int64_t kvshape[] = {layout.num_blocks, hkv, p, d};
   const std::int64_t tshape[] = {batch, layout.max_blocks_per_seq};
   const std::int64_t lshape[] = {batch};
@@ -88,12 +90,13 @@ void write_dump(const std::filesystem::path& dir, Backend& backend, const SweepP
     write_quantized_cache(dir, w, kvshape);
   } else {
     write_npy(dir / "k_cache.npy", decode_to_float(w.k_cache, s.kv_dtype), kvshape);  // unscaled
-    write_npy(dir / "v_cache.npy", decode_to_float(w.v_cache, s.kv_dtype), kvshape);  // unscaled
+    if (!s.model.is_mla())  // MLA's values are the K rows' first dv: no file of their own
+      write_npy(dir / "v_cache.npy", decode_to_float(w.v_cache, s.kv_dtype), kvshape);  // unscaled
   }
   write_npy(dir / "block_tables.npy", std::span<const std::int32_t>(layout.block_tables), tshape);
   write_npy(dir / "context_lens.npy", std::span<const std::int32_t>(layout.context_lens), lshape);
-  write_npy(dir / "out.npy", out, qshape);
-  write_npy(dir / "ref.npy", ref, qshape);
+  write_npy(dir / "out.npy", out, oshape);
+  write_npy(dir / "ref.npy", ref, oshape);
   if (s.model.sinks) {
     const std::int64_t sshape[] = {hq};
     write_npy(dir / "sinks.npy", w.sinks, sshape);
@@ -139,6 +142,18 @@ void write_dump(const std::filesystem::path& dir, Backend& backend, const SweepP
     meta["window"] = window;
     meta["note"] = meta["note"].get<std::string>() +
                    " window: only the last `window` tokens of each context are attended to.";
+  }
+  if (s.model.is_mla()) {
+    meta["attention"] = "mla";
+    meta["kv_lora_rank"] = s.model.kv_lora_rank;
+    meta["qk_rope_head_dim"] = s.model.qk_rope_head_dim;
+    meta["note"] = meta["note"].get<std::string>() +
+                   " MLA (absorbed): k_cache holds one latent row per token (num_kv_heads 1, "
+                   "head_dim kv_lora_rank + qk_rope_head_dim); there is no v_cache.npy: V is the "
+                   "first kv_lora_rank values of each K row (v_scale = k_scale), so out is "
+                   "[batch, num_q_heads, kv_lora_rank]. softmax_scale is the model's own "
+                   "(DeepSeek's YaRN-scaled 1/sqrt(qk_nope_head_dim + qk_rope_head_dim)), not "
+                   "1/sqrt(head_dim).";
   }
   if (kinds.size() > 1) {
     meta["layers_of_this_kind"] = kinds[0].layers;

@@ -41,6 +41,11 @@ int injected_write_errno() {
 }  // namespace
 
 void write_text_atomic(const std::filesystem::path& path, const std::string& text) {
+  write_bytes_atomic(path, {std::string_view(text)});
+}
+
+void write_bytes_atomic(const std::filesystem::path& path,
+                        std::initializer_list<std::string_view> pieces) {
   namespace fs = std::filesystem;
   const int injected = injected_write_errno();
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
@@ -60,20 +65,23 @@ void write_text_atomic(const std::filesystem::path& path, const std::string& tex
     throw RuntimeFailure(fmt::format("cannot write {}: {} ({}); the file is left as it was",
                                      path.string(), what, std::strerror(err)));
   };
-  std::size_t written = 0;
   if (injected != 0) {
-    // Half the text gets out, then the disk "fails": the temporary file must not survive.
-    [[maybe_unused]] const ssize_t n = ::write(fd, text.data(), text.size() / 2);
+    // Half the first piece gets out, then the disk "fails": the temporary file must not survive.
+    const std::string_view first = pieces.size() ? *pieces.begin() : std::string_view();
+    [[maybe_unused]] const ssize_t n = ::write(fd, first.data(), first.size() / 2);
     errno = injected;
     fail("write failed");
   }
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("write failed");
+  for (const std::string_view piece : pieces) {
+    std::size_t written = 0;
+    while (written < piece.size()) {
+      const ssize_t n = ::write(fd, piece.data() + written, piece.size() - written);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        fail("write failed");
+      }
+      written += static_cast<std::size_t>(n);
     }
-    written += static_cast<std::size_t>(n);
   }
   if (::fsync(fd) != 0) fail("fsync failed");
   ::fchmod(fd, 0644);  // mkstemp creates 0600; a report is meant to be read by others

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <filesystem>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 namespace decodebench {
 
@@ -13,5 +15,8 @@ namespace decodebench {
 // Test hook (tests only): DECODEBENCH_TEST_WRITE_FAIL=ERRNO[@N] (ERRNO: ENOSPC or EIO) makes
 // the N-th call in this process (default 1) and every later one fail as write(2) would with it.
 void write_text_atomic(const std::filesystem::path& path, const std::string& text);
+// The same for binary files written in pieces (a .npy header and its data), without joining them.
+void write_bytes_atomic(const std::filesystem::path& path,
+                        std::initializer_list<std::string_view> pieces);
 
 }  // namespace decodebench

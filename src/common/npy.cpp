@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/atomic_write.h"
 #include "common/errors.h"
 
 namespace decodebench {
@@ -55,13 +56,10 @@ void write_raw(const std::filesystem::path& path, std::string_view descr, const 
                                  path.string(), n, count));
   }
   const std::string header = npy_header(descr, shape);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw RuntimeFailure(fmt::format("cannot open {} for writing", path.string()));
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  // Little-endian hosts only (x86-64, aarch64): the bytes are already in '<' order.
-  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(count * elem_size));
-  f.flush();
-  if (!f) throw RuntimeFailure(fmt::format("write to {} failed", path.string()));
+  // Little-endian hosts only (x86-64, aarch64): the bytes are already in '<' order. Atomic, as
+  // every file decodebench writes: a reader never sees half an array.
+  write_bytes_atomic(path,
+                     {header, std::string_view(static_cast<const char*>(data), count * elem_size)});
 }
 
 // Value of `key` in the header dict, as the raw text up to the next top-level ',' or '}'.

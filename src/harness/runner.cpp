@@ -73,6 +73,8 @@ PointResult not_run_result(const SweepPoint& p, const std::string& backend) {
   r.sliding_window = r.windowed_layers > 0 ? s.model.sliding_window : 0;
   r.sinks = s.model.sinks;
   r.attn_logit_softcapping = s.model.attn_logit_softcapping;
+  r.kv_lora_rank = s.model.kv_lora_rank;
+  r.qk_rope_head_dim = s.model.qk_rope_head_dim;
   r.kv_dtype = s.kv_dtype;
   r.q_dtype = s.q_dtype;
   r.block_size = s.block_size;
@@ -109,7 +111,7 @@ Workload layout_only_workload(const WorkloadSpec& spec, const PagedLayout& layou
   std::iota(w.sequences.begin(), w.sequences.end(), 0);
   w.source_block_ids.resize(static_cast<std::size_t>(layout.num_blocks));
   std::iota(w.source_block_ids.begin(), w.source_block_ids.end(), 0);
-  w.softmax_scale = 1.0f / std::sqrt(static_cast<float>(spec.model.head_dim));
+  w.softmax_scale = spec.model.softmax_scale();
   w.k_scale = w.v_scale = kv_scale_for(spec.kv_dtype);
   if (spec.model.sinks) w.sinks = sink_logits(spec.model, spec.seed);
   return w;
@@ -146,13 +148,14 @@ bool validate_point(PreparedPoint& prepared, const Workload& checked, std::span<
   const WorkloadSpec& s = checked.spec;
   prepared.run();
   const std::vector<float> out = prepared.output();
-  const std::size_t row_elems = static_cast<std::size_t>(s.model.num_q_heads) * s.model.head_dim;
+  const int dv = s.model.value_dim();  // the output's width per head
+  const std::size_t row_elems = static_cast<std::size_t>(s.model.num_q_heads) * dv;
   const std::size_t want = static_cast<std::size_t>(s.batch) * row_elems;
   if (out.size() != want) {
     throw RuntimeFailure(
         fmt::format("backend returned {} output values, expected {} "
-                    "([batch {}][Hq {}][d {}])",
-                    out.size(), want, s.batch, s.model.num_q_heads, s.model.head_dim));
+                    "([batch {}][Hq {}][dv {}])",
+                    out.size(), want, s.batch, s.model.num_q_heads, dv));
   }
   const bool all_rows = static_cast<int>(rows.size()) == s.batch;
   const std::string key = reference_key(s, rows.size());
@@ -178,7 +181,7 @@ bool validate_point(PreparedPoint& prepared, const Workload& checked, std::span<
   const std::vector<float>& ref = entry->ref;
   const std::vector<float> got = all_rows ? out : gather_rows(out, rows, row_elems);
   const Tolerance tol = tolerance_for(s.q_dtype, s.kv_dtype);
-  const Comparison cmp = compare_outputs(got, ref, s.model.num_q_heads, s.model.head_dim, tol);
+  const Comparison cmp = compare_outputs(got, ref, s.model.num_q_heads, dv, tol);
   r.error.max_abs = cmp.max_abs;
   r.error.max_rel = cmp.max_rel;
   r.error.rows_checked = static_cast<int>(rows.size());

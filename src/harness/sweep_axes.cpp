@@ -63,9 +63,9 @@ std::string key_part(const ContextSpec& c) {
 std::string key_part(const ModelShape& m) {
   // The numbers that shape the tensors and the attention's output; num_layers and source do
   // not (a layer class's model, ModelShape::with_window, differs from its model's here).
-  return fmt::format("{}/{}/{}/{}/w{}:{}of{}/s{}/c{}", m.name, m.num_q_heads, m.num_kv_heads,
-                     m.head_dim, m.sliding_window, m.window_local, m.window_every, m.sinks ? 1 : 0,
-                     m.attn_logit_softcapping);
+  return fmt::format("{}/{}/{}/{}/w{}:{}of{}/s{}/c{}/mla{}:{}", m.name, m.num_q_heads,
+                     m.num_kv_heads, m.head_dim, m.sliding_window, m.window_local, m.window_every,
+                     m.sinks ? 1 : 0, m.attn_logit_softcapping, m.kv_lora_rank, m.attention_scale);
 }
 
 }  // namespace

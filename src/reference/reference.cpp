@@ -24,6 +24,8 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
   const int hq = m.num_q_heads;
   const int hkv = m.num_kv_heads;
   const int d = m.head_dim;
+  const int dv = m.value_dim();  // MLA: V is the first dv values of each K row
+  const bool mla = m.is_mla();
   const int group = hq / hkv;
   const int block_size = w.spec.block_size;
   const DType kv_dtype = w.spec.kv_dtype;
@@ -73,7 +75,7 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
   const std::size_t cache_elems =
       static_cast<std::size_t>(layout.num_blocks) * hkv * block_size * d;
   const std::size_t cache_bytes = cache_elems / d * kv_row_bytes(kv_dtype, d);
-  if (w.k_cache.size() != cache_bytes || w.v_cache.size() != cache_bytes ||
+  if (w.k_cache.size() != cache_bytes || w.v_cache.size() != (mla ? 0 : cache_bytes) ||
       w.q.size() != static_cast<std::size_t>(rows) * hq * d * q_size) {
     throw InputError("reference: cache or q buffer size does not match the workload's shape");
   }
@@ -104,7 +106,7 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
     return counter_normal(w.spec.seed, static_cast<std::uint32_t>(t), original);
   };
 
-  std::vector<float> out(static_cast<std::size_t>(rows) * hq * d);
+  std::vector<float> out(static_cast<std::size_t>(rows) * hq * dv);
   // One (row, kv head) at a time: its K/V rows are decoded once and serve the whole group.
 #pragma omp parallel for schedule(dynamic)
   for (int task = 0; task < rows * hkv; ++task) {
@@ -113,21 +115,24 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
     // The tokens this layer attends to: the last `window` of the context, or all of it.
     const int first = window_first_token(layout.context_lens[r], window);
     const int len = layout.context_lens[r] - first;
-    std::vector<double> k(static_cast<std::size_t>(len) * d);  // [L][d]
-    std::vector<double> v(static_cast<std::size_t>(len) * d);  // [L][d]
+    std::vector<double> k(static_cast<std::size_t>(len) * d);   // [L][d]
+    std::vector<double> v(static_cast<std::size_t>(len) * dv);  // [L][dv]
     for (int t = 0; t < len; ++t) {
       const std::size_t row =
           token_row_offset(layout.block_tables.data(), layout.max_blocks_per_seq, r, first + t,
                            kv_head, hkv, block_size, d);
-      for (int i = 0; i < d; ++i) {
+      for (int i = 0; i < d; ++i)
         k[static_cast<std::size_t>(t) * d + i] = kv_value(Tensor::k, row + i);
-        v[static_cast<std::size_t>(t) * d + i] = kv_value(Tensor::v, row + i);
+      for (int i = 0; i < dv; ++i) {
+        v[static_cast<std::size_t>(t) * dv + i] =
+            mla ? k[static_cast<std::size_t>(t) * d + i] : kv_value(Tensor::v, row + i);
       }
     }
     std::vector<double> score(static_cast<std::size_t>(len));
     std::vector<double> q(static_cast<std::size_t>(d));
     for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {  // query heads of this kv head
-      const std::size_t q_row = (static_cast<std::size_t>(r) * hq + h) * d;  // [rows][Hq][d]
+      const std::size_t q_row = (static_cast<std::size_t>(r) * hq + h) * d;     // [rows][Hq][d]
+      const std::size_t out_row = (static_cast<std::size_t>(r) * hq + h) * dv;  // [rows][Hq][dv]
       for (int i = 0; i < d; ++i)
         q[i] = decode_value(w.spec.q_dtype, w.q.data() + (q_row + i) * q_size);
       // Scores (soft-capped if the model caps them), then a numerically safe softmax
@@ -147,10 +152,10 @@ std::vector<float> decode_reference(const Workload& w, KvSource source) {
         score[t] = std::exp(score[t] - max_score);
         sum += score[t];
       }
-      for (int i = 0; i < d; ++i) {
+      for (int i = 0; i < dv; ++i) {
         double acc = 0;
-        for (int t = 0; t < len; ++t) acc += score[t] * v[static_cast<std::size_t>(t) * d + i];
-        out[q_row + i] = static_cast<float>(acc / sum);
+        for (int t = 0; t < len; ++t) acc += score[t] * v[static_cast<std::size_t>(t) * dv + i];
+        out[out_row + i] = static_cast<float>(acc / sum);
       }
     }
   }

@@ -14,7 +14,9 @@
 namespace decodebench {
 
 // out[r][h][i] = sum_t softmax_t(scale * k_scale * q[r][h] . K[t]) * v_scale * V[t][i], over the
-// context of row r, where K/V are the stored values of kv head h / (Hq / Hkv). [rows][Hq][d].
+// context of row r, where K/V are the stored values of kv head h / (Hq / Hkv). [rows][Hq][d];
+// for MLA (ModelShape::is_mla) V is the first value_dim() values of each K row and the output
+// [rows][Hq][value_dim()].
 // The model's variants: a window keeps the last `sliding_window` tokens of the context; a
 // soft-cap replaces each scaled score s by c tanh(s / c); a sink adds exp(sink_h) to the
 // denominator (and joins the max). Throws InputError for a model whose layers differ (one step

@@ -146,6 +146,9 @@ struct PointResult {
   int sliding_window = 0, windowed_layers = 0;
   bool sinks = false;
   double attn_logit_softcapping = 0;
+  // MLA (ModelShape::is_mla): the latent's width and its RoPE part; head_dim is their sum and
+  // num_kv_heads 1. JSON: in model_shape, written only for MLA.
+  int kv_lora_rank = 0, qk_rope_head_dim = 0;
   DType kv_dtype = DType::f16;
   DType q_dtype = DType::f16;
   int block_size = 0;

@@ -299,6 +299,10 @@ json to_json(const PointResult& r) {
   }
   if (r.sinks) shape["sinks"] = true;
   if (r.attn_logit_softcapping > 0) shape["attn_logit_softcapping"] = r.attn_logit_softcapping;
+  if (r.kv_lora_rank > 0) {
+    shape["kv_lora_rank"] = r.kv_lora_rank;
+    shape["qk_rope_head_dim"] = r.qk_rope_head_dim;
+  }
   return {
       {"index", r.index},
       {"kernel", r.kernel},
@@ -386,6 +390,10 @@ PointResult point_from(const JsonIn& in) {
   if (shape.has("sinks")) r.sinks = shape.at("sinks").boolean();
   if (shape.has("attn_logit_softcapping"))
     r.attn_logit_softcapping = shape.at("attn_logit_softcapping").number();
+  if (shape.has("kv_lora_rank")) {  // added with MLA: absent means per-head K and V
+    r.kv_lora_rank = shape.at("kv_lora_rank").int32();
+    r.qk_rope_head_dim = shape.at("qk_rope_head_dim").int32();
+  }
   r.kv_dtype = dtype_from(in.at("kv_dtype"));
   r.q_dtype = dtype_from(in.at("q_dtype"));
   r.block_size = in.at("block_size").int32();

@@ -239,8 +239,7 @@ nlohmann::json tokens_or_inf(double tokens) {
 
 double kv_bytes_per_token_all_layers(const ModelShape& model, DType kv_dtype) {
   constexpr int kBlockSize = 16;  // the kernels' default P: int4 keys keep a scale per block
-  return model.num_kv_heads * kv_bytes_per_token_head(kv_dtype, model.head_dim, kBlockSize) *
-         model.num_layers;
+  return kv_bytes_per_token(model, kv_dtype, kBlockSize) * model.num_layers;
 }
 
 std::string_view reload_policy_name(ReloadPolicy p) {

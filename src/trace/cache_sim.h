@@ -118,8 +118,9 @@ std::vector<CacheSimResult> simulate_cache(const Trace& trace,
                                            const std::vector<CacheSimSetting>& settings,
                                            const ModelShape& model, DType kv_dtype);
 
-// KV bytes of one token over every layer: Hkv x kv_bytes_per_token_head (at P = 16) x num_layers
-// (2 x Hkv x d x sizeof(kv) x num_layers for a float format).
+// KV bytes of one token over every layer: kv_bytes_per_token (at P = 16) x num_layers (2 x Hkv x
+// d x sizeof(kv) x num_layers for a float format, MLA's one latent row per layer). Windowed layers
+// are counted like full ones: a cached prefix block is held in every layer.
 double kv_bytes_per_token_all_layers(const ModelShape& model, DType kv_dtype);
 
 // The `cache_sim` JSON section (docs/report-schema.md "cache_sim"): {trace, model, kv_dtype,

@@ -20,8 +20,8 @@ namespace {
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // K and V of one token over every layer (cache-sim's definition, at the kernels' block size).
-double kv_bytes_per_token(const ModelShape& m, DType kv, int page_tokens) {
-  return m.num_kv_heads * kv_bytes_per_token_head(kv, m.head_dim, page_tokens) * m.num_layers;
+double kv_bytes_per_token_all_layers(const ModelShape& m, DType kv, int page_tokens) {
+  return kv_bytes_per_token(m, kv, page_tokens) * m.num_layers;
 }
 
 bool is_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
@@ -48,8 +48,8 @@ int whole_page_tokens(int input, int j, int block_tokens, int page_tokens) {
 }
 
 std::int64_t pool_blocks_of(const ScheduleConfig& c, int block_tokens) {
-  const double block_bytes =
-      static_cast<double>(block_tokens) * kv_bytes_per_token(c.model, c.kv_dtype, c.page_tokens);
+  const double block_bytes = static_cast<double>(block_tokens) *
+                             kv_bytes_per_token_all_layers(c.model, c.kv_dtype, c.page_tokens);
   return static_cast<std::int64_t>(std::floor(static_cast<double>(c.kv_pool_bytes) / block_bytes));
 }
 
@@ -139,7 +139,7 @@ void validate(const ScheduleConfig& c, const Trace& trace) {
     throw InputError(fmt::format(
         "--kv-pool {} bytes holds no block: one block of {} tokens of {} in {} takes {} bytes",
         c.kv_pool_bytes, trace.block_tokens, c.model.name, dtype_name(c.kv_dtype),
-        trace.block_tokens * kv_bytes_per_token(c.model, c.kv_dtype, c.page_tokens)));
+        trace.block_tokens * kv_bytes_per_token_all_layers(c.model, c.kv_dtype, c.page_tokens)));
   }
   if (c.max_batch < 1) {
     throw InputError(fmt::format("--max-batch {} must be >= 1", c.max_batch));
@@ -221,7 +221,7 @@ class Scheduler {
     to_hbm_ = {c.link_to_device, c.link_overhead_s};
     to_host_ = {c.link_to_host, c.link_overhead_s};
     prefill_link_ = {c.prefill_link_to_device, c.link_overhead_s};
-    s_.kv_bytes_per_token = kv_bytes_per_token(c.model, c.kv_dtype, c.page_tokens);
+    s_.kv_bytes_per_token = kv_bytes_per_token_all_layers(c.model, c.kv_dtype, c.page_tokens);
     s_.weights_bytes_per_step = weights_bytes_per_step(c.model, c.weights_dtype);
     s_.requests.resize(trace.requests.size());
     for (std::size_t i = 0; i < trace.requests.size(); ++i) {

@@ -15,6 +15,12 @@ double kv_bytes_per_token_head(DType kv_dtype, int head_dim, int block_size) {
          quant::bytes_per_token_head(kv_dtype, quant::KvTensor::v, head_dim, block_size);
 }
 
+double kv_bytes_per_token(const ModelShape& m, DType kv_dtype, int block_size) {
+  if (m.is_mla())
+    return quant::bytes_per_token_head(kv_dtype, quant::KvTensor::k, m.head_dim, block_size);
+  return m.num_kv_heads * kv_bytes_per_token_head(kv_dtype, m.head_dim, block_size);
+}
+
 WindowReads window_reads(const PagedLayout& layout, int block_size, int window) {
   WindowReads r;
   // Slots read of each physical block (at most block_size), over every row that reads it.
@@ -50,17 +56,17 @@ ByteModel byte_model(const WorkloadSpec& spec, const PagedLayout& layout, int wi
   const WindowReads reads = window_reads(layout, spec.block_size, window);
 
   ByteModel b;
-  b.kv_bytes_per_token =
-      m.num_kv_heads * kv_bytes_per_token_head(spec.kv_dtype, m.head_dim, spec.block_size);
+  b.kv_bytes_per_token = kv_bytes_per_token(m, spec.kv_dtype, spec.block_size);
   b.kv_logical = std::llround(static_cast<double>(reads.tokens) * b.kv_bytes_per_token);
   b.kv_unique = std::llround(static_cast<double>(reads.unique_tokens) * b.kv_bytes_per_token);
   b.q = rows * m.num_q_heads * m.head_dim * q_size;
-  b.out = rows * m.num_q_heads * m.head_dim * q_size;
+  b.out = rows * m.num_q_heads * m.value_dim() * q_size;
   b.block_table = reads.table_entries * std::int64_t{sizeof(std::int32_t)};
   b.context_lens = rows * std::int64_t{sizeof(std::int32_t)};
   b.sinks = m.sinks ? std::int64_t{m.num_q_heads} * std::int64_t{sizeof(float)} : 0;
   b.min = b.kv_unique + b.q + b.out + b.block_table + b.context_lens + b.sinks;
-  b.flops = 4.0 * m.num_q_heads * static_cast<double>(reads.attended) * m.head_dim;
+  b.flops =
+      2.0 * m.num_q_heads * static_cast<double>(reads.attended) * (m.head_dim + m.value_dim());
   b.arithmetic_intensity = b.min > 0 ? b.flops / static_cast<double>(b.min) : 0.0;
   return b;
 }

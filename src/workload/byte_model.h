@@ -14,19 +14,21 @@ namespace decodebench {
 // (ModelShape::layer_classes) is summed layer by layer; every figure that covers all layers
 // (tokens/s, the calculator, cache-sim, replay) is num_layers x the mean layer below.
 struct ByteModel {
-  // K and V of one token, all KV heads: Hkv * kv_bytes_per_token_head (2 * d * sizeof(kv) for
-  // a float format; codes, scales and zeros for an integer one, a per-block scale as 1/P of it).
+  // K and V of one token, all KV heads: kv_bytes_per_token (Hkv * 2 * d * sizeof(kv) for a float
+  // format; codes, scales and zeros for an integer one, a per-block scale as 1/P of it; MLA's
+  // one latent row of d values).
   double kv_bytes_per_token = 0;
   std::int64_t kv_logical =
       0;  // sum_b L_b * kv_bytes_per_token: what a prefix-unaware kernel streams
   std::int64_t kv_unique = 0;  // distinct (block, slot) pairs read * kv_bytes_per_token: compulsory
   std::int64_t q = 0;          // [B][Hq][d] q_dtype, read once
-  std::int64_t out = 0;        // [B][Hq][d] q_dtype, written once
+  std::int64_t out = 0;        // [B][Hq][dv] q_dtype, written once (dv = value_dim(): d, or MLA's)
   std::int64_t block_table = 0;   // the entries actually read: sum_b ceil(L_b / P) int32
   std::int64_t context_lens = 0;  // [B] int32
   std::int64_t sinks = 0;         // [Hq] fp32 sink logits, for a model with sinks
   std::int64_t min = 0;           // kv_unique + q + out + block_table + context_lens + sinks
-  // sum_b 4 * Hq * A_b * d (QK^T and PV, a multiply-add = 2 FLOP), A_b the tokens attended:
+  // sum_b 2 * Hq * A_b * (d + dv) (QK^T and PV, a multiply-add = 2 FLOP; dv = d but for MLA's
+  // 512-wide values under 576-wide keys), A_b the tokens attended:
   // L_b, or min(L_b, W) in a windowed layer (the masked tokens of its first block are not useful)
   double flops = 0;
   double arithmetic_intensity = 0;  // flops / min, FLOP per byte

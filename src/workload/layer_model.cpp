@@ -161,17 +161,34 @@ LayerModel layer_model(const WorkloadSpec& spec, const PagedLayout& layout, DTyp
 
 std::int64_t params_from_shape(const ModelShape& m) {
   if (!m.has_layer_shape()) return 0;
-  std::int64_t per_layer = 0;
-  for (LayerStage s : kLayerGemms) {
-    const GemmShape g = gemm_shape(m, s, 1);
-    const bool mlp = s == LayerStage::gate_up_proj || s == LayerStage::down_proj;
-    // Every expert is a copy of the MLP; the router is one hidden x num_experts matrix.
-    per_layer += g.n * g.k * (mlp && m.is_moe() ? m.num_experts : 1);
+  const std::int64_t hidden = m.hidden_size;
+  std::int64_t attention = 0;  // one layer's projections
+  if (m.is_mla()) {
+    // DeepSeek's MLA: q (through q_lora_rank when given), the latent and RoPE key from hidden,
+    // the latent's up-projection to every head's no-RoPE key and value, and the output.
+    const std::int64_t hq = m.num_q_heads, qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    attention =
+        (m.q_lora_rank > 0 ? hidden * m.q_lora_rank + m.q_lora_rank * hq * qk : hidden * hq * qk) +
+        hidden * (m.kv_lora_rank + m.qk_rope_head_dim) +
+        std::int64_t{m.kv_lora_rank} * hq * (m.qk_nope_head_dim + m.v_head_dim) +
+        hq * m.v_head_dim * hidden;
+  } else {
+    for (LayerStage s : {LayerStage::qkv_proj, LayerStage::o_proj}) {
+      const GemmShape g = gemm_shape(m, s, 1);
+      attention += g.n * g.k;
+    }
   }
-  if (m.is_moe()) per_layer += std::int64_t{m.hidden_size} * m.num_experts;
-  // gate_up_proj counts gate and up; down_proj's k is I, its weight hidden x I: all counted.
-  const std::int64_t embed = std::int64_t{m.vocab_size} * m.hidden_size;
-  return embed + per_layer * m.num_layers + (m.tie_word_embeddings ? 0 : embed);
+  // gate, up and down: 3 x hidden x I per MLP. Every expert (routed and shared) is a copy; the
+  // router is one hidden x num_experts matrix; the first first_dense_layers have a dense MLP.
+  const std::int64_t mlp = 3 * hidden * m.intermediate_size;
+  const std::int64_t moe_layer =
+      m.is_moe() ? mlp * (m.num_experts + m.shared_experts) + hidden * m.num_experts : mlp;
+  const std::int64_t dense_layers = m.is_moe() ? m.first_dense_layers : 0;
+  const std::int64_t layers = attention * m.num_layers +
+                              dense_layers * 3 * hidden * m.dense_intermediate_size +
+                              (m.num_layers - dense_layers) * moe_layer;
+  const std::int64_t embed = std::int64_t{m.vocab_size} * hidden;
+  return embed + layers + (m.tie_word_embeddings ? 0 : embed);
 }
 
 std::int64_t model_weight_bytes(const ModelShape& m, DType weights) {

@@ -46,9 +46,28 @@ void parse_moe(const nlohmann::json& j, const std::string& file, ModelShape& m) 
         "(the experts of a layer and how many of them each token runs); got only '{}'",
         file, experts ? "num_local_experts" : "num_experts_per_tok"));
   }
-  if (!experts) return;
+  if (!experts) {
+    for (const char* key : {"n_shared_experts", "first_k_dense_replace", "dense_intermediate_size"})
+      if (j.contains(key))
+        throw InputError(
+            fmt::format("{}: key '{}' needs a mixture of experts "
+                        "('num_local_experts', 'num_experts_per_tok')",
+                        file, key));
+    return;
+  }
   m.num_experts = positive_int(j, "num_local_experts", file);
   m.experts_per_token = positive_int(j, "num_experts_per_tok", file);
+  if (j.contains("n_shared_experts")) m.shared_experts = positive_int(j, "n_shared_experts", file);
+  if (j.contains("first_k_dense_replace") != j.contains("dense_intermediate_size")) {
+    throw InputError(
+        fmt::format("{}: 'first_k_dense_replace' (how many leading layers have a dense MLP) and "
+                    "'dense_intermediate_size' (that MLP's width) go together",
+                    file));
+  }
+  if (j.contains("first_k_dense_replace")) {
+    m.first_dense_layers = positive_int(j, "first_k_dense_replace", file);
+    m.dense_intermediate_size = positive_int(j, "dense_intermediate_size", file);
+  }
   if (m.experts_per_token > m.num_experts) {
     throw InputError(
         fmt::format("{}: key 'num_experts_per_tok' ({}) must not exceed num_local_experts ({})",
@@ -120,7 +139,70 @@ void parse_attention_pattern(const nlohmann::json& j, const std::string& file, M
   }
 }
 
+// "mla": {"kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim" (positive
+// integers), "rope_scaling": {"factor", "mscale_all_dim"} (optional: YaRN)}. The decode shape
+// follows from it (num_kv_heads 1, head_dim kv_lora_rank + qk_rope_head_dim), so the file gives
+// neither; the softmax scale is DeepSeek's: 1 / sqrt(qk_nope + qk_rope) times mscale squared,
+// mscale = 0.1 mscale_all_dim ln(factor) + 1 for a YaRN factor above 1 (modeling_deepseek.py's
+// yarn_get_mscale), else 1.
+void parse_mla(const nlohmann::json& j, const std::string& file, ModelShape& m) {
+  if (!j.contains("mla")) return;
+  const nlohmann::json& a = j.at("mla");
+  const std::string where = file + ": key 'mla'";
+  constexpr const char* kKeys =
+      "kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim, q_lora_rank, rope_scaling";
+  if (!a.is_object()) throw InputError(fmt::format("{} must be an object with {}", where, kKeys));
+  for (const auto& [key, value] : a.items()) {
+    if (key != "kv_lora_rank" && key != "qk_rope_head_dim" && key != "qk_nope_head_dim" &&
+        key != "v_head_dim" && key != "q_lora_rank" && key != "rope_scaling")
+      throw InputError(fmt::format("{}: unknown key '{}'; valid: {}", where, key, kKeys));
+  }
+  for (const char* key : {"num_kv_heads", "head_dim"}) {
+    if (j.contains(key)) {
+      throw InputError(
+          fmt::format("{}: an MLA model gives no '{}': its decode reads one latent row per token "
+                      "(num_kv_heads 1, head_dim kv_lora_rank + qk_rope_head_dim)",
+                      file, key));
+    }
+  }
+  m.kv_lora_rank = positive_int(a, "kv_lora_rank", where);
+  m.qk_rope_head_dim = positive_int(a, "qk_rope_head_dim", where);
+  m.qk_nope_head_dim = positive_int(a, "qk_nope_head_dim", where);
+  m.v_head_dim = positive_int(a, "v_head_dim", where);
+  if (a.contains("q_lora_rank") && !a.at("q_lora_rank").is_null())
+    m.q_lora_rank = positive_int(a, "q_lora_rank", where);
+  m.num_kv_heads = 1;
+  m.head_dim = m.kv_lora_rank + m.qk_rope_head_dim;
+  double mscale = 1.0;
+  if (a.contains("rope_scaling")) {
+    const nlohmann::json& r = a.at("rope_scaling");
+    const auto bad = [&] {
+      return InputError(fmt::format(
+          "{}: 'rope_scaling' must be {{\"factor\": F, \"mscale_all_dim\": M}} with positive "
+          "numbers (YaRN's), got {}",
+          where, r.dump()));
+    };
+    if (!r.is_object() || r.size() != 2) throw bad();
+    const auto number = [&](const char* key) {
+      if (!r.contains(key) || !r.at(key).is_number()) throw bad();
+      const double x = r.at(key).get<double>();
+      if (!(x > 0) || !std::isfinite(x)) throw bad();
+      return x;
+    };
+    const double factor = number("factor");
+    const double mscale_all_dim = number("mscale_all_dim");
+    if (factor > 1) mscale = 0.1 * mscale_all_dim * std::log(factor) + 1.0;
+  }
+  m.attention_scale =
+      mscale * mscale / std::sqrt(static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim));
+}
+
 }  // namespace
+
+float ModelShape::softmax_scale() const {
+  return attention_scale > 0 ? static_cast<float>(attention_scale)
+                             : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
 
 ModelShape parse_model_json(std::string_view text, const std::string& file) {
   const nlohmann::json j = parse_json_text(text, file);
@@ -137,18 +219,23 @@ ModelShape parse_model_json(std::string_view text, const std::string& file) {
                                               "tie_word_embeddings",
                                               "num_local_experts",
                                               "num_experts_per_tok",
+                                              "n_shared_experts",
+                                              "first_k_dense_replace",
+                                              "dense_intermediate_size",
                                               "sliding_window",
                                               "window_layers",
                                               "sinks",
                                               "attn_logit_softcapping",
+                                              "mla",
                                               "source"};
   for (const auto& [key, value] : j.items()) {
     if (!kKeys.count(key)) {
       throw InputError(fmt::format(
           "{}: unknown key '{}'; valid: name, num_q_heads, num_kv_heads, head_dim, num_layers, "
           "hidden_size, intermediate_size, vocab_size, num_params, tie_word_embeddings, "
-          "num_local_experts, num_experts_per_tok, sliding_window, window_layers, sinks, "
-          "attn_logit_softcapping, source",
+          "num_local_experts, num_experts_per_tok, n_shared_experts, first_k_dense_replace, "
+          "dense_intermediate_size, sliding_window, window_layers, sinks, "
+          "attn_logit_softcapping, mla, source",
           file, key));
     }
   }
@@ -159,8 +246,12 @@ ModelShape parse_model_json(std::string_view text, const std::string& file) {
   }
   m.name = j.at("name").get<std::string>();
   m.num_q_heads = positive_int(j, "num_q_heads", file);
-  m.num_kv_heads = positive_int(j, "num_kv_heads", file);
-  m.head_dim = positive_int(j, "head_dim", file);
+  if (j.contains("mla")) {
+    parse_mla(j, file, m);
+  } else {
+    m.num_kv_heads = positive_int(j, "num_kv_heads", file);
+    m.head_dim = positive_int(j, "head_dim", file);
+  }
   m.num_layers = positive_int(j, "num_layers", file);
   // Optional: a model file for attention only may leave the rest of the layer out.
   if (j.contains("hidden_size")) m.hidden_size = positive_int(j, "hidden_size", file);
@@ -301,11 +392,15 @@ int ModelShape::uniform_window() const {
 
 std::string ModelShape::attention_summary() const {
   std::string s;
+  if (is_mla())
+    s = fmt::format("MLA: latent {} + RoPE {}, {} heads", kv_lora_rank, qk_rope_head_dim,
+                    num_q_heads);
   const int windowed = windowed_layers();
   if (windowed > 0) {
-    s = windowed == num_layers
-            ? fmt::format("window {} on every layer", sliding_window)
-            : fmt::format("window {} on {} of {} layers", sliding_window, windowed, num_layers);
+    s += s.empty() ? "" : ", ";
+    s += windowed == num_layers
+             ? fmt::format("window {} on every layer", sliding_window)
+             : fmt::format("window {} on {} of {} layers", sliding_window, windowed, num_layers);
   }
   if (sinks) s += s.empty() ? "sinks" : ", sinks";
   if (attn_logit_softcapping > 0) {

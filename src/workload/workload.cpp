@@ -266,9 +266,26 @@ void validate(const WorkloadSpec& spec) {
                     "query heads must split evenly into KV groups",
                     m.name, m.num_q_heads, m.num_kv_heads));
   }
-  if (m.head_dim != 64 && m.head_dim != 128 && m.head_dim != 256) {
-    throw InputError(fmt::format("model '{}': head_dim {} is not supported; valid: 64, 128, 256",
-                                 m.name, m.head_dim));
+  if (m.is_mla()) {
+    // The absorbed shape (ModelShape's MLA fields): one latent row per token, V its prefix.
+    if (m.num_kv_heads != 1 || m.head_dim != m.kv_lora_rank + m.qk_rope_head_dim ||
+        m.kv_lora_rank % 16 != 0 || m.qk_rope_head_dim % 16 != 0) {
+      throw InputError(fmt::format(
+          "model '{}': MLA needs num_kv_heads 1 and head_dim kv_lora_rank + qk_rope_head_dim, "
+          "both multiples of 16; got num_kv_heads {}, head_dim {}, kv_lora_rank {}, "
+          "qk_rope_head_dim {}",
+          m.name, m.num_kv_heads, m.head_dim, m.kv_lora_rank, m.qk_rope_head_dim));
+    }
+    if (is_int_kv(spec.kv_dtype)) {
+      throw InputError(fmt::format(
+          "model '{}' uses MLA, whose latent cache is read in a float format; KV dtype {} is "
+          "not supported there (valid: {})",
+          m.name, dtype_name(spec.kv_dtype), dtype_names(DtypeKind::element)));
+    }
+  } else if (m.head_dim != 64 && m.head_dim != 128 && m.head_dim != 256) {
+    throw InputError(fmt::format(
+        "model '{}': head_dim {} is not supported; valid: 64, 128, 256 (576 for MLA models)",
+        m.name, m.head_dim));
   }
   if (!is_power_of_two(spec.block_size) || spec.block_size > 1024) {
     throw InputError(fmt::format(
@@ -385,7 +402,8 @@ kernels::PagedDecodeParams shape_params(const WorkloadSpec& spec) {
   p.block_size = spec.block_size;
   p.q_dtype = spec.q_dtype;
   p.kv_dtype = spec.kv_dtype;
-  p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(spec.model.head_dim));
+  p.v_head_dim = spec.model.is_mla() ? spec.model.value_dim() : 0;
+  p.softmax_scale = spec.model.softmax_scale();
   p.k_scale = p.v_scale = kv_scale_for(spec.kv_dtype);
   // A model whose layers differ has no one window; the largest is what a support check must
   // see (each layer class is computed through ModelShape::with_window).
@@ -420,7 +438,8 @@ kernels::PagedDecodeParams Workload::params() const {
   p.q = q.data();
   p.out = nullptr;
   p.k_cache = k_cache.data();
-  p.v_cache = v_cache.data();
+  // MLA: the values are the first v_head_dim of each K row.
+  p.v_cache = spec.model.is_mla() ? k_cache.data() : v_cache.data();
   p.batch = rows();
   p.softmax_scale = softmax_scale;
   p.k_scale = k_scale;
@@ -466,7 +485,7 @@ Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
   Workload w;
   w.spec = spec;
   w.sequences.assign(sequences.begin(), sequences.end());
-  w.softmax_scale = 1.0f / std::sqrt(static_cast<float>(m.head_dim));
+  w.softmax_scale = m.softmax_scale();
   w.k_scale = w.v_scale = kv_scale_for(spec.kv_dtype);
   if (m.sinks) w.sinks = sink_logits(m, spec.seed);
 
@@ -526,20 +545,23 @@ Workload make_workload(const WorkloadSpec& spec, const PagedLayout& layout,
     return w;
   }
   const std::size_t kv_size = dtype_size(spec.kv_dtype);
+  const bool has_v = !m.is_mla();  // MLA's values live in its K rows
   w.k_cache.resize(static_cast<std::size_t>(total) * kv_size);
-  w.v_cache.resize(static_cast<std::size_t>(total) * kv_size);
+  if (has_v) w.v_cache.resize(static_cast<std::size_t>(total) * kv_size);
   const float inv_scale = inv_scale_for(Tensor::k, spec.kv_dtype);
   if (full) {
     fill_values(w.k_cache.data(), spec.kv_dtype, total, spec.seed, Tensor::k, 0, inv_scale);
-    fill_values(w.v_cache.data(), spec.kv_dtype, total, spec.seed, Tensor::v, 0, inv_scale);
+    if (has_v)
+      fill_values(w.v_cache.data(), spec.kv_dtype, total, spec.seed, Tensor::v, 0, inv_scale);
   } else {
     for (int n = 0; n < sub.num_blocks; ++n) {
       const std::size_t offset = static_cast<std::size_t>(n * block_elems) * kv_size;
       const std::uint64_t first = static_cast<std::uint64_t>(w.source_block_ids[n]) * block_elems;
       fill_values(w.k_cache.data() + offset, spec.kv_dtype, block_elems, spec.seed, Tensor::k,
                   first, inv_scale);
-      fill_values(w.v_cache.data() + offset, spec.kv_dtype, block_elems, spec.seed, Tensor::v,
-                  first, inv_scale);
+      if (has_v)
+        fill_values(w.v_cache.data() + offset, spec.kv_dtype, block_elems, spec.seed, Tensor::v,
+                    first, inv_scale);
     }
   }
   return w;
@@ -618,9 +640,9 @@ std::int64_t workload_host_bytes(const WorkloadSpec& spec, const PagedLayout& la
       rows * m.num_q_heads * m.head_dim * static_cast<std::int64_t>(dtype_size(spec.q_dtype));
   // Codes, scales and zeros of K and V (and, for an integer format, the float values of the
   // blocks being quantized: a few MB, not counted).
-  const auto kv = static_cast<std::int64_t>(
-      std::ceil(static_cast<double>(layout.num_blocks) * spec.block_size * m.num_kv_heads *
-                kv_bytes_per_token_head(spec.kv_dtype, m.head_dim, spec.block_size)));
+  const auto kv =
+      static_cast<std::int64_t>(std::ceil(static_cast<double>(layout.num_blocks) * spec.block_size *
+                                          kv_bytes_per_token(m, spec.kv_dtype, spec.block_size)));
   const std::int64_t tables = static_cast<std::int64_t>(layout.block_tables.size()) * 4 + rows * 4;
   const std::int64_t ids = static_cast<std::int64_t>(layout.num_blocks) * 4;  // source_block_ids
   return q + kv + tables + ids;

@@ -35,6 +35,12 @@ struct ModelShape {
   // a parameter, num_experts_per_tok of them run per token. 0: a dense MLP.
   int num_experts = 0;
   int experts_per_token = 0;
+  // DeepSeek's MoE (n_shared_experts, first_k_dense_replace): shared experts every token runs
+  // beside the routed ones, and the first layers dense with an MLP of dense_intermediate_size
+  // (intermediate_size is then the routed experts'). 0: none.
+  int shared_experts = 0;
+  int first_dense_layers = 0;
+  int dense_intermediate_size = 0;
   // The attention's variants (docs/design.md "Attention patterns"). A windowed layer attends to
   // the last sliding_window tokens only; which layers are windowed: of every `window_every`
   // consecutive layers from layer 0, the first `window_local` (1 of 1: every layer, 1 of 2:
@@ -44,6 +50,28 @@ struct ModelShape {
   int window_every = 0;
   bool sinks = false;                 // a learned logit per query head joins the denominator
   double attn_logit_softcapping = 0;  // scores become cap * tanh(score / cap); 0: none
+  // Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2; docs/design.md "MLA"): every layer
+  // caches one latent of kv_lora_rank values plus a qk_rope_head_dim RoPE key per token, shared
+  // by all query heads. With the up-projections absorbed into q and the output, decode is MQA:
+  // num_kv_heads 1, keys of head_dim = kv_lora_rank + qk_rope_head_dim values, and values the
+  // first kv_lora_rank of them (value_dim()). qk_nope_head_dim and v_head_dim are the per-head
+  // widths before absorption (they set the softmax scale and the layer's projections). 0: not
+  // MLA.
+  int kv_lora_rank = 0;
+  int qk_rope_head_dim = 0;
+  int qk_nope_head_dim = 0;
+  int v_head_dim = 0;
+  int q_lora_rank = 0;  // q through a rank-q_lora_rank bottleneck (q_a_proj, q_b_proj); 0: none
+  // The model's own softmax scale, 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim) times YaRN's
+  // mscale squared (the loader computes it from the config's rope_scaling); 0: 1 / sqrt(head_dim).
+  double attention_scale = 0;
+  bool is_mla() const { return kv_lora_rank > 0; }
+  // Width of a value row and of the output per head: kv_lora_rank for MLA, else head_dim.
+  int value_dim() const { return is_mla() ? kv_lora_rank : head_dim; }
+  // The cache's tensors per token and KV head: K and V, or MLA's one latent (K; V is its prefix).
+  int kv_tensors() const { return is_mla() ? 1 : 2; }
+  // What every kernel multiplies q.k by: attention_scale, or 1 / sqrt(head_dim).
+  float softmax_scale() const;
   int group() const { return num_kv_heads ? num_q_heads / num_kv_heads : 0; }
   bool has_layer_shape() const {
     return hidden_size > 0 && intermediate_size > 0 && vocab_size > 0;
@@ -69,7 +97,8 @@ struct ModelShape {
   // The window every layer has (0 for none); throws InputError when the layers differ (a step
   // computes one layer: take each of layer_classes() through with_window()).
   int uniform_window() const;
-  // "window 4096 on 21 of 42 layers, sinks, soft-cap 50", "" for plain full attention.
+  // "window 4096 on 21 of 42 layers, sinks, soft-cap 50", "MLA: latent 512 + RoPE 64, 128 heads",
+  // "" for plain full attention.
   std::string attention_summary() const;
 };
 
@@ -144,7 +173,9 @@ struct Workload {
   std::vector<int> sequences;      // original sequence index of each row (all: 0..B-1)
   std::vector<std::byte> q;        // [rows][Hq][d] q_dtype
   std::vector<std::byte> k_cache;  // [num_blocks][Hkv][P][d] kv_dtype (an int4 format: d / 2)
-  std::vector<std::byte> v_cache;  // [num_blocks][Hkv][P][d] kv_dtype (an int4 format: d / 2)
+  // [num_blocks][Hkv][P][d] kv_dtype (an int4 format: d / 2); empty for MLA, whose values are
+  // the first value_dim() of each K row (params() points v_cache at k_cache).
+  std::vector<std::byte> v_cache;
   // Integer KV formats: the f16 scales and zeros of kernels::PagedDecodeParams (empty otherwise).
   // Their values are the generator's (unscaled) quantized by quant::quantize.
   std::vector<std::uint16_t> k_scales, k_zeros, v_scales, v_zeros;
@@ -153,7 +184,7 @@ struct Workload {
   std::vector<std::int32_t> source_block_ids;
   // [Hq] fp32 sink logits (sink_logits()) when the model has sinks, else empty.
   std::vector<float> sinks;
-  float softmax_scale = 0;  // 1/sqrt(d)
+  float softmax_scale = 0;  // ModelShape::softmax_scale()
   float k_scale = 1, v_scale = 1;
   int rows() const { return static_cast<int>(sequences.size()); }
   // A view for the kernels over this workload's host buffers (out left null).
@@ -190,8 +221,11 @@ std::vector<float> kv_source_values(const Workload& w, Tensor tensor);
 // format, or when the scale or zero arrays do not match the format's layout.
 std::vector<float> dequantized_kv(const Workload& w, Tensor tensor);
 // Bytes one (token, KV head) holds in the cache, K and V together, codes, scales and zeros
-// (quant::bytes_per_token_head; a per-block scale counted as 1/P of it): the byte model's unit.
+// (quant::bytes_per_token_head; a per-block scale counted as 1/P of it).
 double kv_bytes_per_token_head(DType kv_dtype, int head_dim, int block_size);
+// Bytes one token holds in one layer's cache, every KV head: Hkv x kv_bytes_per_token_head, or
+// for MLA the one latent row (head_dim values, no separate V): the byte model's unit.
+double kv_bytes_per_token(const ModelShape& m, DType kv_dtype, int block_size);
 // Host bytes make_workload(spec) would allocate (to skip points that do not fit).
 std::int64_t workload_host_bytes(const WorkloadSpec& spec, const PagedLayout& layout);
 

@@ -565,6 +565,30 @@ TEST(CliDump, CpuDumpRecomputesWithNumpySemantics) {
   expect_valid_dump(dir / "dump", "cpu", 3, 2e-2);
 }
 
+// An MLA point (the deepseek-v2-lite preset: 16 heads over one 576-wide latent) dumps no
+// v_cache, an output kv_lora_rank wide and the model's own softmax scale, and recomputes from the
+// files alone with V as the first kv_lora_rank values of each K row.
+TEST(CliDump, MlaDumpHasTheLatentCacheAndTheModelsScale) {
+  TempDir dir;
+  const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
+  const CliResult r = run_cli(
+      fmt::format("sweep --backend cpu --model deepseek-v2-lite --batch 2 --context 40-90 "
+                  "--hit-rate 0.5 --block-size 16 --kv-dtype bf16 --seed 5 {} --ceilings '{}' "
+                  "--out '' --dump '{}' -q",
+                  kFastMeasure, ceilings.string(), (dir / "dump").string()),
+      dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json meta = read_json(dir / "dump" / "meta.json");
+  EXPECT_EQ(meta.at("attention"), "mla");
+  EXPECT_EQ(meta.at("kv_lora_rank"), 512);
+  EXPECT_EQ(meta.at("qk_rope_head_dim"), 64);
+  EXPECT_EQ(meta.at("num_kv_heads"), 1);
+  EXPECT_EQ(meta.at("head_dim"), 576);
+  // DeepSeek's scale (YaRN mscale^2 / sqrt(192)), not 1 / sqrt(576).
+  EXPECT_NEAR(meta.at("softmax_scale").get<double>(), 0.1147214, 1e-6);
+  expect_valid_dump(dir / "dump", "cpu", 2, 2e-2);
+}
+
 // The links a KV cache's tiers cross, from configs/devices.json, each direction named and
 // labelled as datasheet (this build measures no link).
 TEST(Cli, CeilingsListTheLinksAsDatasheetRows) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -124,11 +125,30 @@ TEST_F(Npy, Int32OneDimensionalAndEmpty) {
   EXPECT_EQ(read_npy(dir_ / "c.npy").shape, shape0);
 }
 
+// A write that fails half-way (the disk fills up) leaves the old file whole and no temporary
+// file behind: write_npy goes through write_bytes_atomic like every other file.
+TEST_F(Npy, AFailedWriteLeavesTheOldFile) {
+  const std::vector<float> old_data = {1.f, 2.f, 3.f};
+  const std::vector<std::int64_t> shape = {3};
+  write_npy(dir_ / "a.npy", old_data, shape);
+  const std::vector<float> new_data = {4.f, 5.f, 6.f};
+  ::setenv("DECODEBENCH_TEST_WRITE_FAIL", "ENOSPC", 1);
+  EXPECT_THROW(write_npy(dir_ / "a.npy", new_data, shape), RuntimeFailure);
+  ::unsetenv("DECODEBENCH_TEST_WRITE_FAIL");
+  EXPECT_EQ(read_npy(dir_ / "a.npy").as_float(), old_data);
+  int files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir_)) ++files;
+  EXPECT_EQ(files, 1);
+}
+
 TEST_F(Npy, Errors) {
   const std::vector<float> data = {1.f, 2.f};
   const std::vector<std::int64_t> wrong = {3};
   EXPECT_THROW(write_npy(dir_ / "x.npy", data, wrong), InputError);
-  EXPECT_THROW(write_npy(dir_ / "no_such_dir" / "x.npy", data, std::vector<std::int64_t>{2}),
+  // A directory that cannot be made (a file is in the way): the atomic writer makes missing
+  // directories, so only this fails.
+  std::ofstream(dir_ / "a_file") << "x";
+  EXPECT_THROW(write_npy(dir_ / "a_file" / "x.npy", data, std::vector<std::int64_t>{2}),
                RuntimeFailure);
   std::ofstream(dir_ / "bad.npy") << "not numpy";
   EXPECT_THROW(read_npy(dir_ / "bad.npy"), InputError);

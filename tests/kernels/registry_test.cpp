@@ -272,6 +272,25 @@ TEST(UnsupportedReason, TheRungsRefuseWindowsSinksAndSoftCap) {
   EXPECT_EQ(k::unsupported_reason(takes, p, k::CheckScope::launch), "");
 }
 
+// No rung takes MLA's absorbed shape (values narrower than the keys, inside them): each refuses
+// it by name and points at the cpu backend; a rung that says it takes MLA does.
+TEST(UnsupportedReason, TheRungsRefuseMla) {
+  Buffers b;
+  for (const k::KernelInfo& info : full_ladder()) {
+    k::PagedDecodeParams p = launchable(b);
+    p.v_head_dim = p.head_dim / 2;
+    expect_refusal(info, p, {"MLA attention", "values the first", "kernel 'cpu' takes MLA"},
+                   k::CheckScope::shape);
+    p.v_head_dim = p.head_dim;  // as wide as the keys: per-head K and V, not MLA
+    EXPECT_EQ(k::unsupported_reason(info, p, k::CheckScope::shape), "") << info.name;
+  }
+  k::KernelInfo takes = full_ladder()[0];
+  takes.mla = true;
+  k::PagedDecodeParams p = launchable(b);
+  p.v_head_dim = p.head_dim / 2;
+  EXPECT_EQ(k::unsupported_reason(takes, p, k::CheckScope::shape), "");
+}
+
 TEST(UnsupportedReason, ShapeScopeIgnoresPointersLaunchScopeDoesNot) {
   const k::KernelInfo gqa = full_ladder()[1];
   Buffers b;

@@ -35,6 +35,26 @@ TEST(ByteModel, Llama8bBatch8Context8192Fp16NoSharing) {
   EXPECT_DOUBLE_EQ(b.arithmetic_intensity, 1073741824.0 / 268582944.0);  // ~4 FLOP/byte
 }
 
+// DeepSeek-V3 at B 8 x 8192, bf16 latent: one 576-value row per token (no V of its own), q 576
+// wide and out 512 wide per head, 2 x 128 x (576 + 512) FLOP per token: ~235 FLOP per byte.
+TEST(ByteModel, MlaCountsTheLatentOnce) {
+  WorkloadSpec spec;
+  spec.model = load_model("deepseek-v3");
+  spec.batch = 8;
+  spec.context = ContextSpec::fixed(8192);
+  spec.kv_dtype = DType::bf16;
+  spec.q_dtype = DType::bf16;
+  spec.block_size = 64;
+  const ByteModel b = byte_model(spec, build_layout(spec));
+  EXPECT_EQ(b.kv_bytes_per_token, 1152);  // 576 x 2 bytes, once
+  EXPECT_EQ(b.kv_logical, 8LL * 8192 * 1152);
+  EXPECT_EQ(b.q, 8 * 128 * 576 * 2);
+  EXPECT_EQ(b.out, 8 * 128 * 512 * 2);
+  EXPECT_EQ(b.block_table, 8 * 128 * 4);
+  EXPECT_DOUBLE_EQ(b.flops, 2.0 * 128 * (576 + 512) * 8192 * 8);
+  EXPECT_NEAR(b.arithmetic_intensity, 18253611008.0 / 77729824.0, 1e-9);  // q and out count too
+}
+
 TEST(ByteModel, Fp8HalvesKvBytes) {
   const WorkloadSpec spec = llama_8b(8, 8192, 0.0, DType::fp8_e4m3);
   const ByteModel b = byte_model(spec, build_layout(spec));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -46,11 +47,19 @@ TEST(Models, PresetsHaveTheirRealShapes) {
     const char* name;
     int hq, hkv, d, layers;
   };
-  const Expected expected[] = {{"llama-3.1-8b", 32, 8, 128, 32}, {"llama-3.1-70b", 64, 8, 128, 80},
-                               {"mistral-7b", 32, 8, 128, 32},   {"qwen2.5-7b", 28, 4, 128, 28},
-                               {"llama-2-7b", 32, 32, 128, 32},  {"gemma-2-9b", 16, 8, 256, 42},
-                               {"gpt-oss-20b", 64, 8, 64, 24},   {"gpt-oss-120b", 64, 8, 64, 36},
-                               {"gemma-3-27b", 32, 16, 128, 62}};
+  const Expected expected[] = {{"llama-3.1-8b", 32, 8, 128, 32},
+                               {"llama-3.1-70b", 64, 8, 128, 80},
+                               {"mistral-7b", 32, 8, 128, 32},
+                               {"qwen2.5-7b", 28, 4, 128, 28},
+                               {"llama-2-7b", 32, 32, 128, 32},
+                               {"gemma-2-9b", 16, 8, 256, 42},
+                               {"gpt-oss-20b", 64, 8, 64, 24},
+                               {"gpt-oss-120b", 64, 8, 64, 36},
+                               {"gemma-3-27b", 32, 16, 128, 62},
+                               // MLA: one latent KV head of 512 + 64 values
+                               {"deepseek-v3", 128, 1, 576, 61},
+                               {"kimi-k2", 64, 1, 576, 61},
+                               {"deepseek-v2-lite", 16, 1, 576, 27}};
   const std::vector<std::string> presets = model_presets();
   for (const Expected& e : expected) {
     EXPECT_TRUE(std::find(presets.begin(), presets.end(), e.name) != presets.end()) << e.name;
@@ -564,6 +573,99 @@ TEST_F(ModelFiles, AttentionPatternErrorsNameTheKeyAndTheValid) {
   EXPECT_EQ(m.layer_window(4), 64);
   EXPECT_EQ(m.attn_logit_softcapping, 0);
   EXPECT_TRUE(m.sinks);
+}
+
+// The MLA presets: the latent's shape from their "mla" objects, the value width, and DeepSeek's
+// softmax scale (192^-0.5 x YaRN's mscale squared, modeling_deepseek.py), which differs from
+// both 1/sqrt(576) (the absorbed width) and 1/sqrt(192) (no YaRN).
+TEST(Models, MlaPresetsHaveTheirLatentAndScale) {
+  struct Expected {
+    const char* name;
+    double factor, mscale_all_dim;
+    int q_lora_rank;
+  };
+  for (const Expected& e :
+       {Expected{"deepseek-v3", 40, 1.0, 1536}, Expected{"kimi-k2", 32, 1.0, 1536},
+        Expected{"deepseek-v2-lite", 40, 0.707, 0}}) {
+    const ModelShape m = load_model(e.name);
+    EXPECT_TRUE(m.is_mla()) << e.name;
+    EXPECT_EQ(m.kv_lora_rank, 512) << e.name;
+    EXPECT_EQ(m.qk_rope_head_dim, 64) << e.name;
+    EXPECT_EQ(m.qk_nope_head_dim, 128) << e.name;
+    EXPECT_EQ(m.v_head_dim, 128) << e.name;
+    EXPECT_EQ(m.q_lora_rank, e.q_lora_rank) << e.name;
+    EXPECT_EQ(m.value_dim(), 512) << e.name;
+    EXPECT_EQ(m.kv_tensors(), 1) << e.name;
+    const double mscale = 0.1 * e.mscale_all_dim * std::log(e.factor) + 1.0;
+    EXPECT_NEAR(m.softmax_scale(), mscale * mscale / std::sqrt(192.0), 1e-7) << e.name;
+    EXPECT_GT(m.softmax_scale(), 1.0 / std::sqrt(192.0)) << e.name;
+    EXPECT_NE(m.attention_summary().find("MLA"), std::string::npos) << e.name;
+  }
+  EXPECT_NEAR(load_model("deepseek-v3").softmax_scale(), 0.1352338, 1e-6);
+  // Not MLA: 1/sqrt(head_dim), value width = head_dim, K and V.
+  const ModelShape llama = load_model("llama-3.1-8b");
+  EXPECT_FALSE(llama.is_mla());
+  EXPECT_FLOAT_EQ(llama.softmax_scale(), 1.0f / std::sqrt(128.0f));
+  EXPECT_EQ(llama.value_dim(), 128);
+  EXPECT_EQ(llama.kv_tensors(), 2);
+}
+
+TEST_F(ModelFiles, MlaErrorsNameTheKeyAndTheValid) {
+  const std::string head = R"({"name":"m","num_q_heads":8,"num_layers":2,)";
+  const std::string mla =
+      R"("mla":{"kv_lora_rank":512,"qk_rope_head_dim":64,"qk_nope_head_dim":128,"v_head_dim":128)";
+  const auto error_of = [&](const std::string& name, const std::string& rest) {
+    const std::string path = write(name, head + rest + "}");
+    return input_error_message([&] { load_model(path); });
+  };
+  std::string msg = error_of("kv.json", mla + R"(},"num_kv_heads":1)");
+  EXPECT_NE(msg.find("gives no 'num_kv_heads'"), std::string::npos) << msg;
+  msg = error_of("key.json", mla + R"(,"rank":3})");
+  EXPECT_NE(msg.find("unknown key 'rank'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("kv_lora_rank, qk_rope_head_dim"), std::string::npos) << msg;
+  msg = error_of("missing.json", R"("mla":{"kv_lora_rank":512})");
+  EXPECT_NE(msg.find("missing key 'qk_rope_head_dim'"), std::string::npos) << msg;
+  msg = error_of("yarn.json", mla + R"(,"rope_scaling":{"factor":-1,"mscale_all_dim":1}})");
+  EXPECT_NE(msg.find("'rope_scaling' must be"), std::string::npos) << msg;
+  msg = error_of("shared.json", mla + R"(},"n_shared_experts":1)");
+  EXPECT_NE(msg.find("needs a mixture of experts"), std::string::npos) << msg;
+  msg = error_of("dense.json", mla + R"(},"num_local_experts":4,"num_experts_per_tok":2,)" +
+                                   R"("first_k_dense_replace":1)");
+  EXPECT_NE(msg.find("go together"), std::string::npos) << msg;
+
+  // Valid, no YaRN: the scale is 1/sqrt(qk_nope + qk_rope).
+  const ModelShape m = load_model(write("ok.json", head + mla + "}}"));
+  EXPECT_EQ(m.head_dim, 576);
+  EXPECT_EQ(m.num_kv_heads, 1);
+  EXPECT_FLOAT_EQ(m.softmax_scale(), 1.0f / std::sqrt(192.0f));
+}
+
+// An MLA workload: one latent row per token in k_cache, no v_cache, V pointed at K, the model's
+// scale in the params; the byte model counts the latent once and 2 Hq (576 + 512) FLOP a token.
+TEST(Values, MlaWorkloadHoldsOnlyTheLatent) {
+  WorkloadSpec spec;
+  spec.model = load_model("deepseek-v2-lite");
+  spec.batch = 2;
+  spec.context = ContextSpec::fixed(100);
+  spec.kv_dtype = DType::bf16;
+  spec.q_dtype = DType::bf16;
+  const Workload w = make_workload(spec);
+  EXPECT_TRUE(w.v_cache.empty());
+  EXPECT_EQ(w.k_cache.size(), static_cast<std::size_t>(w.layout.num_blocks) * 16 * 576 * 2);
+  EXPECT_EQ(w.q.size(), 2u * 16 * 576 * 2);
+  const kernels::PagedDecodeParams p = w.params();
+  EXPECT_EQ(p.v_cache, p.k_cache);
+  EXPECT_EQ(p.v_head_dim, 512);
+  EXPECT_EQ(p.head_dim, 576);
+  EXPECT_FLOAT_EQ(p.softmax_scale, spec.model.softmax_scale());
+  EXPECT_FLOAT_EQ(p.k_scale, p.v_scale);
+  EXPECT_EQ(kv_bytes_per_token(spec.model, DType::bf16, 16), 1152.0);
+  EXPECT_EQ(kv_bytes_per_token(spec.model, DType::fp8_e4m3, 16), 576.0);
+  EXPECT_EQ(
+      workload_host_bytes(spec, w.layout),
+      static_cast<std::int64_t>(w.q.size() + w.k_cache.size() +
+                                4 * (w.layout.block_tables.size() + w.layout.context_lens.size() +
+                                     w.source_block_ids.size())));
 }
 
 }  // namespace

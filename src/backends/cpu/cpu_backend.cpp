@@ -132,7 +132,7 @@ class CpuBackend final : public Backend {
         return why;
     }
     const double out_bytes = static_cast<double>(spec.batch) * spec.model.num_q_heads *
-                             spec.model.head_dim * dtype_size(spec.q_dtype);
+                             spec.model.value_dim() * dtype_size(spec.q_dtype);
     const double need = static_cast<double>(workload_host_bytes(spec, layout)) + out_bytes;
     const double avail = static_cast<double>(cpu::available_memory_bytes());
     if (avail > 0 && need > kMemoryShare * avail) {
@@ -172,7 +172,7 @@ class CpuBackend final : public Backend {
       activations += gemm_shape(spec.model, s, spec.batch).n * rows;
     activations += rows * spec.model.intermediate_size;  // down_proj's input made dense
     const double out_bytes = static_cast<double>(rows) * spec.model.num_q_heads *
-                             spec.model.head_dim * dtype_size(spec.q_dtype);
+                             spec.model.value_dim() * dtype_size(spec.q_dtype);
     const bool cached = weights_ && weights_->same_key(spec.model, wt, spec.seed);
     const double weights =
         cached ? 0.0

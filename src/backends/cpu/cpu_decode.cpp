@@ -23,6 +23,7 @@
 #include "backends/cpu/cpu_decode_cascade.h"
 #include "backends/cpu/cpu_decode_common.h"
 #include "backends/cpu/cpu_decode_driver.h"
+#include "backends/cpu/cpu_decode_mla.h"
 #include "backends/cpu/cpu_decode_scalar.h"
 #include "common/dtype.h"
 #include "common/errors.h"
@@ -143,20 +144,42 @@ const kernels::KernelInfo& decode_info() {
     kernels::KernelInfo k;
     k.name = "cpu";
     k.idea = "the optimized host decode (OpenMP, AVX-512, AVX2 or portable tile kernels)";
-    k.head_dims = {64, 128, 256};  // every head_dim instantiated in cpu_decode_<dtype>.cpp
+    // Every head_dim instantiated in cpu_decode_<dtype>.cpp, and MLA's 576-wide latent
+    // (cpu_decode_mla.cpp, any width a multiple of 16; 576 is every MLA model's).
+    k.head_dims = {64, 128, 256, 576};
     for (const KvFormatInfo& f : kKvFormats) k.kv_dtypes.push_back(f.dtype);  // every format
     k.q_dtypes = {DType::f16, DType::bf16};
     k.min_block_size = 1;
     k.max_group = 0;    // any
     k.max_batch = 0;    // any: no grid limits on the host
     k.variants = true;  // window, sinks, soft-cap: decode_step (not the cascade, which refuses)
+    k.mla = true;       // cpu_decode_mla.cpp
     return k;
   }();
   return info;
 }
 
 std::string unsupported_reason(const kernels::PagedDecodeParams& p, kernels::CheckScope scope) {
-  return kernels::unsupported_reason(decode_info(), p, scope);
+  if (std::string why = kernels::unsupported_reason(decode_info(), p, scope); !why.empty())
+    return why;
+  const bool mla = kernels::is_mla(p);
+  if (!mla && p.head_dim == 576)
+    return "kernel 'cpu' takes head_dim 576 for MLA only (v_head_dim 512, values inside the "
+           "keys; valid for per-head K and V: 64, 128, 256)";
+  if (!mla) return {};
+  if (is_int_kv(p.kv_dtype))
+    return "kernel 'cpu' does not take KV dtype " + std::string(kv_format(p.kv_dtype).name) +
+           " with MLA (valid: " + dtype_names(DtypeKind::element) + ")";
+  if (p.num_kv_heads != 1 || p.v_head_dim % 16 != 0 || p.v_head_dim > p.head_dim)
+    return "kernel 'cpu' does not take MLA with " + std::to_string(p.num_kv_heads) +
+           " KV heads and v_head_dim " + std::to_string(p.v_head_dim) +
+           " (valid: one latent KV head, v_head_dim a multiple of 16 up to head_dim)";
+  if (p.window > 0 || p.has_sinks || p.softcap > 0)
+    return "kernel 'cpu' does not take a window, sinks or soft-capping with MLA (valid: full "
+           "attention; no MLA model has them)";
+  if (scope != kernels::CheckScope::shape && p.v_cache != p.k_cache)
+    return "kernel 'cpu' reads MLA's values from the K rows: v_cache must be k_cache";
+  return {};
 }
 
 int plan_cpu_splits(const kernels::PagedDecodeParams& p, int num_threads) {
@@ -200,6 +223,12 @@ Launch checked_launch(const kernels::PagedDecodeParams& p, const DecodeOptions& 
 
 void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
   const Launch l = checked_launch(p, options, /*needs_q_out=*/true);
+  if (kernels::is_mla(p)) {
+    if (std::string why = unsupported_reason(p, kernels::CheckScope::launch); !why.empty())
+      throw InputError(why);
+    detail::decode_mla(p, l.threads, l.splits, l.path);
+    return;
+  }
   detail::with_kv_dtype(p.kv_dtype, [&]<DType kKv>() {
     detail::decode_for_dtype<kKv>(p, l.threads, l.splits, l.path);
   });
@@ -218,6 +247,8 @@ int plan_prefix_chunks(const kernels::PagedDecodeParams& p, int num_threads) {
 }
 
 std::string cascade_unsupported_reason(const kernels::PagedDecodeParams& p) {
+  if (kernels::is_mla(p))
+    return "kernel 'cascade' does not take MLA (valid: per-head K and V; kernel 'cpu' takes MLA)";
   if (p.window <= 0 && !p.has_sinks && !(p.softcap > 0)) return "";
   // A window starts each member's walk at its own token, inside or past the shared prefix the
   // cascade reads once for the group: not written. Kernel 'cpu' takes all three.
@@ -247,6 +278,7 @@ void paged_decode_cascade(const kernels::PagedDecodeParams& p, const DecodeOptio
 }
 
 std::uint64_t paged_kv_read(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
+  if (kernels::is_mla(p)) throw InputError("paged_kv_read: the memory walk is not written for MLA");
   const Launch l = checked_launch(p, options, /*needs_q_out=*/false);
   return detail::with_kv_dtype(p.kv_dtype, [&]<DType kKv>() {
     return detail::read_walk_for_dtype<kKv>(p, l.threads, l.splits, l.path);

@@ -24,13 +24,13 @@ CpuAttention::CpuAttention(const Workload& w, bool cascade)
       !why.empty())
     throw InputError(why);
   // A layout-only workload (backend.h) is refused here, so the harness materializes it.
-  if (w.q.empty() || w.k_cache.empty() || w.v_cache.empty())
+  if (w.q.empty() || w.k_cache.empty() || (w.v_cache.empty() && !w.spec.model.is_mla()))
     throw InputError("the cpu backend needs the workload's host tensors (q, k_cache, v_cache)");
   if (cascade_) {
     plan_ = kernels::plan_prefixes(params_);
     plan_.bind(params_);
   }
-  out_.resize(static_cast<std::size_t>(w.rows()) * params_.num_q_heads * params_.head_dim *
+  out_.resize(static_cast<std::size_t>(w.rows()) * params_.num_q_heads * w.spec.model.value_dim() *
               dtype_size(params_.q_dtype));
   params_.out = out_.data();
   advise_huge_pages(w.k_cache.data(), w.k_cache.size());

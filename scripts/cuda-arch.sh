@@ -2,8 +2,8 @@
 # The one mapping from an NVIDIA GPU's compute capability to the CMAKE_CUDA_ARCHITECTURES the
 # decode kernels are built for (scripts/run.sh calls it; tests/scripts/cuda_arch_test.sh checks
 # it against a fake nvidia-smi and nvcc).
-#   scripts/cuda-arch.sh [--nvcc NVCC] CAP...      e.g. 8.0 9.0
-#   scripts/cuda-arch.sh [--nvcc NVCC] --detect    every GPU nvidia-smi lists
+#   scripts/cuda-arch.sh [--nvcc NVCC | --no-nvcc] CAP...      e.g. 8.0 9.0
+#   scripts/cuda-arch.sh [--nvcc NVCC | --no-nvcc] --detect    every GPU nvidia-smi lists
 # Prints the architectures on the first line (CMake's list, ascending: "80;90a"), then one line
 # per distinct GPU (or capability) saying what is built for it and why. Each distinct
 # capability gets its own entry:
@@ -21,19 +21,20 @@
 # (sm_80). Such a GPU is left out with a line saying so; when every GPU is, the script exits 1
 # with the reason on stderr. The architectures nvcc knows come from `NVCC --list-gpu-code`
 # (NVCC: --nvcc, else $CUDACXX, /usr/local/cuda/bin/nvcc, nvcc on PATH, as CMakeLists.txt
-# looks); without an nvcc, those of nvcc 13.0. Exit 2: bad arguments or an unreadable
-# capability.
+# looks); without one, or with --no-nvcc (scripts/gpu-check.sh, on a machine without the
+# toolkit), those of nvcc 13.0. Exit 2: bad arguments or an unreadable capability.
 set -euo pipefail
 
 usage() {
-  echo "usage: cuda-arch.sh [--nvcc NVCC] CAP... | [--nvcc NVCC] --detect" >&2
+  echo "usage: cuda-arch.sh [--nvcc NVCC | --no-nvcc] CAP... | [--nvcc NVCC | --no-nvcc] --detect" >&2
   exit 2
 }
 
-nvcc="" detect=0 caps=()
+nvcc="" no_nvcc=0 detect=0 caps=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --nvcc) [ $# -ge 2 ] || usage; nvcc="$2"; shift 2 ;;
+    --no-nvcc) no_nvcc=1; shift ;;
     --detect) detect=1; shift ;;
     -*) usage ;;
     *) caps+=("$1"); shift ;;
@@ -43,7 +44,9 @@ if ((detect)) && ((${#caps[@]})); then usage; fi
 if ((!detect)) && ((!${#caps[@]})); then usage; fi
 
 # The architectures this nvcc compiles SASS for, as numbers (80 86 ... 121).
-if [ -z "$nvcc" ]; then
+if ((no_nvcc)); then
+  nvcc=""
+elif [ -z "$nvcc" ]; then
   if [ -n "${CUDACXX:-}" ]; then
     nvcc="$CUDACXX"
   elif [ -x /usr/local/cuda/bin/nvcc ]; then
@@ -52,12 +55,12 @@ if [ -z "$nvcc" ]; then
     nvcc="$(command -v nvcc || true)"
   fi
 fi
-known=() toolkit="nvcc 13.0 (no nvcc found)"
+known=() toolkit="nvcc 13.0 (assumed)"
 if [ -n "$nvcc" ] && list="$("$nvcc" --list-gpu-code 2>/dev/null)"; then
   while read -r code; do
     [[ "$code" =~ ^sm_([0-9]+)$ ]] && known+=("${BASH_REMATCH[1]}")
   done <<<"$list"
-  release="$("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' | head -n 1)"
+  release="$("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p;T;q')" || true
   toolkit="nvcc ${release:-($nvcc)}"
 fi
 if ((!${#known[@]})); then known=(75 80 86 87 88 89 90 100 103 110 120 121); fi

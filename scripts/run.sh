@@ -25,7 +25,7 @@ build_dir="${DECODEBENCH_BUILD_DIR:-build}"
 # present (16 of the 18 minutes of a 2-core first build). scripts/test.sh turns them all on in
 # the same build dir; an existing build dir is used as it is configured.
 cache="$build_dir/CMakeCache.txt"
-cached() { if [ -f "$cache" ]; then sed -n "s/^$1:[A-Z]*=//p" "$cache" | head -n 1; fi; }
+cached() { if [ -f "$cache" ]; then sed -n "/^$1:[A-Z]*=/{s///p;q}" "$cache"; fi; }
 gpu=0
 if nvidia-smi -L >/dev/null 2>&1; then gpu=1; fi
 first=()

@@ -6,7 +6,8 @@
 # the scripts (scripts/bootstrap.sh a no-op, decodebench a stub).
 #   scripts/cuda-arch.sh, per capability: 8.0 -> 80, 8.6 -> 86, 8.9 -> 89, 9.0 -> 90a,
 #     10.0 -> 100a, 12.0 -> 120, 13.0 (newer than nvcc) -> 121 plus PTX, 10.0 with an nvcc that
-#     knows up to sm_90 -> 90 plus PTX, 7.5 refused (exit 1, naming 7.5 and 8.0); --detect over
+#     knows up to sm_90 -> 90 plus PTX, --no-nvcc with nvcc 13.0's table, 7.5 refused (exit 1,
+#     naming 7.5 and 8.0); --detect over
 #     several GPUs: one entry per distinct capability, a 7.5 among them left out, the GPU's name
 #     in the line;
 #   scripts/run.sh: the configure's -DCMAKE_CUDA_ARCHITECTURES and the line saying why, for each
@@ -111,6 +112,10 @@ check_mapping() {
   if [ "$(head -n 1 <<<"$out")" != 90 ] || ! grep -q "nvcc 12.4 knows (newest: sm_90).*PTX (compute_90)" <<<"$out"; then
     say_bad "10.0 with nvcc 12.4: want 90 plus PTX, got: $(tr '\n' '|' <<<"$out")"
   fi
+  # --no-nvcc (scripts/gpu-check.sh on the GPU machine): nvcc 13.0's table, nvcc never run.
+  out="$(FAKE_NVCC_CODES="80 86 89 90" bash "$script" --no-nvcc 9.0 13.0 2>&1)" || true
+  [ "$(head -n 1 <<<"$out")" = "90a;121" ] ||
+    say_bad "--no-nvcc 9.0 13.0: want 90a;121 from nvcc 13.0's table, got: $(tr '\n' '|' <<<"$out")"
   # Too old: refused, naming the capability and what is supported.
   rc=0
   out="$(FAKE_GPUS="7.5,Tesla T4" bash "$script" --nvcc "$CUDACXX" --detect 2>&1)" || rc=$?

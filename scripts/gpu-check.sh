@@ -13,7 +13,7 @@
 #
 # The steps in order, and the files each leaves in OUTDIR (flat; the caller packs OUTDIR):
 #   bundle          manifest.json present, every file's sha256 as listed, built for this GPU
-#                   (compute capability 9.0 -> 90a); exit 2 before any GPU step when not
+#                   (scripts/cuda-arch.sh: 9.0 -> 90a); exit 2 before any GPU step when not
 #                                                     bundle.log, bundle-manifest.json (a copy)
 #   nvidia-smi      read-only snapshot: clocks, power, ECC, other processes      nvidia-smi.log
 #   devices         decodebench devices                                             devices.log
@@ -226,12 +226,13 @@ if [[ ! "$cap" =~ ^[0-9]+\.[0-9]+$ ]]; then
   say "FAIL: cannot read the compute capability of device $device (got '$cap')"
   exit 2
 fi
-# 9.0 -> 90a: the bundle's kernels are built for the arch-specific target (wgmma, setmaxnreg, ...)
-# of exactly this GPU, not a portable PTX fallback.
-major="${cap%%.*}"
-minor="${cap##*.}"
-arch="${major}${minor}"
-if [ "$major" -ge 9 ]; then arch="${arch}a"; fi
+# The architecture scripts/cuda-arch.sh builds for this GPU (9.0 -> 90a: the arch-specific target
+# of exactly this GPU, not a portable PTX fallback), from its own table: no nvcc here.
+if ! arch="$("$root/scripts/cuda-arch.sh" --no-nvcc "$cap" 2>&1)" ||
+  [[ ! "${arch%%$'\n'*}" =~ ^[0-9]+a?$ ]]; then
+  bundle_bad "device $device ($gpu_name) has compute capability $cap: ${arch//$'\n'/; }"
+fi
+arch="${arch%%$'\n'*}"
 archs=()
 while IFS= read -r a; do
   a="${a#sm_}" a="${a#compute_}" a="${a%-real}" a="${a%-virtual}"

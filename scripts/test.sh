@@ -2,7 +2,9 @@
 # README command two: install what is missing, build, and run the whole test suite.
 #   0. scripts/check-style.sh: clang-format, commit subjects, wording (seconds);
 #   1. the normal build: every test (host, CPU backend, harness, CLI, emulated kernels); with
-#      nvcc present the CUDA kernels are compiled for sm_90a, and scripts/check-spills.sh reads
+#      nvcc present the CUDA kernels are compiled for the build dir's CMAKE_CUDA_ARCHITECTURES
+#      (sm_90a, or what scripts/run.sh chose for its GPU) and, compile only, for sm_80 and
+#      sm_100a (docs/design.md "GPU architectures"), and scripts/check-spills.sh reads
 #      the built kernel library: any stack frame (register spills) or local memory in a decode
 #      kernel, or a kernel outside the known namespaces, fails (table: build/kernel-resources.md,
 #      followed by the static model's table of the same library: decodebench kernels --static);

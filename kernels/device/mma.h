@@ -25,8 +25,9 @@
 //       (movmatrix.sync.aligned.m8n8.trans.b16, sm_75+): an MMA accumulator row pair made a B
 //       fragment of the next MMA without shared memory.
 //   fp8x2_to_f16x2<kFp8>(uint32 two_codes) -> uint32   the low two bytes (kFp8 = DType::fp8_e4m3
-//       or fp8_e5m2) as an f16x2 (byte 0 -> low half): cvt.rn.f16x2.{e4m3x2,e5m2x2}. Exact (every
-//       fp8 value is an f16 value); NaN becomes the canonical f16 NaN 0x7fff, as cvt does.
+//       or fp8_e5m2) as an f16x2 (byte 0 -> low half): cvt.rn.f16x2.{e4m3x2,e5m2x2} on sm_89+,
+//       cuda_fp8.h's integer conversion below (same bits). Exact (every fp8 value is an f16
+//       value); NaN becomes the canonical f16 NaN 0x7fff, as cvt does.
 //
 // The emulated MMA multiplies in fp32 (products of f16 or bf16 values are exact there) and adds
 // k = 0..15 onto C in order, in fp32. The tensor core's adder tree rounds differently, so
@@ -80,7 +81,8 @@ DECODEBENCH_HD constexpr int c_col(int lane, int i) { return thread_in_group(lan
 // =============================================================================================
 #if defined(__CUDACC__)
 
-// sm_80+ for mma.m16n8k16 and ldmatrix (sm_75), sm_89+ for the fp8 conversions.
+// sm_80+ for mma.m16n8k16 and ldmatrix (sm_75); the fp8 conversion instruction is sm_89+, with
+// an integer fallback below that (fp8x2_to_f16x2).
 template <DType kAB>
 __device__ __forceinline__ FragC mma_m16n8k16(const FragA& a, const FragB& b, const FragC& c) {
   static_assert(kAB == DType::f16 || kAB == DType::bf16, "mma_m16n8k16 takes f16 or bf16");
@@ -146,6 +148,14 @@ __device__ __forceinline__ std::uint32_t fp8x2_to_f16x2(std::uint32_t two_codes)
   static_assert(kFp8 == DType::fp8_e4m3 || kFp8 == DType::fp8_e5m2,
                 "fp8x2_to_f16x2 takes fp8_e4m3 or fp8_e5m2");
   const auto in = static_cast<unsigned short>(two_codes & 0xffffu);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  // sm_80 to sm_87 have no fp8 conversion instruction: cuda_fp8.h's integer path, which gives
+  // the same f16 bits (exact values, the canonical NaN 0x7fff) in about ten instructions per
+  // code instead of half of one.
+  constexpr __nv_fp8_interpretation_t kInterp = kFp8 == DType::fp8_e4m3 ? __NV_E4M3 : __NV_E5M2;
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(in), kInterp);
+  return static_cast<std::uint32_t>(h.x) | (static_cast<std::uint32_t>(h.y) << 16);
+#else
   std::uint32_t out;
   if constexpr (kFp8 == DType::fp8_e4m3) {
     asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(out) : "h"(in));
@@ -153,6 +163,7 @@ __device__ __forceinline__ std::uint32_t fp8x2_to_f16x2(std::uint32_t two_codes)
     asm("cvt.rn.f16x2.e5m2x2 %0, %1;\n" : "=r"(out) : "h"(in));
   }
   return out;
+#endif
 }
 
 // =============================================================================================

@@ -212,13 +212,29 @@ LinkDatasheet link_by_key(std::string_view key) {
                    " (valid: " + keys + ")");
 }
 
+namespace {
+
+// `pattern` (lower case) occurs in `name` (lower case), and where it ends in a digit, at a place
+// the name does not go on with one.
+bool found_in(const std::string& name, const std::string& pattern) {
+  const auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  for (std::size_t at = name.find(pattern); at != std::string::npos;
+       at = name.find(pattern, at + 1)) {
+    const std::size_t end = at + pattern.size();
+    if (!digit(pattern.back()) || end == name.size() || !digit(name[end])) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::optional<Datasheet> find_datasheet(std::string_view device_name) {
   const std::string name = lower(device_name);
   std::optional<Datasheet> best;
   std::size_t best_len = 0;
   for (Datasheet& d : all_datasheets()) {
     for (const std::string& m : d.match) {
-      if (m.size() > best_len && name.find(lower(m)) != std::string::npos) {
+      if (m.size() > best_len && found_in(name, lower(m))) {
         best_len = m.size();
         best = d;
       }

@@ -53,7 +53,9 @@ std::vector<Datasheet> load_datasheets(const std::filesystem::path& file);
 std::vector<Datasheet> parse_datasheets(std::string_view text, const std::filesystem::path& file);
 
 // The row whose `match` substring is the longest one found in `device_name` (so "H200 NVL" wins
-// over "H200"); nullopt when no row matches. Case-insensitive.
+// over "H200"); nullopt when no row matches. Case-insensitive. A substring that ends in a digit
+// is found only where the name does not go on with a digit: a model number is whole, so "H20"
+// is not found in "NVIDIA H200", nor "L4" in "NVIDIA L40S".
 std::optional<Datasheet> find_datasheet(std::string_view device_name);
 
 // The row with this key (case-insensitive); InputError listing the valid keys otherwise.

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -70,8 +71,15 @@ TEST(Datasheet, NamesMatchTheLongestPattern) {
   EXPECT_EQ(find_datasheet("NVIDIA H200 NVL")->key, "h200-nvl");  // not plain h200
   EXPECT_EQ(find_datasheet("NVIDIA A100-SXM4-80GB")->key, "a100-80gb");
   EXPECT_EQ(find_datasheet("NVIDIA A100-SXM4-40GB")->key, "a100-40gb");
-  EXPECT_EQ(find_datasheet("nvidia l40s")->key, "l40s");  // case-insensitive
-  EXPECT_FALSE(find_datasheet("NVIDIA GeForce RTX 4090").has_value());
+  EXPECT_EQ(find_datasheet("nvidia l40s")->key, "l40s");   // case-insensitive
+  EXPECT_EQ(find_datasheet("NVIDIA L4")->key, "l4");       // a model number is whole:
+  EXPECT_FALSE(find_datasheet("NVIDIA L40").has_value());  // not L4
+  EXPECT_EQ(find_datasheet("NVIDIA H20")->key, "h20");
+  EXPECT_EQ(find_datasheet("NVIDIA B200")->key, "b200");
+  EXPECT_EQ(find_datasheet("NVIDIA GB200")->key, "gb200");
+  EXPECT_EQ(find_datasheet("NVIDIA GeForce RTX 4090")->key, "rtx-4090");
+  EXPECT_EQ(find_datasheet("NVIDIA GeForce RTX 5090")->key, "rtx-5090");
+  EXPECT_FALSE(find_datasheet("NVIDIA GeForce RTX 3090").has_value());
   EXPECT_FALSE(find_datasheet("Intel(R) Xeon(R) Processor").has_value());
 
   const Datasheet h200 = datasheet_by_key("H200");
@@ -85,18 +93,19 @@ TEST(Datasheet, NamesMatchTheLongestPattern) {
   EXPECT_DOUBLE_EQ(datasheet_by_key("l40s").bandwidth, 0.864e12);
   for (const Datasheet& d : all_datasheets()) {
     EXPECT_GT(d.fp32_flops, 0) << d.key;
-    // Dense tensor peaks sit well above the fp32 FMA peak (L40S: 4x; Hopper: 15x), and fp8
-    // doubles f16 where listed (L40S's printed 733 / 362.05 = 2.02): a sparse figure (2x more)
-    // or a swapped pair fails here.
-    EXPECT_GT(d.tensor_f16_flops, 3 * d.fp32_flops) << d.key;
-    EXPECT_LT(d.tensor_f16_flops, 20 * d.fp32_flops) << d.key;
+    // Dense tensor peaks sit above the fp32 FMA peak (GeForce, accumulating in fp32 at half
+    // rate: 2x; L40S: 4x; Hopper: 15x; Blackwell B200: 30x), and fp8 doubles f16 where listed
+    // (L40S's printed 733 / 362.05 = 2.02): a swapped pair fails here, a sparse figure in
+    // DenseTensorCorePeaks.
+    EXPECT_GT(d.tensor_f16_flops, 1.5 * d.fp32_flops) << d.key;
+    EXPECT_LT(d.tensor_f16_flops, 40 * d.fp32_flops) << d.key;
     if (d.tensor_fp8_flops > 0) {
       EXPECT_NEAR(d.tensor_fp8_flops / d.tensor_f16_flops, 2, 0.05) << d.key;
     }
   }
 
-  const std::string msg = error_of([] { datasheet_by_key("b200"); });
-  EXPECT_NE(msg.find("'b200'"), std::string::npos) << msg;
+  const std::string msg = error_of([] { datasheet_by_key("mi300x"); });
+  EXPECT_NE(msg.find("'mi300x'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("devices.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("h100-sxm"), std::string::npos) << msg;
 }
@@ -116,6 +125,16 @@ TEST(Datasheet, DenseTensorCorePeaks) {
     EXPECT_DOUBLE_EQ(datasheet_by_key(key).tensor_f16_flops, 312e12) << key;
     EXPECT_EQ(datasheet_by_key(key).tensor_fp8_flops, 0) << key;  // Ampere has no fp8 MMA
   }
+  // Half the printed sparse figures: L4 242 / 485, B200 4.5 / 9 PFLOPS, GB200 5 / 10 per GPU.
+  EXPECT_DOUBLE_EQ(datasheet_by_key("l4").tensor_f16_flops, 121e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("l4").tensor_fp8_flops, 242.5e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("b200").tensor_f16_flops, 2250e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("gb200").tensor_f16_flops, 2500e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("h20").tensor_f16_flops, 148e12);  // printed dense
+  // GeForce: the fp32-accumulate rate, half the fp16-accumulate one the boxes print first.
+  EXPECT_DOUBLE_EQ(datasheet_by_key("rtx-4090").tensor_f16_flops, 165.2e12);
+  EXPECT_DOUBLE_EQ(datasheet_by_key("rtx-5090").tensor_f16_flops, 209.5e12);
+  EXPECT_EQ(datasheet_by_key("rtx-5090").tensor_fp8_flops, 0);  // not listed
 }
 
 // The static model's issue bound reads SMs and clock of the H100 SXM and the H200; the fields
@@ -126,6 +145,18 @@ TEST(Datasheet, SmCountClockAndComputeCapability) {
     EXPECT_EQ(d.sm_count, 132) << key;
     EXPECT_DOUBLE_EQ(d.boost_clock_hz, 1.98e9) << key;
     EXPECT_EQ(d.compute_capability, "9.0") << key;
+  }
+  // Where a row gives SMs and clock, they make its fp32 peak: 2 FLOP x 128 lanes per SM (L4,
+  // RTX 4090, RTX 5090: 58, 128, 170 SMs).
+  for (const char* key : {"l4", "rtx-4090", "rtx-5090"}) {
+    const Datasheet d = datasheet_by_key(key);
+    EXPECT_NEAR(2.0 * 128 * d.sm_count * d.boost_clock_hz / d.fp32_flops, 1.0, 0.01) << key;
+  }
+  // The compute capabilities scripts/cuda-arch.sh maps (8.0 and newer).
+  for (const auto& [key, cc] :
+       {std::pair{"a100-80gb", "8.0"}, std::pair{"l4", "8.9"}, std::pair{"h20", "9.0"},
+        std::pair{"b200", "10.0"}, std::pair{"gb200", "10.0"}, std::pair{"rtx-5090", "12.0"}}) {
+    EXPECT_EQ(datasheet_by_key(key).compute_capability, cc) << key;
   }
   const auto path = std::filesystem::temp_directory_path() / "decodebench_optional_devices.json";
   std::ofstream(path) << R"({"devices": [{"key": "x", "name": "X", "match": ["X"],

@@ -37,6 +37,13 @@ using cuda::L2Flusher;
 
 using k::find_kernel;
 
+// CMAKE_CUDA_ARCHITECTURES of this build (src/backends/cuda/CMakeLists.txt), ',' between entries.
+#if defined(DECODEBENCH_CUDA_ARCHITECTURES)
+constexpr const char* kCudaArchitectures = DECODEBENCH_CUDA_ARCHITECTURES;
+#else
+constexpr const char* kCudaArchitectures = "";
+#endif
+
 // An attribute, or 0 when this driver does not report it (cleared, so it is not mistaken for a
 // sticky error later).
 int device_attribute(cudaDeviceAttr attr, int device) {
@@ -207,6 +214,9 @@ class CudaBackend final : public LadderBackend {
       : device_(select_device(device)),
         cc_major_(device_attribute(cudaDevAttrComputeCapabilityMajor, device_)),
         cc_minor_(device_attribute(cudaDevAttrComputeCapabilityMinor, device_)),
+        limits_{cc_major_, cc_minor_,
+                static_cast<std::size_t>(
+                    device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device_))},
         info_(query_device(device_)),
         flusher_(static_cast<std::size_t>(info_.l2_bytes), info_.sm_count) {}
 
@@ -237,6 +247,7 @@ class CudaBackend final : public LadderBackend {
     if (std::string why = shape_skip_reason(spec, layout, kernel); !why.empty()) return why;
     const k::KernelInfo* info = find_kernel(kernel);
     const k::PagedDecodeParams p = shape_params(spec, layout);
+    if (std::string why = device_fit_reason(*info, p); !why.empty()) return why;
     activate();
     std::size_t free_bytes = 0, total_bytes = 0;
     DECODEBENCH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -268,6 +279,7 @@ class CudaBackend final : public LadderBackend {
     if (std::string why = shape_skip_reason(spec, layout, kernel); !why.empty()) return why;
     const k::KernelInfo* info = find_kernel(kernel);
     const k::PagedDecodeParams p = shape_params(spec, layout);
+    if (std::string why = device_fit_reason(*info, p); !why.empty()) return why;
     for (LayerStage s : {LayerStage::qkv_proj, LayerStage::o_proj, LayerStage::gate_up_proj,
                          LayerStage::down_proj, LayerStage::lm_head}) {
       const GemmShape shape = gemm_shape(spec.model, s, spec.batch);
@@ -313,6 +325,26 @@ class CudaBackend final : public LadderBackend {
   // The CUDA current device is per host thread; every entry point that touches the device
   // makes sure it is ours.
   void activate() { DECODEBENCH_CUDA_CHECK(cudaSetDevice(device_)); }
+
+  // "" when this GPU can run the instance of `rung` that would launch for `p`
+  // (cuda::device_skip_reason: its compute capability, and the static and dynamic shared memory
+  // of one thread block of the kernel launch_shape names against what the device grants one).
+  // Asked before anything queries the kernel's occupancy, which fails for such an instance.
+  std::string device_fit_reason(const k::KernelInfo& rung, const k::PagedDecodeParams& p) {
+    const k::LaunchShape shape = k::cuda::launch_shape(rung.name, p);
+    if (!shape.status.ok()) return "kernel '" + rung.name + "': " + shape.status.message;
+    std::size_t smem = shape.dynamic_smem;
+    if (shape.device_function != nullptr) {
+      activate();
+      cudaFuncAttributes attr{};
+      if (cudaFuncGetAttributes(&attr, shape.device_function) == cudaSuccess) {
+        smem += attr.sharedSizeBytes;
+      } else {
+        (void)cudaGetLastError();  // judged on the dynamic part alone
+      }
+    }
+    return cuda::device_skip_reason(limits_, rung, p, smem);
+  }
 
   // What this device holds at once of the instance of `rung` that would run `p`: the SM count
   // and the runtime's occupancy of that kernel, asked once per instance (the planner's input).
@@ -367,7 +399,8 @@ class CudaBackend final : public LadderBackend {
   }
 
   int device_;
-  int cc_major_, cc_minor_;  // compute capability (fp8 GEMMs need 8.9)
+  int cc_major_, cc_minor_;    // compute capability (fp8 GEMMs need 8.9)
+  cuda::DeviceLimits limits_;  // what one thread block of a decode kernel may have
   DeviceInfo info_;
   CudaStream stream_;
   L2Flusher flusher_;
@@ -631,6 +664,15 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index) {
       names.emplace_back(prop.name);
     }
     throw InputError(cuda::bad_device_message(device_index, names));
+  }
+  // Kernels compiled for other GPUs would fail at their first launch: refuse here, saying why.
+  const int major = device_attribute(cudaDevAttrComputeCapabilityMajor, device_index);
+  const int minor = device_attribute(cudaDevAttrComputeCapabilityMinor, device_index);
+  if (std::string why = cuda::build_arch_error(kCudaArchitectures, major, minor); !why.empty()) {
+    cudaDeviceProp prop{};
+    DECODEBENCH_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
+    throw RuntimeFailure("cuda backend: device " + std::to_string(device_index) + " (" + prop.name +
+                         "): " + why);
   }
   return std::make_unique<CudaBackend>(device_index);
 }

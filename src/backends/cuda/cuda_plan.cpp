@@ -1,9 +1,15 @@
 #include "backends/cuda/cuda_plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <tuple>
 
+#include <fmt/format.h>
+
+#include "common/dtype.h"
 #include "common/units.h"
 
 namespace decodebench::cuda {
@@ -119,5 +125,96 @@ int steps_covering(double window_s, double estimate_s) {
 int steps_per_sample(double estimate_s) { return steps_covering(kWarmSampleSeconds, estimate_s); }
 
 int lead_in_steps(double estimate_s) { return steps_covering(kLeadInSeconds, estimate_s); }
+
+// ---- what the GPU can run --------------------------------------------------------------------
+
+namespace {
+
+// One CMAKE_CUDA_ARCHITECTURES entry, read: "90a" -> {90, 'a', sass, ptx}.
+struct ArchEntry {
+  int number = 0;   // 10 x major + minor
+  char suffix = 0;  // 0, 'a' (arch-specific) or 'f' (family)
+  bool sass = false;
+  bool ptx = false;
+};
+
+std::optional<ArchEntry> read_arch(std::string_view e) {
+  ArchEntry a;
+  a.sass = a.ptx = true;
+  for (const auto& [tail, sass, ptx] : {std::tuple{std::string_view("-real"), true, false},
+                                        std::tuple{std::string_view("-virtual"), false, true}}) {
+    if (e.size() > tail.size() && e.substr(e.size() - tail.size()) == tail) {
+      e.remove_suffix(tail.size());
+      a.sass = sass;
+      a.ptx = ptx;
+    }
+  }
+  if (!e.empty() && (e.back() == 'a' || e.back() == 'f')) {
+    a.suffix = e.back();
+    e.remove_suffix(1);
+  }
+  if (e.size() < 2 || e.size() > 3) return std::nullopt;
+  for (const char c : e) {
+    if (std::isdigit(static_cast<unsigned char>(c)) == 0) return std::nullopt;
+  }
+  for (const char c : e) a.number = 10 * a.number + (c - '0');
+  return a;
+}
+
+// Whether code of `a` runs on a device of compute capability `cc` (10 x major + minor).
+bool runs_on(const ArchEntry& a, int cc) {
+  const bool same_major = a.number / 10 == cc / 10;
+  if (a.suffix == 'a') return a.number == cc;
+  if (a.suffix == 'f') return same_major && cc >= a.number;
+  return (a.sass && same_major && cc >= a.number) || (a.ptx && cc >= a.number);
+}
+
+}  // namespace
+
+std::string build_arch_error(std::string_view cuda_architectures, int cc_major, int cc_minor) {
+  const int cc = 10 * cc_major + cc_minor;
+  if (cc < kMinComputeCapability) {
+    return fmt::format(
+        "this GPU has compute capability {}.{}; the decode kernels use cp.async, ldmatrix and "
+        "mma.sync, which need 8.0 or newer",
+        cc_major, cc_minor);
+  }
+  std::string archs;
+  std::string_view rest = cuda_architectures;
+  while (!rest.empty()) {
+    const std::size_t cut = rest.find_first_of(";,");
+    const std::string_view entry = rest.substr(0, cut);
+    rest = cut == std::string_view::npos ? std::string_view() : rest.substr(cut + 1);
+    if (entry.empty()) continue;
+    const std::optional<ArchEntry> a = read_arch(entry);
+    if (!a || runs_on(*a, cc)) return "";
+    archs += (archs.empty() ? "" : ", ") + std::string(entry);
+  }
+  if (archs.empty()) return "";  // nothing listed: nothing to judge
+  return fmt::format(
+      "this build's CUDA kernels are compiled for CMAKE_CUDA_ARCHITECTURES {}, none of which runs "
+      "on this GPU (compute capability {}.{}); rebuild for it: scripts/run.sh chooses the "
+      "architecture from nvidia-smi, or configure with the one scripts/cuda-arch.sh {}.{} prints",
+      archs, cc_major, cc_minor, cc_major, cc_minor);
+}
+
+std::string device_skip_reason(const DeviceLimits& gpu, const kernels::KernelInfo& kernel,
+                               const kernels::PagedDecodeParams& p, std::size_t smem_bytes) {
+  if (10 * gpu.cc_major + gpu.cc_minor < kMinComputeCapability) {
+    return fmt::format(
+        "kernel '{}' needs compute capability 8.0 or newer (cp.async, ldmatrix, mma.sync); this "
+        "GPU: {}.{}",
+        kernel.name, gpu.cc_major, gpu.cc_minor);
+  }
+  if (gpu.smem_per_block_optin > 0 && smem_bytes > gpu.smem_per_block_optin) {
+    const auto kib = [](std::size_t b) { return fmt::format("{:.1f} KiB", b / 1024.0); };
+    return fmt::format(
+        "kernel '{}' needs {} of shared memory per thread block for {} KV at head_dim {}; this GPU "
+        "(compute capability {}.{}) allows {}",
+        kernel.name, kib(smem_bytes), dtype_name(p.kv_dtype), p.head_dim, gpu.cc_major,
+        gpu.cc_minor, kib(gpu.smem_per_block_optin));
+  }
+  return "";
+}
 
 }  // namespace decodebench::cuda

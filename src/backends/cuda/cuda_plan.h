@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels.h"
@@ -57,6 +58,35 @@ std::string memory_skip_reason(const PointFootprint& need, std::size_t free_byte
 
 // InputError text for a --device index outside [0, names.size()), listing the devices.
 std::string bad_device_message(int requested, const std::vector<std::string>& device_names);
+
+// ---- what the GPU can run (docs/design.md "GPU architectures") ---------------------------
+
+// The decode kernels' floor: cp.async, ldmatrix and mma.sync need compute capability 8.0.
+inline constexpr int kMinComputeCapability = 80;  // 10 x major + minor
+
+// "" when a device of compute capability cc_major.cc_minor can run kernels compiled for
+// `cuda_architectures` (CMAKE_CUDA_ARCHITECTURES as CMake takes it, ';' or ',' between entries:
+// "80;90a", "100a-real", "121-virtual"); else why not, in one sentence that names both and how to
+// rebuild. An entry runs there when its SASS matches (sm_XY, and sm_XYf: major X, minor Y or above;
+// sm_XYa: exactly X.Y) or its PTX can be compiled for the device by the driver (compute_XY: X.Y or
+// newer; compute_XYa / XYf: as their SASS). A plain "XY" or "XYa" carries both, "-real" SASS
+// only, "-virtual" PTX only. An entry it cannot read ("all", "native") is taken to run. A
+// device below kMinComputeCapability is refused whatever the build.
+std::string build_arch_error(std::string_view cuda_architectures, int cc_major, int cc_minor);
+
+// What the device offers one thread block of a decode kernel.
+struct DeviceLimits {
+  int cc_major = 0;
+  int cc_minor = 0;
+  std::size_t smem_per_block_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin; 0: unknown
+};
+// "" when the device can run `kernel` on p's shape; else why not, one sentence: a device below
+// kMinComputeCapability, or `smem_bytes` (the static plus dynamic shared memory of one thread
+// block of the kernel launch_shape reports for p) over what the device grants a block ("kernel
+// 'tc' needs 140.2 KiB of shared memory per thread block for f16 KV at head_dim 256; this GPU
+// (compute capability 8.9) allows 99.0 KiB"). Pure: the backend passes its device's limits.
+std::string device_skip_reason(const DeviceLimits& gpu, const kernels::KernelInfo& kernel,
+                               const kernels::PagedDecodeParams& p, std::size_t smem_bytes);
 
 // ---- cold-L2 flush and warm-L2 timing (docs/design.md "Timing") ---------------------------
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "backends/cuda/cuda_backend.h"
@@ -354,6 +355,85 @@ TEST(CudaCheck, LaunchResults) {
   EXPECT_THROW(DECODEBENCH_CHECK_LAUNCH((k::LaunchResult{k::LaunchStatus::unsupported, "d=96"}),
                                         "kernel 'x'"),
                InputError);
+}
+
+// ---- what the GPU can run --------------------------------------------------------------------
+
+TEST(CudaArch, BuildArchitecturesAgainstTheDevice) {
+  // Runs: the same SASS, SASS of an earlier minor of the major, PTX of an earlier capability.
+  EXPECT_EQ(build_arch_error("80", 8, 0), "");
+  EXPECT_EQ(build_arch_error("80", 8, 9), "");    // sm_80 SASS on Ada
+  EXPECT_EQ(build_arch_error("80", 9, 0), "");    // compute_80 PTX, compiled by the driver
+  EXPECT_EQ(build_arch_error("90a", 9, 0), "");   // what H100/H200 get
+  EXPECT_EQ(build_arch_error("121", 13, 0), "");  // a GPU newer than nvcc: PTX
+  EXPECT_EQ(build_arch_error("80;90a", 9, 0), "");
+  EXPECT_EQ(build_arch_error("86,100a", 10, 0), "");  // the build's form: ',' between entries
+  EXPECT_EQ(build_arch_error("100f", 10, 3), "");     // family: any later minor of the major
+  EXPECT_EQ(build_arch_error("native", 8, 0), "");    // cannot tell: taken to run
+  EXPECT_EQ(build_arch_error("", 8, 0), "");
+  // Does not run: an arch-specific target on another GPU, SASS only of a later or other major.
+  for (const auto& [archs, major, minor] :
+       {std::tuple{"90a", 8, 0}, std::tuple{"90a", 10, 0}, std::tuple{"100a", 10, 3},
+        std::tuple{"89-real", 9, 0}, std::tuple{"89-real", 8, 6}, std::tuple{"90-virtual", 8, 9},
+        std::tuple{"90a;100a", 12, 0}, std::tuple{"120", 10, 0}, std::tuple{"100f", 11, 0}}) {
+    const std::string why = build_arch_error(archs, major, minor);
+    EXPECT_NE(why.find("compiled for CMAKE_CUDA_ARCHITECTURES"), std::string::npos)
+        << archs << " on " << major << "." << minor << ": " << why;
+    EXPECT_NE(why.find("compute capability " + std::to_string(major) + "." + std::to_string(minor)),
+              std::string::npos)
+        << why;
+    EXPECT_NE(why.find("scripts/run.sh"), std::string::npos) << why;
+  }
+  EXPECT_NE(build_arch_error("90a;100a", 8, 0).find("90a, 100a"), std::string::npos);
+  // Below 8.0 no build runs, whatever it lists.
+  const std::string turing = build_arch_error("75;80", 7, 5);
+  EXPECT_NE(turing.find("compute capability 7.5"), std::string::npos) << turing;
+  EXPECT_NE(turing.find("8.0 or newer"), std::string::npos) << turing;
+}
+
+TEST(CudaArch, DeviceSkipReasonComputeCapabilityAndSharedMemory) {
+  k::KernelInfo tc;
+  tc.name = "tc";
+  k::PagedDecodeParams p;
+  p.kv_dtype = DType::f16;
+  p.head_dim = 256;
+  const std::size_t tc_f16_d256 = 143616;  // tc_common.cuh Geometry: 2 x 66 KiB ring + q
+  constexpr std::size_t kKiB = 1024;
+  const DeviceLimits a100{8, 0, 163 * kKiB}, l40s{8, 9, 99 * kKiB}, h100{9, 0, 227 * kKiB},
+      rtx5090{12, 0, 99 * kKiB}, turing{7, 5, 64 * kKiB}, unknown{8, 9, 0};
+  EXPECT_EQ(device_skip_reason(a100, tc, p, tc_f16_d256), "");
+  EXPECT_EQ(device_skip_reason(h100, tc, p, tc_f16_d256), "");
+  EXPECT_EQ(device_skip_reason(unknown, tc, p, tc_f16_d256), "");  // not reported: not judged
+  EXPECT_EQ(device_skip_reason(l40s, tc, p, 99 * kKiB), "");       // exactly the limit fits
+  for (const DeviceLimits& small : {l40s, rtx5090}) {
+    const std::string why = device_skip_reason(small, tc, p, tc_f16_d256);
+    EXPECT_EQ(why,
+              "kernel 'tc' needs 140.2 KiB of shared memory per thread block for f16 KV at "
+              "head_dim 256; this GPU (compute capability " +
+                  std::to_string(small.cc_major) + "." + std::to_string(small.cc_minor) +
+                  ") allows 99.0 KiB");
+  }
+  const std::string old = device_skip_reason(turing, tc, p, 0);
+  EXPECT_EQ(old,
+            "kernel 'tc' needs compute capability 8.0 or newer (cp.async, ldmatrix, mma.sync); "
+            "this GPU: 7.5");
+}
+
+TEST(CudaArch, SharedMemoryOfTheBuiltTcInstance) {
+  // The bytes the backend passes are the kernel's own (launch_shape, no GPU needed): tc at
+  // head_dim 128 f16 fits every GPU from 8.0 on; a planted 64 KiB device refuses it.
+  const k::KernelInfo* tc = k::find_kernel("tc");
+  if (tc == nullptr) GTEST_SKIP() << "tc is not built";
+  WorkloadSpec spec = spec_of(llama_8b(), 1, 4096);
+  const PagedLayout layout = build_layout(spec);
+  k::PagedDecodeParams p = shape_params(spec, layout);
+  p.context_lens = nullptr;
+  const k::LaunchShape shape = k::cuda::launch_shape("tc", p);
+  if (!shape.status.ok()) GTEST_SKIP() << shape.status.message;
+  EXPECT_EQ(shape.dynamic_smem, 73984u);  // 2 x 34 KiB ring + 8 q rows hi and lo
+  EXPECT_EQ(device_skip_reason({8, 9, 99 * 1024}, *tc, p, shape.dynamic_smem), "");
+  EXPECT_NE(device_skip_reason({8, 9, 64 * 1024}, *tc, p, shape.dynamic_smem).find("72.2 KiB"),
+            std::string::npos);
 }
 
 // ---- no device -------------------------------------------------------------------------------

@@ -10,6 +10,9 @@ and null values are missing values, never 0. Writes <prefix>-<name>.png and .svg
   layer-knee       scope layer: the model's tokens/s vs batch, one line per series, the knee
                    marked, with the same series' attention-only tokens/s dashed; below, the
                    share of the layer step's time in its weight GEMMs
+  utilization      % busy (utilization.busy: what a dashboard shows) and % of the measured roof
+                   vs batch, one colour per series, solid busy and dotted roof: busy far above
+                   the roof is time spent waiting on memory
   ceiling-heatmap  fraction of the measured roof, batch x context, one panel per hit rate
   hit-rate         unique and logical bandwidth, and tokens/s, vs prefix-hit rate
   compare          change of each point against a baseline, with its interval and verdict
@@ -64,8 +67,8 @@ except ImportError:
     sys.exit("plot.py needs matplotlib for this python3 (" + sys.executable + "): run "
              "scripts/bootstrap.sh, or python3 -m pip install matplotlib")
 
-FIGURE_NAMES = ("roofline", "tokens-vs-batch", "layer-knee", "ceiling-heatmap", "hit-rate",
-                "compare", "dtype-speedup", "replay")
+FIGURE_NAMES = ("roofline", "tokens-vs-batch", "layer-knee", "utilization", "ceiling-heatmap",
+                "hit-rate", "compare", "dtype-speedup", "replay")
 CACHE_SIM_FIGURES = ("cache-sim",)  # from a `decodebench cache-sim --out` file, not a report
 QUANT_FIGURES = ("quant-error",)  # from `decodebench quant-error --format json`
 SCHEMA_VERSION = 1
@@ -473,6 +476,56 @@ def fig_layer_knee(report, points):
         ax.legend(handles, labels, fontsize=6.5, loc="best")
     fig.suptitle(textwrap.fill(f"One layer's step vs its attention alone, tokens/s vs batch: "
                                f"{describe(report, layer)}", 100), fontsize=9)
+    return fig
+
+
+# ---- busy beside the roof --------------------------------------------------------------------
+
+def busy_of(r):
+    """A point's busy fraction (utilization.busy), NaN where not measured or unavailable."""
+    return num(dig(r, "utilization", "busy"))
+
+
+def fig_utilization(report, points):
+    panels = panels_by_kernel(points)
+    fig = new_figure(6.5 * len(panels), 5)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    series_fields = [f for f in IDENTITY if f not in ("batch", "kernel_requested")]
+    shown = varying(points, series_fields)
+    style = style_maps(points)
+    top = 105.0
+    for ax, (kernel, rows) in zip(axes, panels):
+        for key, series in grouped(rows, ("batch",)).items():
+            series.sort(key=lambda r: r["batch"])
+            st = style(series[0])
+            batches = [r["batch"] for r in series]
+            busy = [100 * busy_of(r) for r in series]
+            roof = [100 * num(dig(r, "roofline", "fraction_measured")) for r in series]
+            top = max([top] + [v + 5 for v in busy + roof if not math.isnan(v)])
+            ax.plot(batches, busy, label=label(series[0], shown), linewidth=1.5, markersize=4,
+                    gid="busy", **st)
+            ax.plot(batches, roof, color=st["color"], marker=st["marker"], linestyle=":",
+                    linewidth=1.2, markersize=3, label="_roof", gid="roof")
+        ax.set_xscale("log", base=2)
+        batches = sorted({r["batch"] for r in rows})
+        ax.set_xticks(batches, [str(b) for b in batches])
+        ax.minorticks_off()
+        ax.axhline(100, color="black", linewidth=0.8, alpha=0.5)
+        ax.set_xlabel("batch (sequences)")
+        ax.set_ylabel("%")
+        ax.set_title(f"kernel {kernel_label(rows)}", fontsize=9)
+        ax.grid(True, which="both", alpha=0.25)
+        handles, labels = ax.get_legend_handles_labels()
+        handles += [Line2D([], [], color="gray", linewidth=1.5),
+                    Line2D([], [], color="gray", linestyle=":", linewidth=1.2)]
+        labels += ["% busy (what a utilization dashboard shows)",
+                   "% of the measured roof (t_roof / median)"]
+        ax.legend(handles, labels, fontsize=6.5, loc="best")
+    for ax in axes:
+        ax.set_ylim(0, top)
+    fig.suptitle(textwrap.fill(f"Busy beside the roof vs batch (busy but far below the roof: "
+                               f"waiting on memory): {describe(report, points)}", 110),
+                 fontsize=9)
     return fig
 
 
@@ -1044,6 +1097,8 @@ def make_figures(report, compare=None, notes=None, names=FIGURE_NAMES):
         "tokens-vs-batch": "no ok point at scope attention" if not attention else None,
         "layer-knee": "no ok point at scope layer"
         if not any(scope_of(r) == "layer" for r in points) else None,
+        "utilization": "no ok point has a busy figure (utilization.busy)"
+        if all(math.isnan(busy_of(r)) for r in points) else None,
         "hit-rate": "the ok points have a single hit rate"
         if len({r["hit_rate"] for r in points}) < 2 else None,
         "compare": "no baseline (give --compare FILE.json or --baseline BASE.json, or keep "
@@ -1060,6 +1115,8 @@ def make_figures(report, compare=None, notes=None, names=FIGURE_NAMES):
         "roofline": lambda: fig_roofline(report, points),
         "tokens-vs-batch": lambda: fig_tokens_vs_batch(report, attention),
         "layer-knee": lambda: fig_layer_knee(report, points),
+        "utilization": lambda: fig_utilization(
+            report, [r for r in points if not math.isnan(busy_of(r))]),
         "ceiling-heatmap": lambda: fig_ceiling_heatmap(report, points),
         "hit-rate": lambda: fig_hit_rate(report, points),
         "compare": lambda: fig_compare(compare, report),

@@ -5,15 +5,17 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "common/errors.h"          // InputError
-#include "results/device_info.h"    // DeviceInfo, Ceilings: what a report records of a device
-#include "results/timing_record.h"  // TimingRecord: how a point's samples were timed
-#include "workload/layer_model.h"   // LayerStage, GemmShape: scope "layer"
+#include "common/errors.h"               // InputError
+#include "results/device_info.h"         // DeviceInfo, Ceilings: what a report records of a device
+#include "results/timing_record.h"       // TimingRecord: how a point's samples were timed
+#include "results/utilization_record.h"  // UtilizationRecord: how busy the device was
+#include "workload/layer_model.h"        // LayerStage, GemmShape: scope "layer"
 #include "workload/workload.h"
 
 namespace decodebench {
@@ -42,6 +44,15 @@ class PreparedPoint {
   // shared VM) this pairs each step with the bandwidth of its own moment, where the sweep's
   // ceilings are minutes old (roofline.fraction_paired; compare's normalized space).
   virtual std::vector<double> paired_read_samples() const { return {}; }
+  // How busy the device was over the timed samples (docs/design.md "Busy beside the roof"): the
+  // measurement loop calls begin_utilization() after the warm-up, right before the first
+  // time_one(), and end_utilization() right after the last; utilization() is read after that.
+  // begin starts afresh (the sums of an earlier measurement are dropped). cpu: the CPU time of
+  // the process's threads in a window around each timed step (the cold flush left out); cuda:
+  // NVML over the whole span of the samples. Default: not measured (the emulator).
+  virtual void begin_utilization() {}
+  virtual void end_utilization() {}
+  virtual std::optional<UtilizationRecord> utilization() const { return std::nullopt; }
 };
 
 // Scope "layer" (src/workload/layer_model.h): how the layer's GEMMs are set up.

@@ -85,6 +85,7 @@ std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt, con
   poll();
   point.run();  // warm-up: first-touch page faults, instruction cache, lazy module loading
   std::vector<double> samples;
+  point.begin_utilization();
   const double start = now();
   // Recomputing the statistics after every sample is O(n log n) per sample; fine for the few
   // thousand samples a 10 s timeout allows for the shortest steps.
@@ -93,6 +94,7 @@ std::vector<double> measure(PreparedPoint& point, const MeasureOptions& opt, con
     samples.push_back(point.time_one());
     if (stop_reason(samples, opt, now() - start) != StopReason::not_yet) break;
   }
+  point.end_utilization();
   return samples;
 }
 

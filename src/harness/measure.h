@@ -26,7 +26,9 @@ struct Interrupted : std::runtime_error {
 };
 
 // Takes samples until the stopping rule of MeasureOptions holds or the timeout passes, and
-// returns them (seconds, in order). One untimed warm-up run() comes first. Throws InputError
+// returns them (seconds, in order). One untimed warm-up run() comes first; the point's
+// begin_utilization() follows it, right before the first sample, and end_utilization() follows
+// the last (PreparedPoint: how busy the device was over the samples). Throws InputError
 // for options out of range (min_samples < 1, negative times, max_noise < 0). Exceptions from
 // the point propagate. `stop` (may be null) is polled before the warm-up and between samples:
 // once set, measure throws Interrupted, so a stop waits for one sample at most.

@@ -23,6 +23,7 @@
 #include "harness/roofline.h"
 #include "harness/stats.h"
 #include "harness/sweep_axes.h"
+#include "harness/utilization.h"
 #include "reference/reference.h"
 #include "results/knees.h"
 #include "results/point_identity.h"
@@ -228,6 +229,20 @@ class MeanLayerPoint final : public PreparedLayer {
   std::vector<double> paired_read_samples() const override {
     return kinds_[0].prepared->paired_read_samples();  // one per sample: the first kind's
   }
+  void begin_utilization() override {
+    for (ReadyLayer& k : kinds_) k.prepared->begin_utilization();
+  }
+  void end_utilization() override {
+    for (ReadyLayer& k : kinds_) k.prepared->end_utilization();
+  }
+  std::optional<UtilizationRecord> utilization() const override {
+    std::vector<UtilizationRecord> each;
+    for (const ReadyLayer& k : kinds_) {
+      if (std::optional<UtilizationRecord> u = k.prepared->utilization()) each.push_back(*u);
+    }
+    if (each.empty()) return std::nullopt;
+    return combine_utilization(each);
+  }
   std::vector<std::vector<double>> stage_samples() const override {
     std::vector<std::vector<double>> mean;
     for (const ReadyLayer& k : kinds_) {
@@ -357,6 +372,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   PreparedPoint* const prepared = mean ? mean.get() : ready[0].prepared.get();
   auto* prepared_layer = layer ? dynamic_cast<PreparedLayer*>(prepared) : nullptr;
   r.samples = measure(*prepared, config.measure, stop);
+  r.utilization = prepared->utilization();  // finished below, once tokens/s is known
   r.paired_read_samples = prepared->paired_read_samples();
   if (!r.paired_read_samples.empty() && r.paired_read_samples.size() != r.samples.size()) {
     throw std::logic_error(fmt::format("{} paired read bandwidths for {} samples",
@@ -374,6 +390,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
       r.paired_read_samples.empty() ? kNotAvailable : summarize(r.paired_read_samples).median;
   if (layer) {
     finish_layer(*prepared_layer, device, backend.compute_unit(r.kernel), paired, r);
+    if (r.utilization) finish_utilization(*r.utilization, r.time_s.median, r.tokens_per_s);
     return;
   }
   RooflineInput in;
@@ -387,6 +404,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   r.bandwidth = roof.bandwidth;
   r.roofline = roof.roofline;
   r.tokens_per_s = roof.tokens_per_s;
+  if (r.utilization) finish_utilization(*r.utilization, r.time_s.median, r.tokens_per_s);
 }
 
 std::string join_lines(const std::vector<std::string>& items) {

@@ -114,14 +114,17 @@ std::string format_csv(const Report& r, const FormatOptions& o) {
       "fraction_measured,fraction_datasheet,"
       "paired_read_Bps,fraction_paired,tokens_per_s_attention_only,max_abs_err,max_rel_err,quant_"
       "rel_err,scope,tokens_per_s,weights_dtype,weight_bytes,activation_bytes,time_weights_s,"
-      "time_kv_s,tokens_per_s_with_lm_head,noise_exceeded,stopped_at_timeout,reason\n";
+      "time_kv_s,tokens_per_s_with_lm_head,busy,busy_source,power_W,energy_J_per_step,"
+      "energy_J_per_token,noise_exceeded,stopped_at_timeout,reason\n";
   for (const auto& p : r.results) {
     const bool ok = p.status == PointStatus::ok;
     const bool layer = p.layer.has_value();
     const std::optional<ComputeCeiling>& ceiling = p.roofline.compute_ceiling;
+    const UtilizationRecord* u = p.utilization ? &*p.utilization : nullptr;
     out += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
+        "{},{}\n",
         p.index, csv_text(p.kernel), csv_text(p.kernel_requested), csv_text(p.backend),
         csv_text(p.model), dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
         p.context.kind == ContextSpec::Kind::fixed ? "fixed" : "ragged", p.context.lo, p.context.hi,
@@ -143,8 +146,11 @@ std::string format_csv(const Report& r, const FormatOptions& o) {
         csv_number(layer ? p.layer->time_weights_s : kNotAvailable),
         csv_number(layer ? p.layer->time_kv_s : kNotAvailable),
         csv_number(layer ? p.layer->tokens_per_s_with_lm_head : kNotAvailable),
-        noise_exceeded(p, max_noise) ? 1 : 0, stopped_at_timeout(p, r.config) ? 1 : 0,
-        csv_text(p.reason));
+        csv_number(u ? u->busy : kNotAvailable), u ? busy_source_name(u->source) : "",
+        csv_number(u ? u->power_W : kNotAvailable),
+        csv_number(u ? u->energy_J_per_step : kNotAvailable),
+        csv_number(u ? u->energy_J_per_token : kNotAvailable), noise_exceeded(p, max_noise) ? 1 : 0,
+        stopped_at_timeout(p, r.config) ? 1 : 0, csv_text(p.reason));
   }
   return out;
 }

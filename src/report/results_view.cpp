@@ -90,6 +90,13 @@ std::string weight_share(const PointResult& p) {
   return total > 0 ? format_percent(p.layer->weight_bytes / total) : kNa;
 }
 
+// The busy figure and, on a GPU, the board's power and energy per token ("-" where not measured).
+double utilization_figure(const PointResult& p, double UtilizationRecord::*figure) {
+  return p.status == PointStatus::ok && p.utilization ? (*p.utilization).*figure : kNotAvailable;
+}
+std::string watts(double w) { return available(w) ? fmt::format("{:.0f}", w) : kNa; }
+std::string joules(double j) { return available(j) ? fmt::format("{:.3g}", j) : kNa; }
+
 std::vector<std::string> single_row(const PointResult& p, const std::string& status) {
   const bool ok = p.status == PointStatus::ok;
   return {std::string(scope_name(p.scope)),
@@ -103,6 +110,7 @@ std::vector<std::string> single_row(const PointResult& p, const std::string& sta
           ok ? format_seconds(p.time_s.median) : kNa,
           ok ? gbps(p.bandwidth.achieved) : kNa,
           ok ? gbps(p.bandwidth.logical) : kNa,
+          format_percent(utilization_figure(p, &UtilizationRecord::busy)),
           percent_if_ok(ok, p.roofline.fraction_measured),
           percent_if_ok(ok, p.roofline.fraction_datasheet),
           percent_if_ok(ok, p.roofline.fraction_paired),
@@ -112,6 +120,8 @@ std::vector<std::string> single_row(const PointResult& p, const std::string& sta
           weight_share(p),
           ok ? format_si(p.tokens_per_s, "") : kNa,
           ok && p.layer ? format_si(p.layer->tokens_per_s_with_lm_head, "") : kNa,
+          watts(utilization_figure(p, &UtilizationRecord::power_W)),
+          joules(utilization_figure(p, &UtilizationRecord::energy_J_per_token)),
           percent_if_ok(ok, p.time_s.rel_noise),
           ok ? fmt::format("{}", p.time_s.samples) : kNa};
 }
@@ -129,6 +139,7 @@ std::vector<ColumnDef> single_columns(bool any_layer) {
           {"median", true},
           {"GB/s unique", true},
           {"GB/s logical", true},
+          {"% busy", true, /*drop_if_empty=*/true},
           {"% roof", true, /*drop_if_empty=*/true},
           {"% datasheet", true, /*drop_if_empty=*/true},
           {"% paired", true, /*drop_if_empty=*/true},
@@ -138,6 +149,8 @@ std::vector<ColumnDef> single_columns(bool any_layer) {
           {"weights % bytes", true, /*drop_if_empty=*/true},
           {any_layer ? "tok/s" : "tok/s (attn only)", true},
           {"tok/s +lm_head", true, /*drop_if_empty=*/true},
+          {"W", true, /*drop_if_empty=*/true},
+          {"J/tok", true, /*drop_if_empty=*/true},
           {"noise", true},
           {"samples", true}};
 }
@@ -186,6 +199,13 @@ void add_column_legend(const Table& t, std::vector<std::string>& legend, bool si
                "kernel streams."
              : "GB/s: the bytes a step must read (shared prefix blocks once, bytes.min) over the "
                "median time.");
+  if (shown(t, "% busy")) {
+    legend.push_back(
+        "% busy: how busy the device was over the timed steps, the figure a utilization "
+        "dashboard shows (cpu: the CPU time of the process's threads over wall time x the "
+        "step's threads; cuda: NVML's GPU utilization, the share of time a kernel ran); busy "
+        "beside a low % roof is time spent waiting on memory.");
+  }
   if (shown(t, "% roof")) {
     legend.push_back(
         "% roof: the roofline time (against the measured ceilings) over the median time.");
@@ -214,6 +234,34 @@ void add_column_legend(const Table& t, std::vector<std::string>& legend, bool si
         "weights' share of weight + KV bytes.");
   }
   legend.push_back(tokens_legend(t, scopes));
+  if (shown(t, "W") || shown(t, "J/tok")) {
+    legend.push_back(
+        "W: the GPU board's mean power over the samples (NVML's energy counter over their span); "
+        "J/tok: W / tok/s, the energy per token of what tok/s counts.");
+  }
+}
+
+// One line per distinct note of the points' busy figures (what is unavailable and why, or a
+// caution), naming how many points and the first few indices.
+void add_utilization_notes(std::span<const PointResult> points, const std::string& prefix,
+                           std::vector<std::string>& legend) {
+  std::vector<std::pair<std::string, std::vector<int>>> notes;  // by first appearance
+  for (const PointResult& p : points) {
+    if (p.status != PointStatus::ok || !p.utilization || p.utilization->note.empty()) continue;
+    auto it = std::find_if(notes.begin(), notes.end(),
+                           [&](const auto& n) { return n.first == p.utilization->note; });
+    if (it == notes.end()) it = notes.insert(notes.end(), {p.utilization->note, {}});
+    it->second.push_back(p.index);
+  }
+  constexpr std::size_t kListed = 8;
+  for (const auto& [note, indices] : notes) {
+    std::string which;
+    for (std::size_t i = 0; i < indices.size() && i < kListed; ++i)
+      which += fmt::format("{}{}", i ? ", " : "", indices[i]);
+    if (indices.size() > kListed) which += ", ...";
+    legend.push_back(fmt::format("{}busy of {} point{} ({}): {}", prefix, indices.size(),
+                                 indices.size() == 1 ? "" : "s", which, note));
+  }
 }
 
 // `max_noises`: "0.50%", or side by side "a 0.50%, b 1.00%" where the reports differ.
@@ -298,6 +346,7 @@ ResultsView single_view(const LabelledReport& lr, const FormatOptions& o) {
   add_column_legend(v.results, v.legend, /*single=*/true, scopes_listed({&lr, 1}));
   add_mark_legend(any_timeout, any_noisy, fmt::format("{:.2f}%", 100 * max_noise),
                   /*single=*/true, v.legend);
+  add_utilization_notes(r.results, "", v.legend);
   v.knees = knees_table({&lr, 1});
   v.completion = completion_lines(lr, /*prefix=*/false);
   return v;

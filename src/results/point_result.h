@@ -14,8 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "results/device_info.h"    // DeviceInfo (one devices[] entry)
-#include "results/timing_record.h"  // TimingRecord (how the samples were timed)
+#include "results/device_info.h"         // DeviceInfo (one devices[] entry)
+#include "results/timing_record.h"       // TimingRecord (how the samples were timed)
+#include "results/utilization_record.h"  // UtilizationRecord (how busy the device was)
 #include "workload/scope.h"
 #include "workload/workload.h"  // ContextSpec, DType
 
@@ -166,6 +167,9 @@ struct PointResult {
   // none was measured (PreparedPoint::paired_read_samples).
   std::vector<double> paired_read_samples;
   std::optional<TimingRecord> timing;  // how they were timed; empty unless timed (JSON null)
+  // How busy the device was over the samples, set beside the roofline fraction; empty unless
+  // timed on a backend that measures it (cpu, cuda; JSON null).
+  std::optional<UtilizationRecord> utilization;
   BytesRecord bytes;
   double flops = 0;
   double arithmetic_intensity = 0;  // flops / bytes.min

@@ -28,6 +28,13 @@ namespace decodebench {
 
 using nlohmann::json;
 
+BusySource parse_busy_source(std::string_view s) {
+  for (BusySource b : {BusySource::cpu_threads, BusySource::nvml}) {
+    if (busy_source_name(b) == s) return b;
+  }
+  throw InputError(fmt::format("unknown busy source '{}'; valid: cpu_threads, nvml", s));
+}
+
 std::string_view bound_name(Bound b) { return b == Bound::memory ? "memory" : "compute"; }
 
 std::string_view compute_unit_name(ComputeUnit u) {
@@ -194,6 +201,50 @@ TimingRecord timing_from(const JsonIn& in) {
   return t;
 }
 
+json utilization_to_json(const std::optional<UtilizationRecord>& u) {
+  if (!u) return nullptr;
+  return {{"source", busy_source_name(u->source)},
+          {"busy", number_or_null(u->busy)},
+          {"threads", u->threads > 0 ? json(u->threads) : json(nullptr)},
+          {"cpu_time_s", number_or_null(u->cpu_time_s)},
+          {"window_s", number_or_null(u->window_s)},
+          {"energy_J", number_or_null(u->energy_J)},
+          {"power_W", number_or_null(u->power_W)},
+          {"power_reading_W", number_or_null(u->power_reading_W)},
+          {"energy_J_per_step", number_or_null(u->energy_J_per_step)},
+          {"energy_J_per_token", number_or_null(u->energy_J_per_token)},
+          {"note", u->note}};
+}
+
+UtilizationRecord utilization_from(const JsonIn& in) {
+  UtilizationRecord u;
+  {
+    const JsonIn src = in.at("source");
+    try {
+      u.source = parse_busy_source(src.string());
+    } catch (const InputError& e) {
+      src.fail(e.what());
+    }
+  }
+  const JsonIn busy = in.at("busy");
+  u.busy = busy.number_or_nan();
+  if (u.busy < 0) busy.fail(fmt::format("a busy fraction is >= 0, got {}", u.busy));
+  const JsonIn threads = in.at("threads");
+  if (!threads.json().is_null()) {
+    u.threads = threads.int32();
+    if (u.threads < 1) threads.fail(fmt::format("threads must be >= 1 or null, got {}", u.threads));
+  }
+  u.cpu_time_s = in.at("cpu_time_s").number_or_nan();
+  u.window_s = in.at("window_s").number_or_nan();
+  u.energy_J = in.at("energy_J").number_or_nan();
+  u.power_W = in.at("power_W").number_or_nan();
+  u.power_reading_W = in.at("power_reading_W").number_or_nan();
+  u.energy_J_per_step = in.at("energy_J_per_step").number_or_nan();
+  u.energy_J_per_token = in.at("energy_J_per_token").number_or_nan();
+  u.note = in.at("note").string();
+  return u;
+}
+
 json stats_to_json(const SampleStats& t) {
   return {{"median", number_or_null(t.median)},
           {"min", number_or_null(t.min)},
@@ -326,6 +377,7 @@ json to_json(const PointResult& r) {
       {"samples", samples},
       {"paired_read_samples", paired},
       {"timing", timing_to_json(r.timing)},
+      {"utilization", utilization_to_json(r.utilization)},
       {"bytes",
        {{"kv_logical", r.bytes.kv_logical},
         {"kv_unique", r.bytes.kv_unique},
@@ -428,6 +480,9 @@ PointResult point_from(const JsonIn& in) {
   // Added after the first reports were written: absent (or null) means not recorded.
   if (in.has("timing") && !in.at("timing").json().is_null())
     r.timing = timing_from(in.at("timing"));
+  // Added later: absent (or null) means not measured.
+  if (in.has("utilization") && !in.at("utilization").json().is_null())
+    r.utilization = utilization_from(in.at("utilization"));
   const JsonIn b = in.at("bytes");
   r.bytes.kv_logical = b.at("kv_logical").number();
   r.bytes.kv_unique = b.at("kv_unique").number();

@@ -236,6 +236,16 @@ TEST(CliSweep, TinyCpuSweepWritesAValidReport) {
     EXPECT_GE(p.at("time_s").at("samples").get<int>(), 2);
     EXPECT_GT(p.at("bytes").at("min").get<double>(), 0);
     EXPECT_GT(p.at("tokens_per_s").get<double>(), 0);
+    // The busy figure beside the roof: the threads' share, consistent with its parts.
+    const json& u = p.at("utilization");
+    EXPECT_EQ(u.at("source"), "cpu_threads");
+    EXPECT_EQ(u.at("threads"), device.at("sm_count"));
+    const double busy = u.at("busy").get<double>();
+    EXPECT_GT(busy, 0);
+    EXPECT_LE(busy, 1.05);
+    EXPECT_DOUBLE_EQ(busy, u.at("cpu_time_s").get<double>() /
+                               (u.at("window_s").get<double>() * u.at("threads").get<int>()));
+    EXPECT_TRUE(u.at("energy_J_per_token").is_null());
     saw_ragged |= p.at("context").at("kind") == "ragged";
     saw_shared |= p.at("hit_rate_actual").get<double>() > 0;
   }

@@ -72,15 +72,22 @@ class FakePoint : public PreparedPoint {
  public:
   FakePoint(std::function<double(int)> times, double& clock, double wall_per_sample)
       : times_(std::move(times)), clock_(clock), wall_per_sample_(wall_per_sample) {}
-  void run() override { ++runs; }
+  void run() override {
+    ++runs;
+    events += "r";
+  }
   std::vector<float> output() override { return {}; }
   double time_one() override {
     clock_ += wall_per_sample_;
+    events += "t";
     return times_(samples++);
   }
   TimingRecord timing() const override { return {}; }
+  void begin_utilization() override { events += "["; }
+  void end_utilization() override { events += "]"; }
   int runs = 0;
   int samples = 0;
+  std::string events;  // r: run, t: time_one, [ ]: begin and end of the utilization span
 
  private:
   std::function<double(int)> times_;
@@ -103,6 +110,15 @@ TEST(Measure, StopsAtMinSamplesWhenQuietAndLongEnough) {
   const auto s = measure(p, options(10, 0.5, 0.005, 100), [&] { return clock; });
   EXPECT_EQ(s.size(), 10u);
   EXPECT_EQ(p.runs, 1);  // one warm-up
+}
+
+// The busy figure's span holds exactly the samples: after the warm-up, closed after the last.
+TEST(Measure, TheUtilizationSpanHoldsExactlyTheSamples) {
+  double clock = 0;
+  FakePoint p([](int) { return 0.1; }, clock, 0.1);
+  const auto s = measure(p, options(3, 0, 1, 100), [&] { return clock; });
+  EXPECT_EQ(s.size(), 3u);
+  EXPECT_EQ(p.events, "r[ttt]");
 }
 
 TEST(Measure, StopsAtMinTimeWhenSamplesAreShort) {

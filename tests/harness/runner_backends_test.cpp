@@ -3,6 +3,7 @@
 // times, bandwidths and knees in the report. (The emu backend's path through the runner is
 // `decodebench check --backend emu`, tested with the CLI.)
 #include <cmath>
+#include <numeric>
 
 #include <gtest/gtest.h>
 
@@ -63,8 +64,24 @@ TEST(RunRealBackends, CpuSweep) {
     EXPECT_FALSE(p.timing->warm_l2);
   }
   EXPECT_FALSE(r.knees.empty());
+  // Every timed point carries its busy figure: the process's threads over the OpenMP team
+  // (devices[].sm_count), a share of it, each window holding its step.
+  for (const auto& p : r.results) {
+    ASSERT_TRUE(p.utilization.has_value()) << p.index;
+    const UtilizationRecord& u = *p.utilization;
+    EXPECT_EQ(u.source, BusySource::cpu_threads);
+    EXPECT_EQ(u.threads, r.devices[0].sm_count);
+    EXPECT_EQ(u.note, "") << p.index;
+    EXPECT_GT(u.busy, 0) << p.index;
+    EXPECT_LE(u.busy, 1.05) << p.index;
+    EXPECT_DOUBLE_EQ(u.busy, u.cpu_time_s / (u.window_s * u.threads));
+    EXPECT_GE(u.window_s, std::accumulate(p.samples.begin(), p.samples.end(), 0.0)) << p.index;
+    EXPECT_TRUE(std::isnan(u.power_W));  // busy only on a CPU
+    EXPECT_TRUE(std::isnan(u.energy_J_per_token));
+  }
   const std::string table = format_results(r, OutputFormat::table);
   EXPECT_NE(table.find("llama-3.1-8b"), std::string::npos);
+  EXPECT_NE(table.find("% busy"), std::string::npos);
 }
 
 }  // namespace

@@ -48,12 +48,26 @@ class FakePrepared : public PreparedPoint {
   TimingRecord timing() const override {
     return {TimingMethod::graph_replay, *time_calls_ > 0 ? 7 : 0, /*warm_l2=*/true};
   }
+  // As a GPU's: 90 % busy at 400 W, once the span of the samples is closed.
+  void begin_utilization() override { spans_ += "["; }
+  void end_utilization() override { spans_ += "]"; }
+  std::optional<UtilizationRecord> utilization() const override {
+    UtilizationRecord u;
+    u.source = BusySource::nvml;
+    u.note = spans_;  // which hooks ran, for the test
+    if (spans_ == "[]") {
+      u.busy = 0.9;
+      u.power_W = 400;
+    }
+    return u;
+  }
 
  private:
   std::vector<float> out_;
   int runs_ = 0;
   int* time_calls_;
   int samples_ = 0;  // this point's own (time_calls_ counts every point's)
+  std::string spans_;
 };
 
 class FakeBackend : public Backend {
@@ -151,6 +165,12 @@ TEST_F(RunnerTest, CorrectPointsAreTimedAndPublished) {
     EXPECT_TRUE(p.timing->warm_l2);
     EXPECT_DOUBLE_EQ(p.roofline.fraction_paired, p.bytes.min / 5e9 / 1e-3);
     EXPECT_DOUBLE_EQ(p.tokens_per_s, p.batch / (1e-3 * 3));  // tiny model: 3 layers
+    // The busy figure as the point gives it after its span, finished with the point's times.
+    ASSERT_TRUE(p.utilization.has_value());
+    EXPECT_EQ(p.utilization->note, "[]");
+    EXPECT_DOUBLE_EQ(p.utilization->busy, 0.9);
+    EXPECT_DOUBLE_EQ(p.utilization->energy_J_per_step, 400 * 1e-3);
+    EXPECT_DOUBLE_EQ(p.utilization->energy_J_per_token, 400 / p.tokens_per_s);
     EXPECT_EQ(p.error.max_abs, 0);
     EXPECT_EQ(p.error.rows_checked, p.batch);
     EXPECT_GT(p.bytes.min, 0);
@@ -173,6 +193,7 @@ TEST_F(RunnerTest, AWrongElementMakesThePointWrongAndUntimed) {
   EXPECT_TRUE(std::isnan(bad.time_s.median));
   EXPECT_TRUE(std::isnan(bad.bandwidth.achieved));
   EXPECT_TRUE(std::isnan(bad.tokens_per_s));
+  EXPECT_FALSE(bad.utilization.has_value());
   EXPECT_TRUE(std::isnan(bad.roofline.fraction_measured));
   EXPECT_TRUE(bad.samples.empty());
   EXPECT_FALSE(bad.timing.has_value());
@@ -600,6 +621,10 @@ TEST_F(RunnerTest, AModelWithWindowedAndFullLayersTimesEachKind) {
   EXPECT_DOUBLE_EQ(p.tokens_per_s, 3 / (2 * 1e-3 + 2 * 3e-3));  // 2 windowed + 2 full layers
   EXPECT_EQ(p.sliding_window, 8);
   EXPECT_EQ(p.windowed_layers, 2);
+  // Each kind's span was opened and closed; on a GPU they share it: the first kind's figure.
+  ASSERT_TRUE(p.utilization.has_value());
+  EXPECT_DOUBLE_EQ(p.utilization->busy, 0.9);
+  EXPECT_DOUBLE_EQ(p.utilization->energy_J_per_token, 400 / p.tokens_per_s);
   // KV per layer: a windowed layer reads the blocks holding its last 8 tokens (tokens 32..39:
   // block 2, 8 tokens), a full one all 40; the mean layer 24 tokens per sequence.
   const double per_token = 2 * 2 * 64 * 2;  // K and V, Hkv 2, d 64, f16

@@ -160,6 +160,99 @@ TEST(ReportJson, ReportsWithoutPairedFieldsStillRead) {
   EXPECT_TRUE(std::isnan(back.results[0].roofline.paired_read_Bps));
 }
 
+// The busy figures a GPU and a CPU point carry (made up, one of each source).
+UtilizationRecord gpu_busy() {
+  UtilizationRecord u;
+  u.source = BusySource::nvml;
+  u.busy = 0.97;
+  u.window_s = 2.0;
+  u.energy_J = 1300;
+  u.power_W = 650;
+  u.power_reading_W = 648.5;
+  u.energy_J_per_step = 0.65;
+  u.energy_J_per_token = 0.8125;
+  return u;
+}
+UtilizationRecord cpu_busy() {
+  UtilizationRecord u;
+  u.source = BusySource::cpu_threads;
+  u.busy = 0.995;
+  u.threads = 2;
+  u.cpu_time_s = 0.398;
+  u.window_s = 0.2;
+  return u;
+}
+
+TEST(ReportJson, UtilizationRoundTrip) {
+  Report r = sample_report();
+  r.results[0].utilization = gpu_busy();
+  r.results[1].utilization = cpu_busy();
+  r.results[1].utilization->note = "a caution";
+  const nlohmann::json j = to_json(r);
+  const nlohmann::json& g = j["results"][0]["utilization"];
+  EXPECT_EQ(g["source"], "nvml");
+  EXPECT_EQ(g["busy"], 0.97);
+  EXPECT_TRUE(g["threads"].is_null());  // a GPU has no thread count
+  EXPECT_TRUE(g["cpu_time_s"].is_null());
+  EXPECT_EQ(g["energy_J_per_token"], 0.8125);
+  EXPECT_EQ(g["note"], "");
+  const nlohmann::json& c = j["results"][1]["utilization"];
+  EXPECT_EQ(c["source"], "cpu_threads");
+  EXPECT_EQ(c["threads"], 2);
+  EXPECT_TRUE(c["power_W"].is_null());  // a CPU point has busy only
+  EXPECT_TRUE(c["energy_J_per_token"].is_null());
+  EXPECT_EQ(c["note"], "a caution");
+  EXPECT_TRUE(j["results"][3]["utilization"].is_null());  // wrong: never timed
+  const Report back = report_from_json(j);
+  EXPECT_EQ(to_json(back), j);
+  ASSERT_TRUE(back.results[0].utilization.has_value());
+  EXPECT_EQ(back.results[0].utilization->power_reading_W, 648.5);
+  EXPECT_EQ(back.results[1].utilization->threads, 2);
+  EXPECT_TRUE(std::isnan(back.results[1].utilization->power_W));
+  EXPECT_FALSE(back.results[3].utilization.has_value());
+}
+
+// Reports written before the busy figure existed still read: absent means not measured.
+TEST(ReportJson, ReportsWithoutUtilizationStillRead) {
+  Report r = sample_report();
+  r.results[0].utilization = gpu_busy();
+  nlohmann::json j = to_json(r);
+  for (auto& p : j["results"]) p.erase("utilization");
+  const Report back = report_from_json(j);
+  for (const auto& p : back.results) EXPECT_FALSE(p.utilization.has_value()) << p.index;
+  EXPECT_TRUE(to_json(back)["results"][0]["utilization"].is_null());
+}
+
+TEST(ReportJson, BadUtilizationRecordsNameTheKey) {
+  auto expect_rejected = [](nlohmann::json j, const std::string& key, const std::string& why) {
+    try {
+      report_from_json(j);
+      FAIL() << key << ": accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  Report r = sample_report();
+  r.results[1].utilization = cpu_busy();
+  const nlohmann::json good = to_json(r);
+  nlohmann::json j = good;
+  j["results"][1]["utilization"]["source"] = "nvidia-smi";
+  expect_rejected(j, "results[1].utilization.source", "valid: cpu_threads, nvml");
+  j = good;
+  j["results"][1]["utilization"]["busy"] = -0.5;
+  expect_rejected(j, "results[1].utilization.busy", ">= 0");
+  j = good;
+  j["results"][1]["utilization"]["busy"] = "97%";
+  expect_rejected(j, "results[1].utilization.busy", "");
+  j = good;
+  j["results"][1]["utilization"]["threads"] = 0;
+  expect_rejected(j, "results[1].utilization.threads", ">= 1 or null");
+  j = good;
+  j["results"][1]["utilization"].erase("window_s");
+  expect_rejected(j, "results[1].utilization.window_s", "");
+}
+
 // The commit is read at build time (cmake/git_sha.cmake): 12 hex digits, "-dirty" when tracked
 // files differ from it, or "unknown" outside a checkout.
 TEST(ToolInfo, NamesTheBuildsCommit) {
@@ -203,6 +296,7 @@ TEST(ReportJson, HasEveryKeyOfTheDesign) {
                         "bandwidth",
                         "roofline",
                         "tokens_per_s",
+                        "utilization",
                         "error"}) {
     EXPECT_TRUE(p.contains(k)) << k;
   }
@@ -428,6 +522,64 @@ TEST(Format, TableHasDeviceHeaderAlignedRowsAndStatus) {
   }
   ASSERT_EQ(widths.size(), 1 + r.results.size());
   for (std::size_t w : widths) EXPECT_EQ(w, widths[0]);
+}
+
+// % busy beside % roof, W and J/tok for a GPU point, each with its legend; a note of a point's
+// busy figure is listed; a report without busy figures shows none of it.
+TEST(Format, BusyBesideTheRoof) {
+  Report r = sample_report();
+  const std::string before = format_results(r, OutputFormat::table);
+  EXPECT_EQ(before.find("% busy"), std::string::npos);
+  EXPECT_EQ(before.find("J/tok"), std::string::npos);
+  r.results[0].utilization = gpu_busy();
+  r.results[1].utilization = gpu_busy();
+  r.results[1].utilization->busy = kNotAvailable;
+  r.results[1].utilization->note = "busy unavailable: nvmlDeviceGetUtilizationRates: Not Supported";
+  r.results[2].utilization = gpu_busy();
+  r.results[2].utilization->note = r.results[1].utilization->note;
+  const std::string t = format_results(r, OutputFormat::table);
+  const std::size_t busy = t.find("% busy"), roof = t.find("% roof");
+  ASSERT_NE(busy, std::string::npos) << t;
+  ASSERT_NE(roof, std::string::npos);
+  EXPECT_LT(busy, roof);
+  EXPECT_EQ(t.substr(busy, roof - busy).find_first_not_of("% busy "), std::string::npos)
+      << "% busy is not next to % roof";
+  EXPECT_NE(t.find("97.0%"), std::string::npos) << t;
+  EXPECT_NE(t.find("  650  "), std::string::npos) << t;  // W
+  EXPECT_NE(t.find("0.812"), std::string::npos) << t;    // J/tok
+  EXPECT_NE(t.find("% busy: how busy the device was"), std::string::npos);
+  EXPECT_NE(t.find("J/tok: W / tok/s"), std::string::npos);
+  EXPECT_NE(t.find("busy of 2 points (1, 2): busy unavailable: nvmlDeviceGetUtilizationRates"),
+            std::string::npos)
+      << t;
+  const std::string md = format_results(r, OutputFormat::md);
+  EXPECT_NE(md.find("| % busy | % roof |"), std::string::npos) << md;
+  // CPU points: busy only, no power columns.
+  Report cpu = sample_report();
+  cpu.results[0].utilization = cpu_busy();
+  const std::string ct = format_results(cpu, OutputFormat::table);
+  EXPECT_NE(ct.find("99.5%"), std::string::npos) << ct;
+  EXPECT_EQ(ct.find("J/tok"), std::string::npos);
+  EXPECT_EQ(ct.find(" W "), std::string::npos);
+}
+
+TEST(Format, CsvHasTheBusyColumns) {
+  Report r = sample_report();
+  r.results[0].utilization = gpu_busy();
+  r.results[1].utilization = cpu_busy();
+  const std::string csv = format_results(r, OutputFormat::csv);
+  std::istringstream in(csv);
+  std::string header, row0, row1, row2;
+  std::getline(in, header);
+  std::getline(in, row0);
+  std::getline(in, row1);
+  std::getline(in, row2);
+  EXPECT_NE(header.find(",busy,busy_source,power_W,energy_J_per_step,energy_J_per_token,"),
+            std::string::npos)
+      << header;
+  EXPECT_NE(row0.find(",0.97,nvml,650,0.65,0.8125,"), std::string::npos) << row0;
+  EXPECT_NE(row1.find(",0.995,cpu_threads,,,,"), std::string::npos) << row1;
+  EXPECT_EQ(row2.find("nvml"), std::string::npos) << row2;  // not measured: empty cells
 }
 
 TEST(Format, CsvAndMarkdown) {

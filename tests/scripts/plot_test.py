@@ -227,6 +227,25 @@ class PlantedFaults(unittest.TestCase):
         self.assertTrue(any(n.startswith("compare: skipped, the comparison matched no")
                             for n in notes), notes)
 
+    def test_utilization_of_cpu_points(self):
+        # The committed CPU report predates the busy figure (skipped above); with the figure a
+        # CPU point carries (busy only, no power), one busy and one roof line per series.
+        notes = []
+        self.assertEqual(plot.make_figures(CPU, notes=notes, names=("utilization",)), {})
+        self.assertTrue(any(n.startswith("utilization: skipped") for n in notes), notes)
+        report = copy.deepcopy(CPU)
+        for r in ok(report):
+            r["utilization"] = {"source": "cpu_threads", "busy": 1.0, "threads": 2,
+                                "cpu_time_s": 0.2, "window_s": 0.1, "energy_J": None,
+                                "power_W": None, "power_reading_W": None,
+                                "energy_J_per_step": None, "energy_J_per_token": None,
+                                "note": ""}
+        fig = plot.make_figures(report, names=("utilization",))["utilization"]
+        self.assertEqual(len(lines(fig, "busy")), 8)  # 2 contexts x 2 hit rates x 2 dtypes
+        self.assertEqual(len(lines(fig, "roof")), 8)
+        ys = [y for line in lines(fig, "busy") for _, y in drawn(line)]
+        self.assertEqual(ys, [100.0] * 24)
+
     def test_no_f16_twin_skips_the_speedup(self):
         report = copy.deepcopy(CPU)
         report["results"] = [r for r in report["results"] if r["kv_dtype"] != "f16"]
@@ -346,6 +365,55 @@ class GpuShapedFigures(unittest.TestCase):
         self.assertEqual(len(lines(fig, "knee")), len(GPU["knees"]))
         short = sorted(len(drawn(line)) for line in lines(fig, "series"))
         self.assertEqual(short[:3], [2, 2, 3])  # the series of the skipped and the wrong point
+
+    def test_utilization_busy_beside_the_roof(self):
+        fig = self.figs["utilization"]
+        per_panel = [len([line for line in ax.lines if line.get_gid() == "busy"])
+                     for ax in fig.axes]
+        self.assertEqual(per_panel, [8, 4, 8])  # gqa, pipelined (f16 only), split_kv
+        self.assertEqual(len(lines(fig, "roof")), 20)  # one dotted roof line per series
+        # Every ok point once in each, at its own figures in percent.
+        busy = sorted(p for line in lines(fig, "busy") for p in drawn(line))
+        want = sorted((r["batch"], 100 * r["utilization"]["busy"]) for r in self.ok)
+        self.assertEqual(len(busy), 58)
+        for (bx, by), (wx, wy) in zip(busy, want):
+            self.assertEqual(bx, wx)
+            self.assertAlmostEqual(by, wy, places=9)
+        roof = sorted(p for line in lines(fig, "roof") for p in drawn(line))
+        want = sorted((r["batch"], 100 * r["roofline"]["fraction_measured"]) for r in self.ok)
+        self.assertEqual(len(roof), 58)
+        for (bx, by), (wx, wy) in zip(roof, want):
+            self.assertEqual(bx, wx)
+            self.assertAlmostEqual(by, wy, places=9)
+        # The article's picture in the synthetic numbers: busy above the roof at every point.
+        self.assertTrue(all(r["utilization"]["busy"] > r["roofline"]["fraction_measured"]
+                            for r in self.ok))
+
+    def test_utilization_a_null_busy_is_missing_not_zero(self):
+        report = copy.deepcopy(GPU)
+        planted = next(r for r in report["results"] if r["status"] == "ok")
+        planted["utilization"]["busy"] = None
+        planted["utilization"]["note"] = "busy unavailable: planted"
+        fig = plot.make_figures(report, names=("utilization",))["utilization"]
+        self.assertEqual(sum(len(drawn(line)) for line in lines(fig, "busy")), 57)
+        self.assertNotIn(0.0, [y for line in lines(fig, "busy") for _, y in drawn(line)])
+
+    def test_utilization_a_wrong_point_is_not_drawn_even_with_its_figures(self):
+        report = copy.deepcopy(GPU)
+        wrong = next(r for r in report["results"] if r["status"] == "wrong")
+        wrong["utilization"] = copy.deepcopy(self.ok[0]["utilization"])
+        wrong["roofline"]["fraction_measured"] = 0.5
+        fig = plot.make_figures(report, names=("utilization",))["utilization"]
+        self.assertEqual(sum(len(drawn(line)) for line in lines(fig, "busy")), 58)
+
+    def test_utilization_without_busy_figures_is_skipped(self):
+        report = copy.deepcopy(GPU)
+        for r in report["results"]:
+            r.pop("utilization", None)  # a report from before the field
+        notes = []
+        self.assertEqual(plot.make_figures(report, notes=notes, names=("utilization",)), {})
+        self.assertTrue(any(n.startswith("utilization: skipped, no ok point has a busy figure")
+                            for n in notes), notes)
 
     def test_heatmap_rows(self):
         fig = self.figs["ceiling-heatmap"]

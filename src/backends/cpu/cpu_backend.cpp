@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/cpu/cpu_busy.h"
 #include "backends/cpu/cpu_ceilings.h"
 #include "backends/cpu/cpu_decode.h"
 #include "backends/cpu/cpu_gemm.h"
@@ -47,7 +48,7 @@ class CpuPoint final : public PreparedPoint {
   // times warm samples (--warm). `cascade`: the prefix-aware decode, planned here from w's
   // block tables (the plan is host work a serving engine does once per batch, not timed).
   CpuPoint(const Workload& w, cpu::CacheFlusher* flusher, bool cascade)
-      : attention_(w, cascade), flusher_(flusher) {}
+      : attention_(w, cascade), flusher_(flusher), busy_(omp_get_max_threads()) {}
 
   void run() override { attention_.run(); }
 
@@ -56,6 +57,11 @@ class CpuPoint final : public PreparedPoint {
   }
 
   std::vector<double> paired_read_samples() const override { return paired_read_; }
+
+  // The threads' CPU time in a window around each timed step (cpu_busy.h).
+  void begin_utilization() override { busy_.reset(); }
+  void end_utilization() override { busy_.finish(); }
+  std::optional<UtilizationRecord> utilization() const override { return busy_.record(); }
 
   // A steady clock around one step; cold: after the flush, which is outside the clock reads.
   TimingRecord timing() const override {
@@ -73,9 +79,11 @@ class CpuPoint final : public PreparedPoint {
       const std::chrono::duration<double> df = std::chrono::steady_clock::now() - f0;
       paired_read_.push_back(static_cast<double>(flusher_->bytes()) / df.count());
     }
+    busy_.start();
     const auto t0 = std::chrono::steady_clock::now();
     run();
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    busy_.stop();
     return dt.count();
   }
 
@@ -83,6 +91,7 @@ class CpuPoint final : public PreparedPoint {
   cpu::CpuAttention attention_;
   cpu::CacheFlusher* flusher_;       // nullptr: warm samples
   std::vector<double> paired_read_;  // B/s of each timed flush, one per sample
+  cpu::ThreadBusyMeter busy_;        // the step runs on the whole OpenMP team
 };
 
 class CpuBackend final : public Backend {

@@ -1,5 +1,7 @@
 #include "backends/cpu/cpu_layer.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -206,7 +208,11 @@ std::int64_t LayerWeights::host_bytes(const ModelShape& model, DType weights, bo
 
 CpuLayer::CpuLayer(const Workload& w, bool cascade, std::shared_ptr<LayerWeights> weights,
                    GemmLibrary& lib, CacheFlusher* flusher)
-    : w_(w), weights_(std::move(weights)), attention_(w, cascade), flusher_(flusher) {
+    : w_(w),
+      weights_(std::move(weights)),
+      attention_(w, cascade),
+      flusher_(flusher),
+      busy_(omp_get_max_threads()) {
   const ModelShape& model = w.spec.model;
   if (!weights_ || !weights_->same_key(model, weights_->dtype(), w.spec.seed))
     throw std::invalid_argument("CpuLayer: weights of another model or seed");
@@ -276,11 +282,13 @@ double CpuLayer::time_one() {
   }
   // One clock read between stages: stage s is t[s + 1] - t[s].
   std::array<std::chrono::steady_clock::time_point, kNumLayerStages + 1> t;
+  busy_.start();
   t[0] = std::chrono::steady_clock::now();
   for (int s = 0; s < kNumLayerStages; ++s) {
     run_stage(static_cast<LayerStage>(s));
     t[s + 1] = std::chrono::steady_clock::now();
   }
+  busy_.stop();
   for (int s = 0; s < kNumLayerStages; ++s)
     stage_samples_[s].push_back(std::chrono::duration<double>(t[s + 1] - t[s]).count());
   // The layer: qkv_proj through down_proj; the LM head is its own term.

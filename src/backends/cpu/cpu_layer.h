@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_busy.h"
 #include "backends/cpu/cpu_ceilings.h"
 #include "backends/cpu/cpu_decode.h"
 #include "backends/cpu/cpu_gemm.h"
@@ -117,6 +118,10 @@ class CpuLayer final : public PreparedLayer {
   double time_one() override;
   TimingRecord timing() const override;
   std::vector<double> paired_read_samples() const override { return paired_read_; }
+  // The threads' CPU time in a window around each timed step, the LM head included (cpu_busy.h).
+  void begin_utilization() override { busy_.reset(); }
+  void end_utilization() override { busy_.finish(); }
+  std::optional<UtilizationRecord> utilization() const override { return busy_.record(); }
   std::vector<std::vector<double>> stage_samples() const override { return stage_samples_; }
   GemmValues gemm_values(LayerStage stage, std::span<const int> rows) override;
   std::string gemm_library() const override { return library_; }
@@ -143,6 +148,7 @@ class CpuLayer final : public PreparedLayer {
   std::vector<Span> evict_;    // every buffer a step reads, evicted before a cold sample
   std::vector<double> paired_read_;
   std::vector<std::vector<double>> stage_samples_;  // [kNumLayerStages][samples]
+  ThreadBusyMeter busy_;  // the OpenMP team, which the GEMM libraries share (or a pool of theirs)
 };
 
 }  // namespace decodebench::cpu

@@ -21,6 +21,7 @@
 #include "backends/cuda/cuda_resources.h"
 #include "backends/datasheet.h"
 #include "backends/ladder_backend.h"
+#include "backends/nvml.h"
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "common/units.h"
@@ -67,13 +68,16 @@ double median(std::vector<double> v) {
 class CudaPoint final : public PreparedPoint {
  public:
   // `resident`: the residency of the instance of `kernel` for `w` (the split planner's input).
+  // `nvml` (the backend's, may be unavailable) gives the busy, power and energy figures.
   CudaPoint(const Workload& w, const k::KernelInfo& kernel, const k::ResidentCtas& resident,
-            cudaStream_t stream, L2Flusher& flusher, const TimingOptions& timing)
+            cudaStream_t stream, L2Flusher& flusher, const TimingOptions& timing,
+            nvml::Device* nvml)
       : attention_(w, kernel, resident, stream),
         stream_(stream),
         flusher_(flusher),
         warm_l2_(timing.warm_l2),
-        timing_(initial_timing(timing.warm_l2)) {}
+        timing_(initial_timing(timing.warm_l2)),
+        busy_(nvml) {}
 
   void run() override {
     launch();
@@ -87,6 +91,12 @@ class CudaPoint final : public PreparedPoint {
   double time_one() override { return warm_l2_ ? time_warm() : time_cold(); }
 
   TimingRecord timing() const override { return timing_; }
+
+  // NVML over the span of the samples (nvml.h): the flushes between cold samples and the warm
+  // lead-in steps are inside it, as they are inside what a dashboard samples.
+  void begin_utilization() override { busy_.begin(); }
+  void end_utilization() override { busy_.end(); }
+  std::optional<UtilizationRecord> utilization() const override { return busy_.record(); }
 
  private:
   void launch() { attention_.launch(); }
@@ -201,6 +211,7 @@ class CudaPoint final : public PreparedPoint {
   TimingRecord timing_;
   std::optional<WarmPlan> warm_;  // made on the first warm sample
   CudaEvent start_, stop_;
+  nvml::SpanMeter busy_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -218,7 +229,8 @@ class CudaBackend final : public LadderBackend {
                 static_cast<std::size_t>(
                     device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device_))},
         info_(query_device(device_)),
-        flusher_(static_cast<std::size_t>(info_.l2_bytes), info_.sm_count) {}
+        flusher_(static_cast<std::size_t>(info_.l2_bytes), info_.sm_count),
+        nvml_(open_nvml(device_)) {}
 
   std::string name() const override { return "cuda"; }
 
@@ -260,7 +272,7 @@ class CudaBackend final : public LadderBackend {
     const k::KernelInfo* info = &runnable_rung(w, kernel);
     activate();
     return std::make_unique<CudaPoint>(w, *info, resident_ctas(*info, w.params()), stream_.get(),
-                                       flusher_, timing);
+                                       flusher_, timing, nvml_.get());
   }
 
   // --- scope "layer" (cuda_layer.h) -----------------------------------------------------------
@@ -314,7 +326,7 @@ class CudaBackend final : public LadderBackend {
     if (!lt.ok()) throw InputError("cuda backend: " + lt.error);
     activate();
     return cuda::make_cuda_layer(w, *info, resident_ctas(*info, w.params()), stream_.get(),
-                                 flusher_, timing, layer, lt.api);
+                                 flusher_, timing, layer, lt.api, nvml_.get());
   }
 
   GemmCeiling gemm_ceiling(DType weights) override {
@@ -376,6 +388,19 @@ class CudaBackend final : public LadderBackend {
     return device;
   }
 
+  // NVML's view of this device, found by its PCI bus id (CUDA_VISIBLE_DEVICES renumbers the
+  // CUDA devices, not NVML's); unavailable, with the reason, where NVML or the id is missing.
+  static std::unique_ptr<nvml::Device> open_nvml(int device) {
+    char bus_id[32] = {};
+    if (const cudaError_t rc = cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device);
+        rc != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nvml::Device::unavailable(std::string("cudaDeviceGetPCIBusId: ") +
+                                       cudaGetErrorString(rc));
+    }
+    return nvml::Device::open(bus_id);
+  }
+
   static DeviceInfo query_device(int device) {
     cudaDeviceProp prop{};
     DECODEBENCH_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -404,6 +429,7 @@ class CudaBackend final : public LadderBackend {
   DeviceInfo info_;
   CudaStream stream_;
   L2Flusher flusher_;
+  std::unique_ptr<nvml::Device> nvml_;        // the busy, power and energy figures of points
   std::map<std::string, int> resident_ctas_;  // instance -> ctas per SM (resident_ctas)
 };
 

@@ -69,7 +69,7 @@ class CudaLayer final : public PreparedLayer {
  public:
   CudaLayer(const Workload& w, const k::KernelInfo& kernel, const k::ResidentCtas& resident,
             cudaStream_t stream, L2Flusher& flusher, const TimingOptions& timing,
-            const LayerOptions& layer, const CublasLtApi& lt)
+            const LayerOptions& layer, const CublasLtApi& lt, nvml::Device* nvml)
       : lt_(lt),
         attention_(w, kernel, resident, stream),
         stream_(stream),
@@ -79,7 +79,8 @@ class CudaLayer final : public PreparedLayer {
         activations_(w.spec.q_dtype),
         rows_(w.rows()),
         call_rows_(gemm_call_rows(w.rows(), layer.weights_dtype)),
-        samples_(kNumLayerStages) {
+        samples_(kNumLayerStages),
+        busy_(nvml) {
     cublasLtHandle_t h = nullptr;
     check(lt_.create(&h), "cublasLtCreate");
     handle_ = LtOwned<cublasLtHandle_t>(h, lt_.destroy);
@@ -123,6 +124,11 @@ class CudaLayer final : public PreparedLayer {
   TimingRecord timing() const override {
     return {TimingMethod::events_per_step, /*steps_per_sample=*/1, warm_l2_};
   }
+
+  // NVML over the span of the samples (nvml.h), the flushes or untimed steps between included.
+  void begin_utilization() override { busy_.begin(); }
+  void end_utilization() override { busy_.end(); }
+  std::optional<UtilizationRecord> utilization() const override { return busy_.record(); }
 
   std::vector<std::vector<double>> stage_samples() const override { return samples_; }
 
@@ -366,6 +372,7 @@ class CudaLayer final : public PreparedLayer {
   std::array<Gemm, kGemmOrder.size()> gemms_;
   std::array<CudaEvent, kNumLayerStages + 1> events_;
   std::vector<std::vector<double>> samples_;  // [stage][sample]
+  nvml::SpanMeter busy_;
 };
 
 }  // namespace
@@ -373,8 +380,9 @@ class CudaLayer final : public PreparedLayer {
 std::unique_ptr<PreparedLayer> make_cuda_layer(const Workload& w, const k::KernelInfo& kernel,
                                                const k::ResidentCtas& resident, cudaStream_t stream,
                                                L2Flusher& flusher, const TimingOptions& timing,
-                                               const LayerOptions& layer, const CublasLtApi& lt) {
-  return std::make_unique<CudaLayer>(w, kernel, resident, stream, flusher, timing, layer, lt);
+                                               const LayerOptions& layer, const CublasLtApi& lt,
+                                               nvml::Device* nvml) {
+  return std::make_unique<CudaLayer>(w, kernel, resident, stream, flusher, timing, layer, lt, nvml);
 }
 
 }  // namespace decodebench::cuda

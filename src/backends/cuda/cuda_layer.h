@@ -22,6 +22,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/cublaslt_loader.h"
 #include "backends/cuda/cuda_resources.h"
+#include "backends/nvml.h"
 #include "kernels.h"
 #include "workload/workload.h"
 
@@ -29,13 +30,15 @@ namespace decodebench::cuda {
 
 // The layer step of `w` (prepare()'s layout-only convention: q/k/v may be empty) with attention
 // rung `kernel` (`resident`: its residency, as for CudaPoint), on the backend's stream and L2
-// flusher, which must outlive it. The caller has checked layer_support_error and the rung's
+// flusher, which must outlive it, as must `nvml` (the backend's NVML device: the busy, power
+// and energy figures over the samples). The caller has checked layer_support_error and the rung's
 // support. Throws InputError for a GEMM cuBLASLt has no algorithm for, RuntimeFailure for a
 // device or cuBLASLt failure.
 std::unique_ptr<PreparedLayer> make_cuda_layer(const Workload& w, const kernels::KernelInfo& kernel,
                                                const kernels::ResidentCtas& resident,
                                                cudaStream_t stream, L2Flusher& flusher,
                                                const TimingOptions& timing,
-                                               const LayerOptions& layer, const CublasLtApi& lt);
+                                               const LayerOptions& layer, const CublasLtApi& lt,
+                                               nvml::Device* nvml);
 
 }  // namespace decodebench::cuda

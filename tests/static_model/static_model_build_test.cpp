@@ -92,39 +92,42 @@ TEST(StaticModelBuild, PlantedKernelIsReadExactly) {
             m["issue_bound_bandwidth"]["h200"].get<double>());
 }
 
-TEST(StaticModelBuild, PipelinedF16IsInAPlausibleBand) {
+// This build's own kernels, read once (the analysis of every instance is the slow part):
+// pipelined f16 in a plausible band, and the planner tests' literal register counts current.
+TEST(StaticModelBuild, ThisBuildsKernels) {
   TempDir dir;
   const nlohmann::json j = static_json("", dir);  // this build's own binary
   const nlohmann::json k = find_instance(j, "pipelined_kernel", "f16", 128, 4);
-  if (k.is_null()) GTEST_SKIP() << "this build has no pipelined f16 / head_dim 128 instance";
-  const double ipb = k.at("main_loop").at("instructions_per_byte").get<double>();
-  std::cout << "pipelined f16/128/cap 4: " << ipb << " warp-instructions per KV byte, issue bound "
-            << k["main_loop"]["issue_bound_bandwidth"]["h200"].get<double>() / 1e12
-            << " TB/s on H200, " << k["ctas_per_sm"] << " CTAs/SM\n";
-  EXPECT_GE(ipb, 0.1);
-  EXPECT_LE(ipb, 0.4);
-  EXPECT_EQ(k["main_loop"]["kv_bytes_per_warp"], 4096);       // 8 LDGSTS.128 per thread per tile
-  EXPECT_EQ(k["main_loop"]["in_flight_per_cta"], 32 * 1024);  // kBytesInFlight
-  EXPECT_EQ(k["main_loop"]["barriers"], 3);
-  EXPECT_GT(k["ctas_per_sm"].get<int>(), 0);
-}
+  if (k.is_null()) {
+    std::cout << "this build has no pipelined f16 / head_dim 128 instance: band not checked\n";
+  } else {
+    const double ipb = k.at("main_loop").at("instructions_per_byte").get<double>();
+    std::cout << "pipelined f16/128/cap 4: " << ipb
+              << " warp-instructions per KV byte, issue bound "
+              << k["main_loop"]["issue_bound_bandwidth"]["h200"].get<double>() / 1e12
+              << " TB/s on H200, " << k["ctas_per_sm"] << " CTAs/SM\n";
+    EXPECT_GE(ipb, 0.1);
+    EXPECT_LE(ipb, 0.4);
+    EXPECT_EQ(k["main_loop"]["kv_bytes_per_warp"], 4096);       // 8 LDGSTS.128 per thread per tile
+    EXPECT_EQ(k["main_loop"]["in_flight_per_cta"], 32 * 1024);  // kBytesInFlight
+    EXPECT_EQ(k["main_loop"]["barriers"], 3);
+    EXPECT_GT(k["ctas_per_sm"].get<int>(), 0);
+  }
 
-// The planner's H100/H200 tests feed the occupancy calculator literal register counts
-// (hopper_split_instances.h); they must be what this compiler allocated.
-TEST(StaticModelBuild, PlannerTestRegistersAreCurrent) {
-  TempDir dir;
-  const nlohmann::json j = static_json("", dir);
+  // The planner's H100/H200 tests feed the occupancy calculator literal register counts
+  // (hopper_split_instances.h); they must be what this compiler allocated.
   int checked = 0;
   for (const testing::SplitInstance& inst : testing::kHopperSplitInstances) {
     const std::string kv(dtype_name(inst.kv));
-    const nlohmann::json k = find_instance(j, "split_kernel", kv, 128, inst.group);
-    if (k.is_null()) continue;  // not compiled in this build
+    const nlohmann::json split = find_instance(j, "split_kernel", kv, 128, inst.group);
+    if (split.is_null()) continue;  // not compiled in this build
     ++checked;
-    EXPECT_EQ(k.at("registers").get<int>(), inst.registers)
+    EXPECT_EQ(split.at("registers").get<int>(), inst.registers)
         << "split_kernel<" << kv << ", 128, " << inst.group
         << ">: update tests/backends/cuda/hopper_split_instances.h";
   }
-  if (checked == 0) GTEST_SKIP() << "this build has none of the split instances the planner uses";
+  if (checked == 0 && k.is_null())
+    GTEST_SKIP() << "this build has neither pipelined f16 / 128 nor the planner's split instances";
 }
 
 constexpr const char* kBegin = "<!-- static-model:begin -->\n";

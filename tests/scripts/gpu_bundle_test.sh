@@ -41,8 +41,8 @@ done
 # decodebench reads the copy's configs/ (beside bin/), not the source tree compiled in: a model
 # preset that exists only in the copy must load.
 probe="$copy/configs/models/zz-bundle-probe.json"
-presets=("$copy"/configs/models/*.json)
-sed 's/"name": *"[^"]*"/"name": "zz-bundle-probe"/' "${presets[0]}" >"$probe"
+# A dense model's preset: `decodebench model` defaults to the layer scope, which refuses MoE.
+sed 's/"name": *"[^"]*"/"name": "zz-bundle-probe"/' "$copy/configs/models/llama-3.1-8b.json" >"$probe"
 run decodebench model --model zz-bundle-probe >/dev/null ||
   fail "decodebench in the copy does not read the copy's configs/ ($probe)"
 rm "$probe"

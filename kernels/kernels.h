@@ -39,11 +39,8 @@ struct PagedDecodeParams {
   std::int32_t batch = 0;
   std::int32_t num_q_heads = 0;   // Hq
   std::int32_t num_kv_heads = 0;  // Hkv; Hq % Hkv == 0, group = Hq / Hkv
-  std::int32_t head_dim = 0;      // d: the width of q and of a K row
-  // The width of a V row and of out: 0 means head_dim. MLA (absorbed, ModelShape::is_mla): the
-  // first v_head_dim values of each K row are its V row, v_cache == k_cache, out [batch][Hq][dv].
-  std::int32_t v_head_dim = 0;
-  std::int32_t block_size = 0;  // P, tokens per KV block, power of two
+  std::int32_t head_dim = 0;      // d: the width of q and of a K row (and of V, unless MLA)
+  std::int32_t block_size = 0;    // P, tokens per KV block, power of two
   std::int32_t max_blocks_per_seq = 0;
   std::int32_t num_blocks = 0;  // physical blocks in the pool
   DType q_dtype = DType::f16;   // also the output dtype
@@ -93,6 +90,11 @@ struct PagedDecodeParams {
   // tiles of all groups, prefix_tiles(p): grid.y of the prefix pass.
   std::int32_t num_prefix_chunks = 0;
   std::int32_t num_prefix_tiles = 0;
+  // The width of a V row and of out: 0 means head_dim. MLA (absorbed, ModelShape::is_mla): the
+  // first v_head_dim values of each K row are its V row, v_cache == k_cache, out [batch][Hq][dv].
+  // Last, so the fields the GPU rungs read keep their parameter offsets: moving them once tipped
+  // prefix_kernel<int4, 256> (255 registers) into a spill.
+  std::int32_t v_head_dim = 0;
 };
 
 // MLA's absorbed shape: values narrower than the keys, read from the K rows.

@@ -117,9 +117,11 @@ struct KernelInfo {
   bool prefix_aware = false;     // reads the prefix plan (cascade): plan_prefixes() at prepare
   // ladder.json "compute": "fma" (CUDA cores) or "tensor_core" (mma)
   ComputeUnit compute = ComputeUnit::fma;
-  // Takes PagedDecodeParams' window, sinks and softcap (the cpu decode); a rung that does not
-  // refuses a point that sets any of them.
-  bool variants = false;
+  // The attention variants it takes (PagedDecodeParams' window, has_sinks, softcap; ladder.json
+  // "variants"); a rung refuses a point that sets one it does not take, naming it.
+  bool window = false;
+  bool sinks = false;
+  bool softcap = false;
   // Takes MLA's absorbed shape too: v_head_dim below head_dim, V inside the K rows (the cpu
   // decode's mla path); a rung that does not refuses such a point.
   bool mla = false;

@@ -19,6 +19,9 @@ struct Rung {
   bool prefix_aware;
   ComputeUnit compute;
   bool int_kv;  // also reads the integer KV formats (config::kIntKvDtypes)
+  bool window;  // the attention variants it takes (ladder.json "variants")
+  bool sinks;
+  bool softcap;
 };
 
 // In ladder order. Each rung adds one idea over the one before it. The list is
@@ -67,6 +70,9 @@ const std::vector<KernelInfo>& kernel_ladder() {
       info.uses_workspace = rung.uses_workspace;
       info.prefix_aware = rung.prefix_aware;
       info.compute = rung.compute;
+      info.window = rung.window;
+      info.sinks = rung.sinks;
+      info.softcap = rung.softcap;
       out.push_back(std::move(info));
     }
     return out;
@@ -140,14 +146,25 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
     return refuse("batch " + std::to_string(p.batch),
                   k.max_batch > 0 ? "1.." + std::to_string(k.max_batch) : ">= 1");
   }
-  if (!k.variants && (p.window > 0 || p.has_sinks || p.softcap > 0)) {
-    std::string what;
-    if (p.window > 0) what = "a sliding window of " + std::to_string(p.window) + " tokens";
-    if (p.has_sinks) what += (what.empty() ? "" : ", ") + std::string("attention sinks");
-    if (p.softcap > 0) what += (what.empty() ? "" : ", ") + std::string("logit soft-capping");
-    return refuse(what,
-                  "full attention without sinks or soft-capping; the cpu backend's kernel "
-                  "'cpu' takes them");
+  {
+    // The variants set and not taken, and who takes all of them: the ladder's rungs, compiled or
+    // not, and the cpu backend.
+    const bool window = p.window > 0 && !k.window;
+    const bool sinks = p.has_sinks && !k.sinks;
+    const bool softcap = p.softcap > 0 && !k.softcap;
+    if (window || sinks || softcap) {
+      std::string what;
+      if (window) what = "a sliding window of " + std::to_string(p.window) + " tokens";
+      if (sinks) what += (what.empty() ? "" : ", ") + std::string("attention sinks");
+      if (softcap) what += (what.empty() ? "" : ", ") + std::string("logit soft-capping");
+      std::string takers;
+      for (const Rung& rung : kRungs) {
+        if ((!window || rung.window) && (!sinks || rung.sinks) && (!softcap || rung.softcap))
+          takers += "'" + std::string(rung.name) + "', ";
+      }
+      return refuse(what, "full attention without sinks or soft-capping; kernels " + takers +
+                              "and the cpu backend's kernel 'cpu' take them");
+    }
   }
   if (scope == CheckScope::shape) return {};
 

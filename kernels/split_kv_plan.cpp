@@ -5,6 +5,7 @@
 // runtime's occupancy of that very instance).
 //   blocks = batch x Hkv                 thread blocks without splitting
 //   tiles  = ceil(longest / T)           KV tiles of the longest context, T = kv_tile_tokens(d)
+//                                        (of its window with one: what a split kernel walks)
 //   time(s) = ceil(blocks x s / slots) x ceil(tiles / s)
 //                                        waves x tiles per block: the modelled step time
 //   splits = the s in 1..limit with the smallest time(s), the fewest splits among equals, where
@@ -46,6 +47,7 @@
 //     batch 32 (256 blocks): 1.
 #include <algorithm>
 
+#include "device/paged_kv.h"
 #include "kernels.h"
 
 namespace decodebench::kernels {
@@ -75,7 +77,14 @@ int plan_num_splits(const PagedDecodeParams& p, const ResidentCtas& gpu) {
       static_cast<long long>(std::max(p.batch, 1)) * std::max(p.num_kv_heads, 1);
   long long longest = 0;
   if (p.context_lens != nullptr) {
-    for (int b = 0; b < p.batch; ++b) longest = std::max<long long>(longest, p.context_lens[b]);
+    // What a split kernel walks of each context: from the block holding its window's first token.
+    for (int b = 0; b < p.batch; ++b) {
+      const int len = p.context_lens[b];
+      const int walked = p.block_size > 0
+                             ? len - window_first_block(len, p.window, p.block_size) * p.block_size
+                             : len;
+      longest = std::max<long long>(longest, walked);
+    }
   } else {
     longest = static_cast<long long>(std::max(p.max_blocks_per_seq, 0)) * std::max(p.block_size, 0);
   }

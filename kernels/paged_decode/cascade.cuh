@@ -41,8 +41,8 @@
 //   instructions per KV byte stay near tc's while each byte serves up to 16 query rows.
 //   registers: O is d/2 floats per lane in the prefix pass (all four C registers of d/8 tiles)
 //   against tc's d/4. ptxas sm_90a (nvcc 13.0), no spills, no local memory: prefix pass d 64 /
-//   128 / 256 = 95 / 127 / 254 (f16), 79 / 127 / 254 (fp8_e4m3); suffix pass 79 / 152 / 224
-//   (f16), 71 / 110 / 180 (fp8_e4m3). At d 256 the prefix pass is at the 255 limit: one block
+//   128 / 256 = 96 / 164 / 252 (f16), 79 / 127 / 255 (fp8_e4m3); suffix pass 81 / 122 / 185
+//   (f16), 70 / 114 / 182 (fp8_e4m3). At d 256 the prefix pass is at the 255 limit: one block
 //   per SM (f16, shared memory binds there anyway) or two (fp8). Integer KV: tc_int.cuh (both
 //   passes; the prefix pass is its two n8 tiles of query rows), registers in
 //   build/kernel-resources.md.
@@ -52,6 +52,9 @@
 //   16 query rows each. Integer KV, prefix / suffix pass, their scales and zeros counted at
 //   P = 16 (docs/design.md "Static model"): int8 .181 / .143 (5.8 / 7.3 TB/s), int4 .338 / .249
 //   (3.1 / 4.2; at P = 8 .417 / .291), int4_token .342 / .234 (3.1 / 4.5).
+// Variants: both passes soft-cap their scores and the merge adds a sink (tc's ScoreMap and
+// merge); windows are refused (ladder.json), since a prefix tile's rows would each need their
+// member's own window start.
 // `--kernel auto` does not pick cascade (not measured on a GPU yet; kernels::choose_kernel takes
 // the first splitting rung, split_kv): name it, `--kernel cascade`.
 #pragma once
@@ -100,7 +103,7 @@ __global__ void __launch_bounds__(kThreads)
     return seqs[r / group] * p.num_q_heads + kv_head * group + r % group;
   };
   tc_detail::attend<kKv, kHeadDim, kPrefixTileRows, kHalfBlocks>(
-      p, smem, kv_head, /*table_seq=*/seqs[0], t_begin, t_end, members * group, q_row_of,
+      p, smem, kv_head, /*table_seq=*/seqs[0], t_begin, t_begin, t_end, members * group, q_row_of,
       [&](int r, int d, float value, const SoftmaxState<float>& state) {
         // [batch][Hq][slots][d], [batch][Hq][slots]
         const std::size_t at = static_cast<std::size_t>(q_row_of(r)) * slots + slot;
@@ -126,7 +129,7 @@ __global__ void __launch_bounds__(kThreads)
   const int head0 = seq * p.num_q_heads + kv_head * group;  // first q row of the group
   const int slots = p.num_splits + p.num_prefix_chunks;
   tc_detail::attend<kKv, kHeadDim, tc_detail::kRows, kHalfBlocks>(
-      p, smem, kv_head, seq, t_begin, t_end, group, [&](int r) { return head0 + r; },
+      p, smem, kv_head, seq, t_begin, t_begin, t_end, group, [&](int r) { return head0 + r; },
       [&](int h, int d, float value, const SoftmaxState<float>& state) {
         const std::size_t at = static_cast<std::size_t>(head0 + h) * slots + split;
         p.partial_out[at * kHeadDim + d] = value;

@@ -103,6 +103,18 @@ __global__ void __launch_bounds__(kMergeThreads)
       acc[j] = acc[j] * self_factor + part[s * kHeadDim + j * kMergeThreads + tid] * split_factor;
     }
   }
+  if (p.has_sinks && state.sum > 0.f) {
+    // The head's sink joins the softmax once, here, over all the slots: its max and its sum,
+    // no value (tc and cascade; the split_kv rung refuses sinks).
+    SoftmaxState<float> sink;
+    sink.max = p.sinks[blockIdx.x] * kLog2e;
+    sink.sum = 1.f;
+    float self_factor = 0.f;
+    float sink_factor = 0.f;
+    state.merge(sink, self_factor, sink_factor);
+#pragma unroll
+    for (int j = 0; j < kDimsPerThread; ++j) acc[j] *= self_factor;
+  }
   const float inv_sum = state.sum > 0.f ? 1.f / state.sum : 0.f;
 #pragma unroll
   for (int j = 0; j < kDimsPerThread; ++j) {

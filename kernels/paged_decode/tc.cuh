@@ -42,7 +42,7 @@
 // rows padded by 16 bytes so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
 //   ring: 2 stages (34 KiB each, 16-bit KV, d = 128) or up to 5 (fp8, d = 64); d = 256 16-bit:
 //     2 x 66 KiB, one block per SM with 66 KiB in flight, still above Little's law's ~21 KiB
-//   registers (ptxas sm_90a): d 64 / 128 / 256 = 90 / 152 / 186 (16-bit), 70 / 112 / 180 (fp8),
+//   registers (ptxas sm_90a): d 64 / 128 / 256 = 92 / 152 / 186 (16-bit), 72 / 116 / 182 (fp8),
 //     no spills (build/kernel-resources.md has every instance, the integer ones included);
 //     O is d/4 floats per lane (only the live C registers are kept), q and K/V fragments are
 //     reloaded from shared memory per k-step
@@ -68,6 +68,10 @@
 // planner counts work in that unit); a split's range is walked in 64-token tiles, the last one
 // masked. One split writes the output directly (no merge launch); more write normalized
 // partials + log2-sum-exp2 to the workspace and split_kv's merge kernel combines them.
+// Variants (docs/design.md "Attention patterns"): a sliding window starts the split range at the
+// block holding the window's first token and masks the tokens before it (attend's kWindow); the
+// soft-cap maps scores in ScoreMap; a sink joins the row's final softmax state at the store (one
+// split) or in the merge kernel (several).
 // `--kernel auto` does not pick tc (kernels::choose_kernel takes the first splitting rung of the
 // ladder, split_kv, and otherwise only rungs without a workspace): name it, `--kernel tc`.
 #pragma once
@@ -82,10 +86,11 @@ namespace decodebench::kernels::DECODEBENCH_TARGET_NS::paged_decode {
 namespace tc_detail {
 
 // attend() of the float formats (heads on the MMA's M).
-template <DType kKv, int kHeadDim, int kMRows, typename QRowOf, typename Store>
+template <DType kKv, int kHeadDim, int kMRows, bool kWindow, typename QRowOf, typename Store>
 __device__ __forceinline__ void attend_float(const PagedDecodeParams& p, unsigned char* smem,
-                                             int kv_head, int table_seq, int t_begin, int t_end,
-                                             int live_rows, QRowOf q_row_of, Store store) {
+                                             int kv_head, int table_seq, int t_begin, int t_first,
+                                             int t_end, int live_rows, QRowOf q_row_of,
+                                             Store store) {
   static_assert(kMRows == 8 || kMRows == 16, "8 live rows (one C half) or all 16");
   using G = Geometry<kKv, kHeadDim, kMRows>;
   constexpr DType kMma = kMmaType<kKv>;
@@ -172,7 +177,7 @@ __device__ __forceinline__ void attend_float(const PagedDecodeParams& p, unsigne
 #pragma unroll
     for (int i = 0; i < kC; ++i) o[n][i] = 0.f;
   }
-  const float scale = decode::score_scale_log2(p);
+  const ScoreMap score = score_map(p);
 
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
@@ -193,6 +198,7 @@ __device__ __forceinline__ void attend_float(const PagedDecodeParams& p, unsigne
 
     const int warp_first = t_begin + i * kTileTokens + warp * kWarpTokens;  // first token
     if (warp_first >= t_end) continue;  // warp-uniform: nothing of this warp's is valid
+    if (kWindow && warp_first + kWarpTokens <= t_first) continue;  // all before the window
     const unsigned char* k_rows =
         ring + (i % kStages) * G::kStageBytes + warp * kWarpTokens * G::kSmemRowBytes;
     const unsigned char* v_rows = k_rows + G::kTileBytes;
@@ -242,13 +248,15 @@ __device__ __forceinline__ void attend_float(const PagedDecodeParams& p, unsigne
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int t = warp_first + j * 8 + 2 * (lane % 4) + e;
-          sc[j][e] = t < t_end ? s[j][2 * h + e] * scale : -INFINITY;
+          const bool live = t < t_end && (!kWindow || t >= t_first);
+          sc[j][e] = live ? score(s[j][2 * h + e]) : -INFINITY;
           tile_max = fmaxf(tile_max, sc[j][e]);
         }
       }
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      // Token warp_first is valid, so tile_max is finite and so is m_new.
+      // One of the warp's tokens is valid (warp_first, or t_first in the window's first warp),
+      // so tile_max is finite and so is m_new.
       const float m_new = fmaxf(m_run[h], tile_max);
       const float factor = dev::fast_exp2(m_run[h] - m_new);  // m_run = -inf -> 0
       m_run[h] = m_new;
@@ -334,22 +342,26 @@ constexpr std::size_t smem_bytes() {
 // One thread block's attention over tokens [t_begin, t_end) of KV head `kv_head`, read through
 // sequence `table_seq`'s block table, for kMRows MMA rows of queries: 8 (tc: the query group)
 // or 16 (cascade's prefix pass: the groups of several sequences). Row r < live_rows is q row
-// q_row_of(r) ([batch x Hq] index); rows past live_rows are zero. Ends with the 4 warps merged
-// and store(r, dim, value, state) called once per live (row, dim): value is the row's
-// normalized output (v_scale applied, 0 for an empty range), state its softmax state (sum 0
-// when empty). `smem` holds smem_bytes<kKv, kHeadDim, kMRows, kHalfBlocks>(). kHalfBlocks: int4
-// at block size 8 (tc_int.cuh).
-template <DType kKv, int kHeadDim, int kMRows, bool kHalfBlocks = false, typename QRowOf,
-          typename Store>
+// q_row_of(r) ([batch x Hq] index); rows past live_rows are zero. kWindow: the tokens before
+// t_first (a sliding window's first token, in the range's first block) are read and masked, and
+// a warp whose 16 tokens all lie before it skips them; t_begin stays a block boundary, which the
+// integer formats' per-block scales and the byte model (a window reads whole blocks) assume.
+// Scores are soft-capped when PagedDecodeParams::softcap is set (ScoreMap). Ends with the 4
+// warps merged and store(r, dim, value, state) called once per live (row, dim): value is the
+// row's normalized output (v_scale applied, 0 for an empty range), state its softmax state (sum
+// 0 when empty). `smem` holds smem_bytes<kKv, kHeadDim, kMRows, kHalfBlocks>(). kHalfBlocks:
+// int4 at block size 8 (tc_int.cuh).
+template <DType kKv, int kHeadDim, int kMRows, bool kHalfBlocks = false, bool kWindow = false,
+          typename QRowOf, typename Store>
 __device__ __forceinline__ void attend(const PagedDecodeParams& p, unsigned char* smem, int kv_head,
-                                       int table_seq, int t_begin, int t_end, int live_rows,
-                                       QRowOf q_row_of, Store store) {
+                                       int table_seq, int t_begin, int t_first, int t_end,
+                                       int live_rows, QRowOf q_row_of, Store store) {
   if constexpr (is_int_kv(kKv)) {
-    attend_int<kKv, kHeadDim, kMRows, kHalfBlocks>(p, smem, kv_head, table_seq, t_begin, t_end,
-                                                   live_rows, q_row_of, store);
+    attend_int<kKv, kHeadDim, kMRows, kHalfBlocks, kWindow>(
+        p, smem, kv_head, table_seq, t_begin, t_first, t_end, live_rows, q_row_of, store);
   } else {
-    attend_float<kKv, kHeadDim, kMRows>(p, smem, kv_head, table_seq, t_begin, t_end, live_rows,
-                                        q_row_of, store);
+    attend_float<kKv, kHeadDim, kMRows, kWindow>(p, smem, kv_head, table_seq, t_begin, t_first,
+                                                 t_end, live_rows, q_row_of, store);
   }
 }
 
@@ -366,16 +378,19 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
   const int seq = static_cast<int>(blockIdx.y);
   const int split = static_cast<int>(blockIdx.z);
   const int group = p.num_q_heads / p.num_kv_heads;
-  // The split's range, in whole units of kv_tile_tokens(d) as split_kv cuts it.
+  // The split's range, in whole units of kv_tile_tokens(d) as split_kv cuts it, from the block
+  // holding the window's first token (the whole context without a window).
+  const int len = p.context_lens[seq];
+  const int t_first = window_first_token(len, p.window);
   int t_begin = 0;
   int t_end = 0;
-  split_range(0, p.context_lens[seq], kv_tile_tokens(kHeadDim), p.num_splits, split, t_begin,
-              t_end);
+  split_range(window_first_block(len, p.window, p.block_size) * p.block_size, len,
+              kv_tile_tokens(kHeadDim), p.num_splits, split, t_begin, t_end);
   const std::size_t head0 = static_cast<std::size_t>(seq) * p.num_q_heads +
                             static_cast<std::size_t>(kv_head) * group;  // first q row
   const bool to_workspace = p.num_splits > 1;
-  attend<kKv, kHeadDim, kRows, kHalfBlocks>(
-      p, smem, kv_head, seq, t_begin, t_end, group, [&](int r) { return head0 + r; },
+  attend<kKv, kHeadDim, kRows, kHalfBlocks, /*kWindow=*/true>(
+      p, smem, kv_head, seq, t_begin, t_first, t_end, group, [&](int r) { return head0 + r; },
       [&](int h, int d, float value, const SoftmaxState<float>& state) {
         if (to_workspace) {
           // [batch][Hq][num_splits][d], [batch][Hq][num_splits]
@@ -384,8 +399,9 @@ __global__ void __launch_bounds__(kThreads) tc_kernel(const __grid_constant__ Pa
             p.partial_lse[(head0 + h) * p.num_splits + split] =
                 state.sum > 0.f ? state.log2_sum_exp2() : -INFINITY;
           }
-        } else {
-          dev::store_out(p.out, p.q_dtype, static_cast<int>((head0 + h) * kHeadDim + d), value);
+        } else {  // the whole context: the sink joins here (else in the merge)
+          dev::store_out(p.out, p.q_dtype, static_cast<int>((head0 + h) * kHeadDim + d),
+                         with_sink(p, kv_head * group + h, value, state));
         }
       });
 }

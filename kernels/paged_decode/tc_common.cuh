@@ -253,6 +253,49 @@ __device__ __forceinline__ void split_range(int lo, int hi, int unit, int n, int
   begin = lo + first * unit < hi ? lo + first * unit : hi;
   end = lo + (first + count) * unit < hi ? lo + (first + count) * unit : hi;
 }
+
+// A key's score in the log2 domain from the MMA's dot product `raw` (q . k, k_scale not
+// applied): raw times the softmax scale, or, with a soft-cap c (PagedDecodeParams::softcap),
+// c tanh(s / c) of the scaled score s. The cap is off the hot path of every other model: one
+// block-uniform branch, its constants read from the kernel parameters where they are used (held
+// in registers across the loop they tipped cascade's prefix pass at d 256 into a spill).
+// tanh(x) = 1 - 2 / (2^(2x log2 e) + 1): one ex2 and one fast division, no branch (tanhf's
+// branches made the prefix pass spill at d 128). Its absolute error (~1e-7) is what counts: the
+// softmax sees a capped score's absolute error, c times it.
+struct ScoreMap {
+  const PagedDecodeParams& p;
+  float scale;  // raw -> log2 domain, no cap
+  __device__ __forceinline__ float operator()(float raw) const {
+    if (p.softcap > 0.f) {
+      const float two_x_log2e =
+          __fdividef(raw * (2.f * kLog2e) * p.softmax_scale * p.k_scale, p.softcap);
+      const float tanh_x = 1.f - __fdividef(2.f, dev::fast_exp2(two_x_log2e) + 1.f);
+      return p.softcap * kLog2e * tanh_x;
+    }
+    return raw * scale;
+  }
+};
+
+__device__ __forceinline__ ScoreMap score_map(const PagedDecodeParams& p) {
+  return ScoreMap{p, decode::score_scale_log2(p)};
+}
+
+// The normalized output `value` of query head `q_head` over all its keys (softmax state
+// `state`) with the head's sink joined to the softmax (PagedDecodeParams::sinks: a logit in
+// the scaled scores' units that adds to the denominator and no value).
+__device__ __forceinline__ float with_sink(const PagedDecodeParams& p, int q_head, float value,
+                                           const SoftmaxState<float>& state) {
+  if (!p.has_sinks || !(state.sum > 0.f)) return value;
+  SoftmaxState<float> joined = state;
+  SoftmaxState<float> sink;
+  sink.max = p.sinks[q_head] * kLog2e;
+  sink.sum = 1.f;
+  float self_factor = 0.f;
+  float sink_factor = 0.f;
+  joined.merge(sink, self_factor, sink_factor);
+  return value * (state.sum * self_factor / joined.sum);
+}
+
 // The end of a block's attend: merge_o [warp][row][d] and merge_stats [warp][row][2] (max, sum),
 // written by every warp at the start of `smem` and made visible, are combined per (row, dim) and
 // handed to store(row, dim, value, state) with v_scale applied, 0 for an empty range.

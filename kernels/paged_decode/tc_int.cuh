@@ -97,10 +97,11 @@ __device__ __forceinline__ void load_f16_floats(const unsigned char* p, float (&
 }
 
 // attend() of the integer formats; its contract is tc.cuh's attend().
-template <DType kKv, int kHeadDim, int kMRows, bool kHalfBlocks, typename QRowOf, typename Store>
+template <DType kKv, int kHeadDim, int kMRows, bool kHalfBlocks, bool kWindow, typename QRowOf,
+          typename Store>
 __device__ __forceinline__ void attend_int(const PagedDecodeParams& p, unsigned char* smem,
-                                           int kv_head, int table_seq, int t_begin, int t_end,
-                                           int live_rows, QRowOf q_row_of, Store store) {
+                                           int kv_head, int table_seq, int t_begin, int t_first,
+                                           int t_end, int live_rows, QRowOf q_row_of, Store store) {
   using G = IntGeometry<kKv, kHeadDim, kMRows, kHalfBlocks>;
   using Side = typename G::Side;
   constexpr DType kMma = DType::f16;
@@ -269,7 +270,7 @@ __device__ __forceinline__ void attend_int(const PagedDecodeParams& p, unsigned 
       for (int i = 0; i < 4; ++i) o[t][nt][i] = 0.f;
     }
   }
-  const float scale = decode::score_scale_log2(p);
+  const ScoreMap score = score_map(p);
 
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
@@ -294,6 +295,7 @@ __device__ __forceinline__ void attend_int(const PagedDecodeParams& p, unsigned 
 
     const int warp_first = t_begin + i * kTileTokens + warp * kWarpTokens;  // first token
     if (warp_first >= t_end) continue;  // warp-uniform: nothing of this warp's is valid
+    if (kWindow && warp_first + kWarpTokens <= t_first) continue;  // all before the window
     const unsigned char* stage = ring + (i % kStages) * G::kStageBytes;
     const unsigned char* k_rows = stage + warp * kWarpTokens * G::kSmemRowBytes;
     const unsigned char* v_rows = k_rows + G::kTileBytes;
@@ -301,8 +303,8 @@ __device__ __forceinline__ void attend_int(const PagedDecodeParams& p, unsigned 
     const unsigned char* k_addr = k_rows + lane_row * G::kSmemRowBytes + (mat >> 1) * 16;
     const unsigned char* v_addr = v_rows + lane_row * G::kSmemRowBytes + (mat >> 1) * 16;
     const int lt = warp * kWarpTokens + g;  // this lane's tokens lt, lt + 8 of the tile
-    const bool live0 = warp_first + g < t_end;
-    const bool live1 = warp_first + g + 8 < t_end;
+    const bool live0 = warp_first + g < t_end && (!kWindow || warp_first + g >= t_first);
+    const bool live1 = warp_first + g + 8 < t_end && (!kWindow || warp_first + g + 8 >= t_first);
 
     // q's B fragments for k-steps ks and ks + 1 of n-tile nt: matrix mat is k-step ks + mat / 2,
     // positions 8 (mat % 2) + [0, 8), rows 8 nt + [0, 8).
@@ -461,13 +463,14 @@ __device__ __forceinline__ void attend_int(const PagedDecodeParams& p, unsigned 
     for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float v0 = live0 ? s[nt][e] * scale : -INFINITY;
-        const float v1 = live1 ? s[nt][2 + e] * scale : -INFINITY;
+        const float v0 = live0 ? score(s[nt][e]) : -INFINITY;
+        const float v1 = live1 ? score(s[nt][2 + e]) : -INFINITY;
         float tile_max = fmaxf(v0, v1);
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
-        // Token warp_first is valid, so tile_max is finite and so is m_new.
+        // One of the warp's tokens is valid (warp_first, or t_first in the window's first
+        // warp), so tile_max is finite and so is m_new.
         const float m_new = fmaxf(m_run[nt][e], tile_max);
         const float factor = dev::fast_exp2(m_run[nt][e] - m_new);  // m_run = -inf -> 0
         m_run[nt][e] = m_new;

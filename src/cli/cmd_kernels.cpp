@@ -47,6 +47,16 @@ std::string dtype_list(const std::vector<DType>& types) {
   return join(names);
 }
 
+// The attention variants a rung takes (KernelInfo::window, sinks, softcap): "window, sinks,
+// soft-cap", or "none".
+std::vector<std::string> variant_names(const kernels::KernelInfo& k) {
+  std::vector<std::string> names;
+  if (k.window) names.emplace_back("window");
+  if (k.sinks) names.emplace_back("sinks");
+  if (k.softcap) names.emplace_back("soft-cap");
+  return names;
+}
+
 std::string int_list(const std::vector<int>& v) {
   std::vector<std::string> names;
   for (int x : v) names.push_back(std::to_string(x));
@@ -56,16 +66,18 @@ std::string int_list(const std::vector<int>& v) {
 // The ladder as a Markdown table, the one README.md carries between its kernel-table markers
 // (a test compares the two byte for byte). Only what a rung is, never what a build compiled:
 // head dims and KV dtypes are left out because DECODEBENCH_HEAD_DIMS / _KV_DTYPES narrow them,
-// and the README must read the same whichever build printed it.
+// and the README must read the same whichever build printed it; q dtypes and block sizes too,
+// which every rung shares (README says so above the table).
 std::string kernels_markdown(const std::vector<kernels::KernelInfo>& ladder) {
   Table t;
-  t.columns = {{"rung"}, {"idea"}, {"q/out dtypes"}, {"block sizes"}, {"GQA group"}, {"workspace"}};
+  t.columns = {{"rung"}, {"idea"}, {"GQA group"}, {"workspace"}, {"variants"}};
   int rung = 0;
   for (const kernels::KernelInfo& k : ladder) {
-    t.add_row({fmt::format("v{} `{}`", rung++, k.name), k.idea, dtype_list(k.q_dtypes),
-               fmt::format("powers of two ≥ {}", k.min_block_size),
+    const std::vector<std::string> variants = variant_names(k);
+    t.add_row({fmt::format("v{} `{}`", rung++, k.name), k.idea,
                k.max_group > 0 ? "1 to " + std::to_string(k.max_group) : "any",
-               k.uses_workspace ? "split partials, planned per point" : "none"});
+               k.uses_workspace ? "split partials" : "none",
+               variants.empty() ? "none" : join(variants)});
   }
   return render_md(t);
 }
@@ -196,9 +208,12 @@ int run_kernels(const KernelsOptions& o) {
     table += fmt::format("      block sizes: {}\n", blocks);
     table += fmt::format("      GQA group:   {}{}\n", group,
                          k.uses_workspace ? "; needs a split workspace (planned per point)" : "");
+    const std::vector<std::string> variants = variant_names(k);
+    table += fmt::format("      variants:    {}\n", variants.empty() ? "none" : join(variants));
     nlohmann::json entry = {{"name", k.name},           {"idea", k.idea},
                             {"head_dims", k.head_dims}, {"min_block_size", k.min_block_size},
                             {"max_group", k.max_group}, {"uses_workspace", k.uses_workspace}};
+    entry["variants"] = variant_names(k);
     entry["kv_dtypes"] = nlohmann::json::array();
     for (DType t : k.kv_dtypes) entry["kv_dtypes"].push_back(dtype_name(t));
     entry["q_dtypes"] = nlohmann::json::array();

@@ -1,7 +1,8 @@
 # cmake/ladder.cmake's checks of kernels/paged_decode/ladder.json, with planted faults: a rung
 # without "compute" and one with an unknown unit must fail configuring with a message naming the
 # rung and the valid units; a well-formed rung passes and reports its unit. The same for
-# "prefix_aware" (required, boolean, needs "uses_workspace"), and "int_kv" (optional, boolean).
+# "prefix_aware" (required, boolean, needs "uses_workspace"), "int_kv" (optional, boolean) and
+# "variants" (optional, an array of window, sinks, softcap, each once).
 #   cmake -DLADDER_CMAKE=<cmake/ladder.cmake> -DWORK_DIR=<scratch dir> -P ladder_json_test.cmake
 cmake_minimum_required(VERSION 3.20)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -10,7 +11,7 @@ file(WRITE ${WORK_DIR}/r.cuh "")
 file(WRITE ${WORK_DIR}/read.cmake "cmake_minimum_required(VERSION 3.20)
 include(${LADDER_CMAKE})
 decodebench_read_ladder(${WORK_DIR}/ladder.json)
-message(STATUS \"compute=\${DECODEBENCH_RUNG_r_COMPUTE} int_kv=\${DECODEBENCH_RUNG_r_INT_KV}\")
+message(STATUS \"compute=\${DECODEBENCH_RUNG_r_COMPUTE} int_kv=\${DECODEBENCH_RUNG_r_INT_KV} variants=[\${DECODEBENCH_RUNG_r_VARIANTS}]\")
 ")
 
 # Configures `rung` (the JSON members after name and idea) and checks the outcome.
@@ -51,4 +52,14 @@ expect("${base}, \"compute\": \"tensor_core\"" TRUE "int_kv=OFF")
 expect("${base}, \"compute\": \"tensor_core\", \"int_kv\": true" TRUE "int_kv=ON")
 expect("${base}, \"compute\": \"tensor_core\", \"int_kv\": \"yes\"" FALSE
        "int_kv must be true or false")
+# variants: optional (none when absent), an array of known names, none twice.
+expect("${base}, \"compute\": \"fma\"" TRUE "variants=[]")
+expect("${base}, \"compute\": \"fma\", \"variants\": [\"window\", \"softcap\"]" TRUE
+       "variants=[window;softcap]")
+expect("${base}, \"compute\": \"fma\", \"variants\": \"window\"" FALSE
+       "variants must be an array")
+expect("${base}, \"compute\": \"fma\", \"variants\": [\"sliding\"]" FALSE
+       "variant 'sliding' is unknown or listed twice (valid: window, sinks, softcap)")
+expect("${base}, \"compute\": \"fma\", \"variants\": [\"sinks\", \"sinks\"]" FALSE
+       "variant 'sinks' is unknown or listed twice")
 file(REMOVE_RECURSE ${WORK_DIR})

@@ -242,25 +242,48 @@ TEST(UnsupportedReason, ShapeMessagesNameTheValueAndTheValidChoices) {
   expect_refusal(gqa, p, {"batch 0"}, shape_scope);
 }
 
-// No rung of the ladder takes a window, sinks or a soft-cap: each refuses them by name and
-// points at the cpu backend; a rung that says it takes them (the cpu decode) does, and a sink
-// flag without its logits is refused at launch.
-TEST(UnsupportedReason, TheRungsRefuseWindowsSinksAndSoftCap) {
+// A rung takes the variants its ladder.json entry lists and refuses the others by name, naming
+// the rungs that take them and the cpu backend; a rung that takes them all does, and a sink flag
+// without its logits is refused at launch.
+TEST(UnsupportedReason, TheRungsRefuseTheVariantsTheyDoNotTake) {
   Buffers b;
   for (const k::KernelInfo& info : full_ladder()) {
+    SCOPED_TRACE(info.name);
     k::PagedDecodeParams p = launchable(b);
     p.window = 4096;
-    expect_refusal(info, p, {"a sliding window of 4096 tokens", "kernel 'cpu' takes them"},
-                   k::CheckScope::shape);
+    if (info.window) {
+      EXPECT_EQ(k::unsupported_reason(info, p, k::CheckScope::shape), "");
+    } else {
+      expect_refusal(info, p, {"a sliding window of 4096 tokens", "'tc'", "kernel 'cpu' take them"},
+                     k::CheckScope::shape);
+    }
     p = launchable(b);
     p.has_sinks = true;
-    expect_refusal(info, p, {"attention sinks"}, k::CheckScope::shape);
+    if (info.sinks) {
+      EXPECT_EQ(k::unsupported_reason(info, p, k::CheckScope::shape), "");
+    } else {
+      expect_refusal(info, p, {"attention sinks", "'tc', 'cascade'"}, k::CheckScope::shape);
+    }
     p = launchable(b);
     p.softcap = 50.f;
-    expect_refusal(info, p, {"logit soft-capping", "full attention without"}, k::CheckScope::shape);
+    if (info.softcap) {
+      EXPECT_EQ(k::unsupported_reason(info, p, k::CheckScope::shape), "");
+    } else {
+      expect_refusal(info, p, {"logit soft-capping", "full attention without"},
+                     k::CheckScope::shape);
+    }
+  }
+  // What ladder.json says, as compiled: the CUDA-core rungs take none, tc all three, cascade all
+  // but windows.
+  for (const k::KernelInfo& info : k::kernel_ladder()) {
+    const bool tc = info.name == "tc";
+    const bool cascade = info.name == "cascade";
+    EXPECT_EQ(info.window, tc) << info.name;
+    EXPECT_EQ(info.sinks, tc || cascade) << info.name;
+    EXPECT_EQ(info.softcap, tc || cascade) << info.name;
   }
   k::KernelInfo takes = full_ladder()[0];
-  takes.variants = true;
+  takes.window = takes.sinks = takes.softcap = true;
   k::PagedDecodeParams p = launchable(b);
   p.window = 128;
   p.softcap = 30.f;
@@ -270,6 +293,11 @@ TEST(UnsupportedReason, TheRungsRefuseWindowsSinksAndSoftCap) {
   const float sinks[8] = {};
   p.sinks = sinks;
   EXPECT_EQ(k::unsupported_reason(takes, p, k::CheckScope::launch), "");
+  // Only what is set and not taken is named.
+  takes.window = false;
+  const std::string why = k::unsupported_reason(takes, p, k::CheckScope::shape);
+  EXPECT_NE(why.find("a sliding window of 128 tokens"), std::string::npos) << why;
+  EXPECT_EQ(why.find("attention sinks"), std::string::npos) << why;
 }
 
 // No rung takes MLA's absorbed shape (values narrower than the keys, inside them): each refuses

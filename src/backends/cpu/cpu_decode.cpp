@@ -150,10 +150,11 @@ const kernels::KernelInfo& decode_info() {
     for (const KvFormatInfo& f : kKvFormats) k.kv_dtypes.push_back(f.dtype);  // every format
     k.q_dtypes = {DType::f16, DType::bf16};
     k.min_block_size = 1;
-    k.max_group = 0;    // any
-    k.max_batch = 0;    // any: no grid limits on the host
-    k.variants = true;  // window, sinks, soft-cap: decode_step (not the cascade, which refuses)
-    k.mla = true;       // cpu_decode_mla.cpp
+    k.max_group = 0;  // any
+    k.max_batch = 0;  // any: no grid limits on the host
+    // window, sinks, soft-cap: decode_step (not the cascade, which refuses them)
+    k.window = k.sinks = k.softcap = true;
+    k.mla = true;  // cpu_decode_mla.cpp
     return k;
   }();
   return info;

@@ -63,6 +63,12 @@ AttentionStep::AttentionStep(const Workload& w, const k::KernelInfo& kernel,
   upload_f16(w.k_zeros, k_zeros_, params_.k_zeros);
   upload_f16(w.v_scales, v_scales_, params_.v_scales);
   upload_f16(w.v_zeros, v_zeros_, params_.v_zeros);
+  // [Hq] fp32 sink logits, for a model with sinks (the rungs that take them read them once).
+  if (!w.sinks.empty()) {
+    sinks_ = DeviceBuffer(w.sinks.size() * sizeof(float));
+    sinks_.upload(w.sinks.data(), sinks_.bytes(), stream_);
+    params_.sinks = sinks_.as<const float>();
+  }
   // [rows][max_blocks_per_seq] and [rows] int32
   tables_ = DeviceBuffer(w.layout.block_tables.size() * sizeof(std::int32_t));
   tables_.upload(w.layout.block_tables.data(), tables_.bytes(), stream_);

@@ -48,6 +48,7 @@ class AttentionStep {
   DeviceBuffer q_, out_, k_cache_, v_cache_, tables_, lens_;
   // The integer KV formats' f16 scales and zeros (empty for the float formats).
   DeviceBuffer k_scales_, k_zeros_, v_scales_, v_zeros_;
+  DeviceBuffer sinks_;      // [Hq] fp32, for a model with sinks
   DeviceBuffer workspace_;  // split_kv: partial_out and partial_lse (kernels::split_kv_workspace)
   DeviceBuffer plan_;       // prefix-aware rungs: kernels::PrefixPlan::packed()
 };

@@ -95,6 +95,12 @@ struct PagedDecodeParams {
   // Last, so the fields the GPU rungs read keep their parameter offsets: moving them once tipped
   // prefix_kernel<int4, 256> (255 registers) into a spill.
   std::int32_t v_head_dim = 0;
+  // Derived from softcap by the tensor-core launchers (with_score_cap); callers leave them 0:
+  // a raw q . k times score_cap_in is 2 log2(e) s / softcap (s the scaled score), and
+  // score_cap_out is softcap / (softmax_scale k_scale). The inner loop reads them from the
+  // parameter bank, not registers.
+  float score_cap_in = 0.f;
+  float score_cap_out = 0.f;
 };
 
 // MLA's absorbed shape: values narrower than the keys, read from the K rows.

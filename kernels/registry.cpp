@@ -160,10 +160,13 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
       std::string takers;
       for (const Rung& rung : kRungs) {
         if ((!window || rung.window) && (!sinks || rung.sinks) && (!softcap || rung.softcap))
-          takers += "'" + std::string(rung.name) + "', ";
+          takers += (takers.empty() ? "'" : ", '") + std::string(rung.name) + "'";
       }
-      return refuse(what, "full attention without sinks or soft-capping; kernels " + takers +
-                              "and the cpu backend's kernel 'cpu' take them");
+      return refuse(what, "full attention without sinks or soft-capping; " +
+                              (takers.empty() ? std::string("the cpu backend's kernel 'cpu' takes")
+                                              : "kernels " + takers +
+                                                    " and the cpu backend's kernel 'cpu' take") +
+                              " them");
     }
   }
   if (scope == CheckScope::shape) return {};

@@ -33,6 +33,7 @@
 //   dev::launch_shape_of(kernel, name, group_cap, grid, block, smem_bytes) -> LaunchShape
 //       the same launch described for kernels::launch_shape (the address only under nvcc)
 //   dev::fast_exp2(float) dev::fast_rsqrt(float)        ex2.approx.ftz / rsqrt.approx.ftz
+//   dev::fast_rcp(float)                               rcp.approx.ftz
 //   dev::FastExp2{}                                    fast_exp2 as a function object
 //   dev::ld_global_nc_v4(const void* p) -> uint4        16-byte read-only load (ld.global.nc)
 //   dev::ld_v4(const void* p) -> uint4 / dev::st_v4(void* p, uint4)   16-byte generic load/store
@@ -80,6 +81,7 @@ namespace decodebench::dev {
 
 __device__ __forceinline__ float fast_exp2(float x) { return ptx::ex2_approx_ftz(x); }
 __device__ __forceinline__ float fast_rsqrt(float x) { return ptx::rsqrt_approx_ftz(x); }
+__device__ __forceinline__ float fast_rcp(float x) { return ptx::rcp_approx_ftz(x); }
 // fast_exp2 as a function object, for SoftmaxState::merge. __host__ __device__ so that the
 // host-device merge may call it; only its device side ever runs.
 struct FastExp2 {
@@ -255,6 +257,7 @@ namespace decodebench::dev {
 
 inline float fast_exp2(float x) { return std::exp2(x); }
 inline float fast_rsqrt(float x) { return 1.f / std::sqrt(x); }
+inline float fast_rcp(float x) { return 1.f / x; }
 struct FastExp2 {  // fast_exp2 as a function object, for SoftmaxState::merge
   float operator()(float x) const { return fast_exp2(x); }
 };

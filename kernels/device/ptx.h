@@ -18,6 +18,13 @@ __device__ __forceinline__ float ex2_approx_ftz(float x) {
   return y;
 }
 
+// 1/x, approximate (1 ulp), flushes subnormals; 1/inf = 0. One MUFU.RCP.
+__device__ __forceinline__ float rcp_approx_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // 1/sqrt(x), approximate, flushes subnormals. One MUFU.RSQ.
 __device__ __forceinline__ float rsqrt_approx_ftz(float x) {
   float y;

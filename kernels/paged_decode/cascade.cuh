@@ -41,18 +41,19 @@
 //   instructions per KV byte stay near tc's while each byte serves up to 16 query rows.
 //   registers: O is d/2 floats per lane in the prefix pass (all four C registers of d/8 tiles)
 //   against tc's d/4. ptxas sm_90a (nvcc 13.0), no spills, no local memory: prefix pass d 64 /
-//   128 / 256 = 96 / 164 / 252 (f16), 79 / 127 / 255 (fp8_e4m3); suffix pass 81 / 122 / 185
-//   (f16), 70 / 114 / 182 (fp8_e4m3). At d 256 the prefix pass is at the 255 limit: one block
+//   128 / 256 = 95 / 127 / 254 (f16), 79 / 127 / 254 (fp8_e4m3); suffix pass 82 / 120 / 224
+//   (f16), 70 / 114 / 180 (fp8_e4m3). At d 256 the prefix pass is at the 255 limit: one block
 //   per SM (f16, shared memory binds there anyway) or two (fp8). Integer KV: tc_int.cuh (both
 //   passes; the prefix pass is its two n8 tiles of query rows), registers in
 //   build/kernel-resources.md.
-//   static model (SASS main loop, d 128, H200): prefix pass .076 / .149 instructions per KV
-//   byte (f16 / fp8_e4m3), an issue bound of 13.7 / 7.0 TB/s; suffix pass .085 / .164, 12.3 /
-//   6.4 TB/s (tc: .084 / .164). Both above HBM's 4.8 TB/s; the prefix pass's bytes serve up to
-//   16 query rows each. Integer KV, prefix / suffix pass, their scales and zeros counted at
-//   P = 16 (docs/design.md "Static model"): int8 .181 / .143 (5.8 / 7.3 TB/s), int4 .338 / .249
-//   (3.1 / 4.2; at P = 8 .417 / .291), int4_token .342 / .234 (3.1 / 4.5).
-// Variants: both passes soft-cap their scores and the merge adds a sink (tc's ScoreMap and
+//   static model (SASS main loop, d 128, H200, the soft-cap's block included): prefix pass .083
+//   / .161 instructions per KV byte (f16 / fp8_e4m3), an issue bound of 12.7 / 6.5 TB/s; suffix
+//   pass .090 / .176, 11.7 / 5.9 TB/s (tc: .088 / .177). Both above HBM's 4.8 TB/s; the prefix
+//   pass's bytes serve up to 16 query rows each. Integer KV, prefix / suffix pass, their scales
+//   and zeros counted at P = 16 (docs/design.md "Static model"): int8 .194 / .150 (5.4 / 7.0
+//   TB/s), int4 .357 / .259 (2.9 / 4.0; at P = 8 .442 / .301), int4_token .363 / .245 (2.9 /
+//   4.3).
+// Variants: both passes soft-cap their scores and the merge adds a sink (tc's soft_cap and
 // merge); windows are refused (ladder.json), since a prefix tile's rows would each need their
 // member's own window start.
 // `--kernel auto` does not pick cascade (not measured on a GPU yet; kernels::choose_kernel takes
@@ -144,7 +145,8 @@ inline dim3 prefix_grid(const PagedDecodeParams& p) {
 
 // The prefix pass, the suffix pass and the merge of one step (launch_cascade).
 template <DType kKv, int kHeadDim, bool kHalfBlocks>
-LaunchResult launch_passes(const PagedDecodeParams& p, void* stream) {
+LaunchResult launch_passes(const PagedDecodeParams& params, void* stream) {
+  const PagedDecodeParams p = tc_detail::with_score_cap(params);
   LaunchResult prefix = DECODEBENCH_LAUNCH(
       (prefix_kernel<kKv, kHeadDim, kHalfBlocks>), prefix_grid(p), dim3(kThreads),
       (tc_detail::smem_bytes<kKv, kHeadDim, kPrefixTileRows, kHalfBlocks>()), stream, p);

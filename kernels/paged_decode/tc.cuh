@@ -18,8 +18,9 @@
 //   d = 128: 8 KiB of K+V for ~48 MMA + 24 ldmatrix + ~70 other warp instructions, the same
 //   count at group 1 and at group 8. The MMAs are 8 KiB x 24 FLOP/B = 196 kFLOP, ~5x below the
 //   SM's mma.sync rate at 20 B/clk. The static model (SASS of the main loop, README) reads
-//   .08 / .16 instructions per KV byte (f16 / fp8; fp8 fragments are byte loads + cvt) against
-//   .35 / .65 for pipelined at cap 8: an issue bound of 12.4 / 6.4 TB/s, above HBM's 4.8.
+//   .09 / .18 instructions per KV byte (f16 / fp8; fp8 fragments are byte loads + cvt; the
+//   soft-cap's block counted though a model without one skips it) against .35 / .65 for
+//   pipelined at cap 8: an issue bound of 11.8 / 5.9 TB/s, above HBM's 4.8.
 // Integer KV (int8, int4, int4_token): tc_int.cuh, with tokens on the MMA's M and the query rows
 //   on N (no padded rows), the codes converted by kv_convert.cuh and the scales staged with them;
 //   its header has the layout, the scale folds and the napkin math.
@@ -42,7 +43,7 @@
 // rows padded by 16 bytes so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
 //   ring: 2 stages (34 KiB each, 16-bit KV, d = 128) or up to 5 (fp8, d = 64); d = 256 16-bit:
 //     2 x 66 KiB, one block per SM with 66 KiB in flight, still above Little's law's ~21 KiB
-//   registers (ptxas sm_90a): d 64 / 128 / 256 = 92 / 152 / 186 (16-bit), 72 / 116 / 182 (fp8),
+//   registers (ptxas sm_90a): d 64 / 128 / 256 = 82 / 120 / 186 (16-bit), 74 / 116 / 182 (fp8),
 //     no spills (build/kernel-resources.md has every instance, the integer ones included);
 //     O is d/4 floats per lane (only the live C registers are kept), q and K/V fragments are
 //     reloaded from shared memory per k-step
@@ -70,8 +71,8 @@
 // partials + log2-sum-exp2 to the workspace and split_kv's merge kernel combines them.
 // Variants (docs/design.md "Attention patterns"): a sliding window starts the split range at the
 // block holding the window's first token and masks the tokens before it (attend's kWindow); the
-// soft-cap maps scores in ScoreMap; a sink joins the row's final softmax state at the store (one
-// split) or in the merge kernel (several).
+// soft-cap rewrites the raw scores in place (soft_cap); a sink joins the row's final softmax
+// state at the store (one split) or in the merge kernel (several).
 // `--kernel auto` does not pick tc (kernels::choose_kernel takes the first splitting rung of the
 // ladder, split_kv, and otherwise only rungs without a workspace): name it, `--kernel tc`.
 #pragma once
@@ -177,7 +178,7 @@ __device__ __forceinline__ void attend_float(const PagedDecodeParams& p, unsigne
 #pragma unroll
     for (int i = 0; i < kC; ++i) o[n][i] = 0.f;
   }
-  const ScoreMap score = score_map(p);
+  const float scale = decode::score_scale_log2(p);
 
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
@@ -237,6 +238,7 @@ __device__ __forceinline__ void attend_float(const PagedDecodeParams& p, unsigne
       load_k_fragments<kKv, kHeadDim>(k_rows, ks, lane, kb);
       mma_qk(ks, kb, s);
     }
+    soft_cap(p, s);
     // Online softmax of rows lane / 4 + 8 h over their tokens j 8 + 2 (lane % 4) + e.
     float w[2][kC];
 #pragma unroll
@@ -249,7 +251,7 @@ __device__ __forceinline__ void attend_float(const PagedDecodeParams& p, unsigne
         for (int e = 0; e < 2; ++e) {
           const int t = warp_first + j * 8 + 2 * (lane % 4) + e;
           const bool live = t < t_end && (!kWindow || t >= t_first);
-          sc[j][e] = live ? score(s[j][2 * h + e]) : -INFINITY;
+          sc[j][e] = live ? s[j][2 * h + e] * scale : -INFINITY;
           tile_max = fmaxf(tile_max, sc[j][e]);
         }
       }
@@ -346,7 +348,7 @@ constexpr std::size_t smem_bytes() {
 // t_first (a sliding window's first token, in the range's first block) are read and masked, and
 // a warp whose 16 tokens all lie before it skips them; t_begin stays a block boundary, which the
 // integer formats' per-block scales and the byte model (a window reads whole blocks) assume.
-// Scores are soft-capped when PagedDecodeParams::softcap is set (ScoreMap). Ends with the 4
+// Scores are soft-capped when PagedDecodeParams::softcap is set (soft_cap). Ends with the 4
 // warps merged and store(r, dim, value, state) called once per live (row, dim): value is the
 // row's normalized output (v_scale applied, 0 for an empty range), state its softmax state (sum
 // 0 when empty). `smem` holds smem_bytes<kKv, kHeadDim, kMRows, kHalfBlocks>(). kHalfBlocks:
@@ -430,7 +432,8 @@ LaunchShape shape_tc(const PagedDecodeParams& p) {
 // checked once by unsupported_reason). One split writes `out` directly; more launch split_kv's
 // merge kernel.
 template <DType kKvDtype, int kHeadDim>
-LaunchResult launch_tc(const PagedDecodeParams& p, void* stream) {
+LaunchResult launch_tc(const PagedDecodeParams& params, void* stream) {
+  const PagedDecodeParams p = tc_detail::with_score_cap(params);
   LaunchResult main;
   if (tc_detail::half_blocks<kKvDtype>(p.block_size)) {
     if constexpr (kKvDtype == DType::int4) {

@@ -254,30 +254,34 @@ __device__ __forceinline__ void split_range(int lo, int hi, int unit, int n, int
   end = lo + (first + count) * unit < hi ? lo + (first + count) * unit : hi;
 }
 
-// A key's score in the log2 domain from the MMA's dot product `raw` (q . k, k_scale not
-// applied): raw times the softmax scale, or, with a soft-cap c (PagedDecodeParams::softcap),
-// c tanh(s / c) of the scaled score s. The cap is off the hot path of every other model: one
-// block-uniform branch, its constants read from the kernel parameters where they are used (held
-// in registers across the loop they tipped cascade's prefix pass at d 256 into a spill).
-// tanh(x) = 1 - 2 / (2^(2x log2 e) + 1): one ex2 and one fast division, no branch (tanhf's
-// branches made the prefix pass spill at d 128). Its absolute error (~1e-7) is what counts: the
-// softmax sees a capped score's absolute error, c times it.
-struct ScoreMap {
-  const PagedDecodeParams& p;
-  float scale;  // raw -> log2 domain, no cap
-  __device__ __forceinline__ float operator()(float raw) const {
-    if (p.softcap > 0.f) {
-      const float two_x_log2e =
-          __fdividef(raw * (2.f * kLog2e) * p.softmax_scale * p.k_scale, p.softcap);
-      const float tanh_x = 1.f - __fdividef(2.f, dev::fast_exp2(two_x_log2e) + 1.f);
-      return p.softcap * kLog2e * tanh_x;
+// Soft-capping (PagedDecodeParams::softcap = c) of a warp's raw scores in place, before they are
+// scaled: s = q . k becomes (c / t) tanh(t s / c), t = softmax_scale k_scale, so that the usual
+// scaling gives c tanh(scaled score / c). One block-uniform branch a tile, off the hot path of
+// every model without a cap; the constants (with_score_cap) are read from the kernel parameters,
+// not held in registers across the loop (that tipped cascade's prefix pass into a spill).
+// tanh(x) = 1 - 2 / (2^(2x log2 e) + 1): one ex2 and one reciprocal, no branch (tanhf's branches
+// made the prefix pass spill); its absolute error (~1e-7) is what counts, as the softmax sees a
+// capped score's absolute error, c times it.
+template <int kN, int kM>
+__device__ __forceinline__ void soft_cap(const PagedDecodeParams& p, float (&s)[kN][kM]) {
+  if (!(p.score_cap_out > 0.f)) return;
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+#pragma unroll
+    for (int j = 0; j < kM; ++j) {
+      const float r = dev::fast_rcp(dev::fast_exp2(s[i][j] * p.score_cap_in) + 1.f);  // inf: 0
+      s[i][j] = p.score_cap_out * fmaf(-2.f, r, 1.f);
     }
-    return raw * scale;
   }
-};
+}
 
-__device__ __forceinline__ ScoreMap score_map(const PagedDecodeParams& p) {
-  return ScoreMap{p, decode::score_scale_log2(p)};
+// `p` with the soft-cap's constants derived (soft_cap): what the tensor-core launchers launch.
+inline PagedDecodeParams with_score_cap(const PagedDecodeParams& p) {
+  PagedDecodeParams q = p;
+  const float t = p.softmax_scale * p.k_scale;
+  q.score_cap_in = p.softcap > 0.f ? 2.f * kLog2e * t / p.softcap : 0.f;
+  q.score_cap_out = p.softcap > 0.f ? p.softcap / t : 0.f;
+  return q;
 }
 
 // The normalized output `value` of query head `q_head` over all its keys (softmax state

@@ -270,7 +270,7 @@ __device__ __forceinline__ void attend_int(const PagedDecodeParams& p, unsigned 
       for (int i = 0; i < 4; ++i) o[t][nt][i] = 0.f;
     }
   }
-  const ScoreMap score = score_map(p);
+  const float scale = decode::score_scale_log2(p);
 
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
@@ -457,14 +457,15 @@ __device__ __forceinline__ void attend_int(const PagedDecodeParams& p, unsigned 
       }
     }
 
+    soft_cap(p, s);
     // ---- Online softmax of each query row (a C column) over the 16 tokens ----
     float wt[kNT][4];
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float v0 = live0 ? score(s[nt][e]) : -INFINITY;
-        const float v1 = live1 ? score(s[nt][2 + e]) : -INFINITY;
+        const float v0 = live0 ? s[nt][e] * scale : -INFINITY;
+        const float v1 = live1 ? s[nt][2 + e] * scale : -INFINITY;
         float tile_max = fmaxf(v0, v1);
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));

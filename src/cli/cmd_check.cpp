@@ -37,9 +37,11 @@ ModelShape check_model(int num_q_heads, int num_kv_heads, int head_dim) {
 
 // The default cases, odd on purpose (STYLE.md 16): a partial last block, a single token, MHA
 // and GQA 4/8, every block size the kernels take, ragged lengths, hit rates 0/0.5/1 with two
-// prefix groups, bf16 q, and a long single sequence on few KV heads so split_kv really splits.
-// Every (kernel, kv dtype, head_dim) gets the main case; the extra shapes run at the first
-// dtype/head_dim only, keeping `check --backend emu` to a few minutes.
+// prefix groups, bf16 q, a long single sequence on few KV heads so split_kv really splits, and
+// the attention variants (a window starting mid-block with sinks and a soft-cap; sinks and a
+// soft-cap over shared prefixes), which the rungs that do not take them skip. Every (kernel, kv
+// dtype, head_dim) gets the main case; the extra shapes run at the first dtype/head_dim only,
+// keeping `check --backend emu` to a few minutes.
 std::vector<SweepPoint> default_points(const std::vector<std::string>& kernels,
                                        std::uint64_t seed) {
   struct Shape {
@@ -49,18 +51,27 @@ std::vector<SweepPoint> default_points(const std::vector<std::string>& kernels,
     double hit_rate;
     int groups;
     DType q_dtype;
+    int window = 0;
+    bool sinks = false;
+    double softcap = 0;
   };
   const Shape main_case{8, 2, 3, ContextSpec::fixed(17), 16, 0.5, 1, DType::f16};
   const Shape extra[] = {
       {2, 2, 1, ContextSpec::fixed(1), 8, 0.0, 1, DType::f16},          // one token, MHA
       {8, 1, 7, ContextSpec::ragged(15, 97), 32, 1.0, 2, DType::bf16},  // GQA 8, ragged, h = 1
       {4, 1, 1, ContextSpec::fixed(1000), 16, 0.0, 1, DType::f16},      // long, few heads: splits
+      // window 37 from mid-block, sinks, soft-cap 3
+      {8, 2, 5, ContextSpec::ragged(15, 300), 16, 0.0, 1, DType::f16, 37, true, 3.0},
+      // sinks and soft-cap over shared prefixes
+      {8, 2, 4, ContextSpec::fixed(200), 16, 0.5, 1, DType::bf16, 0, true, 3.0},
   };
   const int head_dims[] = {64, 128, 256};
   std::vector<SweepPoint> points;
   auto add = [&](const std::string& kernel, const Shape& s, DType kv, int d) {
     SweepPoint p;
-    p.spec.model = check_model(s.hq, s.hkv, d);
+    p.spec.model = check_model(s.hq, s.hkv, d).with_window(s.window);
+    p.spec.model.sinks = s.sinks;
+    p.spec.model.attn_logit_softcapping = s.softcap;
     p.spec.batch = s.batch;
     p.spec.context = s.context;
     p.spec.hit_rate = s.hit_rate;
@@ -86,10 +97,17 @@ bool any_axis_given(const SweepFlags& f) { return !f.config.empty() || workload_
 
 std::string shape_label(const SweepPoint& p) {
   const WorkloadSpec& s = p.spec;
-  return fmt::format("{:<9} kv={:<8} q={:<4} d={:<3} Hq/Hkv={}/{} P={:<2} b={} ctx={} h={:g} G={}",
-                     p.kernel, dtype_name(s.kv_dtype), dtype_name(s.q_dtype), s.model.head_dim,
-                     s.model.num_q_heads, s.model.num_kv_heads, s.block_size, s.batch,
-                     context_label(s.context), s.hit_rate, s.prefix_groups);
+  std::string variants;
+  if (s.model.sliding_window > 0) variants += fmt::format(" W={}", s.model.sliding_window);
+  if (s.model.sinks) variants += " sinks";
+  if (s.model.attn_logit_softcapping > 0) {
+    variants += fmt::format(" cap={:g}", s.model.attn_logit_softcapping);
+  }
+  return fmt::format(
+      "{:<9} kv={:<8} q={:<4} d={:<3} Hq/Hkv={}/{} P={:<2} b={} ctx={} h={:g} G={}{}", p.kernel,
+      dtype_name(s.kv_dtype), dtype_name(s.q_dtype), s.model.head_dim, s.model.num_q_heads,
+      s.model.num_kv_heads, s.block_size, s.batch, context_label(s.context), s.hit_rate,
+      s.prefix_groups, variants);
 }
 
 int run(const CheckOptions& o) {
@@ -175,7 +193,8 @@ int run(const CheckOptions& o) {
   std::cout << fmt::format("{} ok, {} wrong, {} errors, {} skipped", ok, wrong, errors, skipped);
   if (skipped_unbuilt > 0) {
     std::cout << fmt::format(
-        ", {} default cases not supported by this build (--verbose lists them)", skipped_unbuilt);
+        ", {} default cases this build or kernel does not take (--verbose lists them)",
+        skipped_unbuilt);
   }
   std::cout << '\n';
   report.completion.points_planned = static_cast<int>(points.size());

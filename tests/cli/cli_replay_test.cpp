@@ -247,11 +247,27 @@ TEST(CliReplay, NumericOptionsAreRangeCheckedBeforeAnythingIsMeasured) {
 // The shipped operator tables (configs/sweeps/trace*.json, tiers*.json, prefill-link*.json) parse
 // and run: their own pools, policies, TTLs, KV dtypes and rate, shrunk by the command line to a
 // few requests, one step per setting and the attention alone on the CPU (trace.json names the
-// cuda backend and its rungs).
+// cuda backend and its rungs), of a two-layer model: the configs are under test, not the
+// steps, and an 8B model's 1.8 GB of KV per step made this the suite's slowest test.
 TEST(CliReplay, ShippedTraceConfigsRun) {
   TempDir dir;
-  // The configs are under test, not the ceilings: small buffers instead of GiBs per replay (this
-  // test process alone; the runs inherit it).
+  // The runs read a copy of configs/ that adds the small model (this test process alone; the
+  // runs inherit it), and small ceiling buffers instead of GiBs per replay.
+  const std::filesystem::path configs = dir / "configs";
+  std::filesystem::copy(DECODEBENCH_CONFIGS, configs, std::filesystem::copy_options::recursive);
+  json small =
+      json::parse(read_file(std::string(DECODEBENCH_CONFIGS) + "/models/llama-3.1-8b.json"));
+  small["name"] = "two-layer-test";
+  small["num_layers"] = 2;
+  small["num_q_heads"] = 8;
+  small["num_kv_heads"] = 2;
+  small["head_dim"] = 64;
+  small["hidden_size"] = 512;
+  small["intermediate_size"] = 1024;
+  small["vocab_size"] = 1000;
+  small["num_params"] = 10000000;
+  write_file((configs / "models" / "two-layer-test.json").string(), small.dump());
+  ::setenv("DECODEBENCH_CONFIGS", configs.c_str(), 1);
   ::setenv("DECODEBENCH_CEILING_BYTES", "16777216", 1);
   int n = 0;
   for (const auto& e :
@@ -266,7 +282,8 @@ TEST(CliReplay, ShippedTraceConfigsRun) {
     // The configs' settings are parsed and validated whole; the measured steps are cut to the
     // least that still runs every setting (the first steps, one row checked, warm samples).
     const CliResult r = run_cli("replay --config '" + e.path().string() +
-                                    "' --backend cpu --kernel cpu --max-requests 2 "
+                                    "' --model two-layer-test --backend cpu --kernel cpu "
+                                    "--max-requests 2 "
                                     "--max-steps 16 --sample-steps 1 --scope attention "
                                     "--validate-max-rows 1 --min-samples 1 --min-time 0 "
                                     "--timeout 0.2 --warm -q --out '" +

@@ -327,114 +327,123 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
   publish(nullptr);
   if (options.checkpoint) options.checkpoint(report);
 
-  int index = 0;
-  bool stopped = false;
-  for (std::size_t si = 0; si < settings.size() && !stopped; ++si) {
-    const ReplaySetting& setting = settings[si];
-    const ScheduleConfig sc = schedule_config(plan, setting);
-    const auto t0 = std::chrono::steady_clock::now();
-    const ReplaySchedule schedule = simulate_schedule(trace, sc);
-    const double simulate_s = seconds_since(t0);
-    const std::vector<std::int64_t> sampled = sample_steps(schedule, plan.sample_steps);
-    json cell = {{"setting", setting_json(setting, schedule, trace.block_tokens)},
-                 {"schedule", schedule_json(trace, schedule, plan, simulate_s)},
-                 {"kernels", json::array()}};
-    if (options.progress) {
-      options.progress(fmt::format(
-          "setting {}/{}: pool {:.3g} GB {} kv={}: {} steps simulated in {:.2f} s, hit rate "
-          "{:.3f}, measuring {} of them",
-          si + 1, settings.size(), static_cast<double>(setting.kv_pool_bytes) / 1e9,
-          policy_name(setting.policy), dtype_name(setting.kv_dtype), schedule.steps.size(),
-          simulate_s, schedule.hit_rate, sampled.size()));
-    }
-    for (const std::string& kernel : plan.kernels) {
-      json steps = json::array();
-      std::vector<double> times;
-      std::string failed;
-      for (std::int64_t step : sampled) {
-        if (stop_requested()) {
-          stopped = true;
-          break;
+  try {
+    int index = 0;
+    bool stopped = false;
+    for (std::size_t si = 0; si < settings.size() && !stopped; ++si) {
+      const ReplaySetting& setting = settings[si];
+      const ScheduleConfig sc = schedule_config(plan, setting);
+      const auto t0 = std::chrono::steady_clock::now();
+      const ReplaySchedule schedule = simulate_schedule(trace, sc);
+      const double simulate_s = seconds_since(t0);
+      const std::vector<std::int64_t> sampled = sample_steps(schedule, plan.sample_steps);
+      json cell = {{"setting", setting_json(setting, schedule, trace.block_tokens)},
+                   {"schedule", schedule_json(trace, schedule, plan, simulate_s)},
+                   {"kernels", json::array()}};
+      if (options.progress) {
+        options.progress(fmt::format(
+            "setting {}/{}: pool {:.3g} GB {} kv={}: {} steps simulated in {:.2f} s, hit rate "
+            "{:.3f}, measuring {} of them",
+            si + 1, settings.size(), static_cast<double>(setting.kv_pool_bytes) / 1e9,
+            policy_name(setting.policy), dtype_name(setting.kv_dtype), schedule.steps.size(),
+            simulate_s, schedule.hit_rate, sampled.size()));
+      }
+      for (const std::string& kernel : plan.kernels) {
+        json steps = json::array();
+        std::vector<double> times;
+        std::string failed;
+        for (std::int64_t step : sampled) {
+          if (stop_requested()) {
+            stopped = true;
+            break;
+          }
+          const StepPoint sp =
+              step_point(trace, schedule, step, plan, setting.kv_dtype, kernel, index);
+          PointResult r;
+          try {
+            r = run_layout_point(backend, sp.point, sp.layout, plan.measure, device,
+                                 options.interrupted);
+          } catch (const Interrupted&) {
+            stopped = true;
+            break;
+          } catch (const RuntimeFailure& e) {
+            r = not_run_result(sp.point, backend.name());
+            r.status = PointStatus::error;
+            r.reason = e.what();
+            report.completion.state = Completion::State::device_failure;
+            report.completion.reason =
+                fmt::format("device failure at replay step {}: {}", step, e.what());
+            stopped = true;
+          }
+          r.index = index++;
+          const DecodeStep& st = schedule.steps[static_cast<std::size_t>(step)];
+          const double t = model_step_seconds(r);
+          steps.push_back(
+              {{"step", step},
+               {"batch", st.batch},
+               {"kv_tokens", st.kv_tokens},
+               {"shared_tokens", st.shared_tokens},
+               {"kv_bytes", static_cast<double>(st.kv_tokens) * schedule.kv_bytes_per_token},
+               {"result", r.index},
+               {"kernel", r.kernel},
+               {"status", status_name(r.status)},
+               {"step_s", number_or_null(t)},
+               {"modeled_s", st.modeled_s}});
+          if (!std::isfinite(t) && failed.empty()) {
+            failed = fmt::format("step {} is {}{}{}", step, status_name(r.status),
+                                 r.reason.empty() ? "" : ": ", r.reason);
+          }
+          times.push_back(t);
+          if (options.progress) {
+            options.progress(fmt::format("  [{}] step {} b={} ctx={} {}: {}", kernel, step,
+                                         st.batch, context_label(sp.point.spec.context), r.kernel,
+                                         !std::isfinite(t)
+                                             ? std::string(status_name(r.status)) + " " + r.reason
+                                             : fmt::format("{:.4g} s/step", t)));
+          }
+          report.results.push_back(std::move(r));
+          json current = cell;
+          current["kernels"].push_back(
+              {{"kernel", kernel}, {"steps", steps}, {"measured", nullptr}});
+          publish(&current);
+          if (options.checkpoint) options.checkpoint(report);
+          if (stopped) break;
         }
-        const StepPoint sp =
-            step_point(trace, schedule, step, plan, setting.kv_dtype, kernel, index);
-        PointResult r;
-        try {
-          r = run_layout_point(backend, sp.point, sp.layout, plan.measure, device,
-                               options.interrupted);
-        } catch (const Interrupted&) {
-          stopped = true;
-          break;
-        } catch (const RuntimeFailure& e) {
-          r = not_run_result(sp.point, backend.name());
-          r.status = PointStatus::error;
-          r.reason = e.what();
-          report.completion.state = Completion::State::device_failure;
-          report.completion.reason =
-              fmt::format("device failure at replay step {}: {}", step, e.what());
-          stopped = true;
+        json measured;
+        if (!stopped && failed.empty() && !times.empty()) {
+          const double decode_s = interpolate_decode_time(schedule, sampled, times);
+          measured = {
+              {"decode_s", decode_s},
+              {"tokens_per_s", decode_s > 0 ? json(schedule.decode_tokens / decode_s) : json()},
+              {"steps_measured", static_cast<std::int64_t>(times.size())}};
+        } else if (!failed.empty()) {
+          measured = {{"reason", failed}};
         }
-        r.index = index++;
-        const DecodeStep& st = schedule.steps[static_cast<std::size_t>(step)];
-        const double t = model_step_seconds(r);
-        steps.push_back(
-            {{"step", step},
-             {"batch", st.batch},
-             {"kv_tokens", st.kv_tokens},
-             {"shared_tokens", st.shared_tokens},
-             {"kv_bytes", static_cast<double>(st.kv_tokens) * schedule.kv_bytes_per_token},
-             {"result", r.index},
-             {"kernel", r.kernel},
-             {"status", status_name(r.status)},
-             {"step_s", number_or_null(t)},
-             {"modeled_s", st.modeled_s}});
-        if (!std::isfinite(t) && failed.empty()) {
-          failed = fmt::format("step {} is {}{}{}", step, status_name(r.status),
-                               r.reason.empty() ? "" : ": ", r.reason);
-        }
-        times.push_back(t);
-        if (options.progress) {
-          options.progress(fmt::format("  [{}] step {} b={} ctx={} {}: {}", kernel, step, st.batch,
-                                       context_label(sp.point.spec.context), r.kernel,
-                                       !std::isfinite(t)
-                                           ? std::string(status_name(r.status)) + " " + r.reason
-                                           : fmt::format("{:.4g} s/step", t)));
-        }
-        report.results.push_back(std::move(r));
-        json current = cell;
-        current["kernels"].push_back({{"kernel", kernel}, {"steps", steps}, {"measured", nullptr}});
-        publish(&current);
-        if (options.checkpoint) options.checkpoint(report);
+        cell["kernels"].push_back({{"kernel", kernel}, {"steps", steps}, {"measured", measured}});
         if (stopped) break;
       }
-      json measured;
-      if (!stopped && failed.empty() && !times.empty()) {
-        const double decode_s = interpolate_decode_time(schedule, sampled, times);
-        measured = {
-            {"decode_s", decode_s},
-            {"tokens_per_s", decode_s > 0 ? json(schedule.decode_tokens / decode_s) : json()},
-            {"steps_measured", static_cast<std::int64_t>(times.size())}};
-      } else if (!failed.empty()) {
-        measured = {{"reason", failed}};
+      finished.push_back(cell);
+    }
+    publish(nullptr);
+    if (report.completion.state == Completion::State::running) {
+      if (stopped) {
+        report.completion.state = Completion::State::interrupted;
+        report.completion.reason =
+            fmt::format("interrupted after {} measured steps", report.results.size());
+      } else {
+        report.completion.state = Completion::State::complete;
+        report.completion.reason.clear();
+        report.completion.points_planned = static_cast<int>(report.results.size());
       }
-      cell["kernels"].push_back({{"kernel", kernel}, {"steps", steps}, {"measured", measured}});
-      if (stopped) break;
     }
-    finished.push_back(cell);
+    return report;
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    publish(nullptr);
+    record_failure(report, e, options.checkpoint);
+    throw;
   }
-  publish(nullptr);
-  if (report.completion.state == Completion::State::running) {
-    if (stopped) {
-      report.completion.state = Completion::State::interrupted;
-      report.completion.reason =
-          fmt::format("interrupted after {} measured steps", report.results.size());
-    } else {
-      report.completion.state = Completion::State::complete;
-      report.completion.reason.clear();
-      report.completion.points_planned = static_cast<int>(report.results.size());
-    }
-  }
-  return report;
 }
 
 }  // namespace decodebench

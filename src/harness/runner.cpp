@@ -542,96 +542,105 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
     report.completion.state = Completion::State::interrupted;
     report.completion.reason = std::move(reason);
   };
-  mark_running();
-  watch.publish(report, "the start");
-  // Before the ceilings: a process killed from here on leaves a report that says `running`.
-  if (options.checkpoint) options.checkpoint(report);
-  if (stop_requested()) {
-    interrupted("interrupted before the ceilings measurement");
-    return report;
-  }
-
-  // Ceilings first: a backend may describe its device from them (the cpu's FLOP peak is its
-  // measured FMA rate). A resumed sweep keeps the ones its first points were measured against.
-  if (previous && !previous->devices.empty() && previous->devices[0].measured.read > 0 &&
-      !options.ceilings) {
-    device = previous->devices[0];
-  } else {
-    watch.phase("the ceilings measurement");
-    const Ceilings ceilings = options.ceilings ? *options.ceilings : backend.measure_ceilings();
-    device.measured = ceilings;
-    if (!(device.flops_peak > 0)) device.flops_peak = ceilings.fma_flops;
-  }
-  // The layer GEMMs' roof, once per sweep (its weights dtype is one setting).
-  const bool any_layer = std::any_of(points.begin(), points.end(),
-                                     [](const SweepPoint& p) { return p.scope == Scope::layer; });
-  if (any_layer && device.measured.gemm_ceiling_name.empty() && !stop_requested()) {
-    watch.phase("the GEMM ceiling measurement");
-    const Backend::GemmCeiling g = backend.gemm_ceiling(config.weights_dtype);
-    device.measured.gemm_flops = g.flops;
-    device.measured.gemm_ceiling_name = g.name.empty() ? "GEMM (unknown)" : g.name;
-  }
-  report.devices = {device};
-  if (stop_requested()) {
-    interrupted("interrupted during the ceilings measurement");
-    return report;
-  }
-
-  ReferenceCache references;
-  const double start = steady_seconds();
-  for (std::size_t k = 0; k < points.size(); ++k) {
-    if (finished[k]) continue;
-    const SweepPoint& p = points[k];
+  // An error that is not the point's own (the ceilings, a checkpoint write) leaves the file
+  // failed, not running.
+  try {
+    mark_running();
+    watch.publish(report, "the start");
+    // Before the ceilings: a process killed from here on leaves a report that says `running`.
+    if (options.checkpoint) options.checkpoint(report);
     if (stop_requested()) {
-      interrupted(fmt::format("interrupted before point {} ({} of {} points finished)", p.index,
-                              done, total));
-      break;
+      interrupted("interrupted before the ceilings measurement");
+      return report;
     }
-    watch.publish(report, fmt::format("point {}", p.index));
-    const PagedLayout layout = build_layout(p.spec);
-    PointResult r = describe(p, backend.name(), layout, config.weights_dtype);
-    bool device_failed = false;
-    try {
-      run_point(backend, p, layout, config, device, /*time_it=*/true,
-                options.layout_only_above_bytes, &references, options.interrupted, r);
-    } catch (const Interrupted&) {
-      interrupted(fmt::format("interrupted during point {} ({} of {} points finished)", p.index,
-                              done, total));
-      break;  // the point stays not_run: nothing half-measured is published
-    } catch (const RuntimeFailure& e) {
-      // A device failure may leave the device unusable (a sticky CUDA error): stop here.
-      r.status = PointStatus::error;
-      r.reason = e.what();
-      device_failed = true;
-    } catch (const std::exception& e) {
-      r.status = PointStatus::error;
-      r.reason = e.what();
+
+    // Ceilings first: a backend may describe its device from them (the cpu's FLOP peak is its
+    // measured FMA rate). A resumed sweep keeps the ones its first points were measured against.
+    if (previous && !previous->devices.empty() && previous->devices[0].measured.read > 0 &&
+        !options.ceilings) {
+      device = previous->devices[0];
+    } else {
+      watch.phase("the ceilings measurement");
+      const Ceilings ceilings = options.ceilings ? *options.ceilings : backend.measure_ceilings();
+      device.measured = ceilings;
+      if (!(device.flops_peak > 0)) device.flops_peak = ceilings.fma_flops;
     }
-    if (r.status != PointStatus::ok) {
-      r.samples.clear();
-      r.timing.reset();
+    // The layer GEMMs' roof, once per sweep (its weights dtype is one setting).
+    const bool any_layer = std::any_of(points.begin(), points.end(),
+                                       [](const SweepPoint& p) { return p.scope == Scope::layer; });
+    if (any_layer && device.measured.gemm_ceiling_name.empty() && !stop_requested()) {
+      watch.phase("the GEMM ceiling measurement");
+      const Backend::GemmCeiling g = backend.gemm_ceiling(config.weights_dtype);
+      device.measured.gemm_flops = g.flops;
+      device.measured.gemm_ceiling_name = g.name.empty() ? "GEMM (unknown)" : g.name;
     }
-    report.results[k] = std::move(r);
-    finished[k] = true;
-    ++done;
-    if (device_failed) {
-      report.completion.state = Completion::State::device_failure;
-      report.completion.reason =
-          fmt::format("device failure at point {} ({} of {} points done): {}", p.index, done, total,
-                      report.results[k].reason);
+    report.devices = {device};
+    if (stop_requested()) {
+      interrupted("interrupted during the ceilings measurement");
+      return report;
+    }
+
+    ReferenceCache references;
+    const double start = steady_seconds();
+    for (std::size_t k = 0; k < points.size(); ++k) {
+      if (finished[k]) continue;
+      const SweepPoint& p = points[k];
+      if (stop_requested()) {
+        interrupted(fmt::format("interrupted before point {} ({} of {} points finished)", p.index,
+                                done, total));
+        break;
+      }
+      watch.publish(report, fmt::format("point {}", p.index));
+      const PagedLayout layout = build_layout(p.spec);
+      PointResult r = describe(p, backend.name(), layout, config.weights_dtype);
+      bool device_failed = false;
+      try {
+        run_point(backend, p, layout, config, device, /*time_it=*/true,
+                  options.layout_only_above_bytes, &references, options.interrupted, r);
+      } catch (const Interrupted&) {
+        interrupted(fmt::format("interrupted during point {} ({} of {} points finished)", p.index,
+                                done, total));
+        break;  // the point stays not_run: nothing half-measured is published
+      } catch (const RuntimeFailure& e) {
+        // A device failure may leave the device unusable (a sticky CUDA error): stop here.
+        r.status = PointStatus::error;
+        r.reason = e.what();
+        device_failed = true;
+      } catch (const std::exception& e) {
+        r.status = PointStatus::error;
+        r.reason = e.what();
+      }
+      if (r.status != PointStatus::ok) {
+        r.samples.clear();
+        r.timing.reset();
+      }
+      report.results[k] = std::move(r);
+      finished[k] = true;
+      ++done;
+      if (device_failed) {
+        report.completion.state = Completion::State::device_failure;
+        report.completion.reason =
+            fmt::format("device failure at point {} ({} of {} points done): {}", p.index, done,
+                        total, report.results[k].reason);
+      }
+      report.knees = compute_knees(report.results);
+      if (options.checkpoint) options.checkpoint(report);
+      if (options.progress)
+        options.progress(done, total, steady_seconds() - start, report.results[k]);
+      if (device_failed) break;
+    }
+    if (report.completion.state == Completion::State::running) {
+      report.completion.state = Completion::State::complete;
+      report.completion.reason.clear();
     }
     report.knees = compute_knees(report.results);
-    if (options.checkpoint) options.checkpoint(report);
-    if (options.progress)
-      options.progress(done, total, steady_seconds() - start, report.results[k]);
-    if (device_failed) break;
+    return report;
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    record_failure(report, e, options.checkpoint);
+    throw;
   }
-  if (report.completion.state == Completion::State::running) {
-    report.completion.state = Completion::State::complete;
-    report.completion.reason.clear();
-  }
-  report.knees = compute_knees(report.results);
-  return report;
 }
 
 PointResult run_layout_point(Backend& backend, const SweepPoint& point, const PagedLayout& layout,

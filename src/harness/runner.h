@@ -81,7 +81,9 @@ void check_kernel_names(const std::vector<std::string>& requested, const Backend
 //    makes the point `skipped`.
 //  - fp8 KV: error.quant_rel = the reference on fp8 KV vs on the unquantized values.
 //  - A RuntimeFailure (device failure) records the point as `error` and ends the sweep with
-//    completion.state = device_failure; any other exception makes just that point `error`.
+//    completion.state = device_failure; any other exception makes just that point `error`. An
+//    exception outside a point (the ceilings, a checkpoint write) is rethrown after the report is
+//    marked failed and checkpointed once more.
 //  - results[] lists every planned point in expansion order; the ones not run (interrupted,
 //    device failure) have status not_run.
 Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& options = {});

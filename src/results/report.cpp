@@ -91,9 +91,21 @@ std::string_view completion_state_name(Completion::State s) {
     case Completion::State::running: return "running";
     case Completion::State::interrupted: return "interrupted";
     case Completion::State::device_failure: return "device_failure";
+    case Completion::State::failed: return "failed";
     case Completion::State::partial: return "partial";
   }
   return "?";
+}
+
+void record_failure(Report& report, const std::exception& error,
+                    const std::function<void(const Report&)>& checkpoint) {
+  report.completion.state = Completion::State::failed;
+  report.completion.reason = std::string("stopped by an error: ") + error.what();
+  if (!checkpoint) return;
+  try {
+    checkpoint(report);
+  } catch (const std::exception&) {
+  }
 }
 
 int points_finished(const Report& r) {
@@ -117,12 +129,12 @@ Completion::State parse_completion_state(const JsonIn& in) {
   const std::string s = in.string();
   for (auto st :
        {Completion::State::complete, Completion::State::running, Completion::State::interrupted,
-        Completion::State::device_failure, Completion::State::partial}) {
+        Completion::State::device_failure, Completion::State::failed, Completion::State::partial}) {
     if (completion_state_name(st) == s) return st;
   }
   in.fail(
       fmt::format("'{}' is not a completion state; valid: complete, running, interrupted, "
-                  "device_failure, partial",
+                  "device_failure, failed, partial",
                   s));
 }
 

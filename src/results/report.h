@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <span>
@@ -40,9 +41,11 @@ struct HostInfo {
 //                   written by a process that was killed (or is still running)
 //   interrupted:    SIGINT/SIGTERM; the finished points are kept
 //   device_failure: a device failure stopped the sweep
+//   failed:         another error stopped the run (a ceilings measurement, a checkpoint that
+//                   could not be written, a bug); the reason is its message
 //   partial:        `merge --allow-partial` of an incomplete shard set
 struct Completion {
-  enum class State { complete, running, interrupted, device_failure, partial };
+  enum class State { complete, running, interrupted, device_failure, failed, partial };
   State state = State::complete;
   std::string reason;      // empty when complete
   int points_planned = 0;  // points of this shard's expansion
@@ -64,6 +67,12 @@ struct Report {
   // sweep's report (and not written).
   nlohmann::json replay;
 };
+
+// Marks `report` failed with `error`'s message and writes it through `checkpoint` (when set),
+// for a run leaving by an exception: a file left behind never says running once its process has
+// stopped. A checkpoint that fails again is ignored: the error being reported is the first one.
+void record_failure(Report& report, const std::exception& error,
+                    const std::function<void(const Report&)>& checkpoint);
 
 // Results whose status is not not_run.
 int points_finished(const Report& r);

@@ -297,6 +297,40 @@ TEST_F(RunnerTest, ADeviceFailureStopsTheSweepKeepingFinishedPoints) {
   EXPECT_NE(r.completion.reason.find("fake device lost"), std::string::npos);
 }
 
+class FailingCeilings : public FakeBackend {
+ public:
+  Ceilings measure_ceilings() override { throw std::runtime_error("fake ceilings broke"); }
+};
+
+// An error outside any point propagates, and the file left behind says failed with the error,
+// never running (planted: the ceilings throw; a checkpoint writer that fails on the first point).
+TEST_F(RunnerTest, AnErrorOutsideAPointLeavesTheReportFailedNotRunning) {
+  FailingCeilings be;
+  std::vector<Report> written;
+  RunOptions opt;
+  opt.checkpoint = [&](const Report& r) { written.push_back(r); };
+  EXPECT_THROW(run_sweep(be, config({"good"}, {1, 2}), opt), std::runtime_error);
+  ASSERT_GE(written.size(), 2u);
+  EXPECT_EQ(written.front().completion.state, Completion::State::running);
+  EXPECT_EQ(written.back().completion.state, Completion::State::failed);
+  EXPECT_EQ(written.back().completion.reason, "stopped by an error: fake ceilings broke");
+  EXPECT_EQ(partial_note(written.back()).rfind("failed: stopped by an error", 0), 0u)
+      << partial_note(written.back());
+
+  FakeBackend fine;
+  written.clear();
+  int calls = 0;
+  opt.checkpoint = [&](const Report& r) {
+    if (++calls == 2) throw std::runtime_error("disk full");
+    written.push_back(r);
+  };
+  EXPECT_THROW(run_sweep(fine, config({"good"}, {1, 2}), opt), std::runtime_error);
+  ASSERT_FALSE(written.empty());
+  EXPECT_EQ(written.back().completion.state, Completion::State::failed);
+  EXPECT_EQ(written.back().completion.reason, "stopped by an error: disk full");
+  EXPECT_EQ(points_finished(written.back()), 1);  // the point before the failed write is kept
+}
+
 TEST_F(RunnerTest, OtherExceptionsMakeOnePointErrorAndTheSweepGoesOn) {
   FakeBackend be;
   be.throw_logic_on_prepare = 1;

@@ -48,6 +48,14 @@ TEST(ReportJson, RoundTripIsExact) {
   EXPECT_EQ(back.config, r.config);
   EXPECT_EQ(back.host.hostname, r.host.hostname);
   EXPECT_EQ(back.completion.points_planned, 5);
+  // Every completion state reads back as itself.
+  for (const Completion::State st :
+       {Completion::State::complete, Completion::State::running, Completion::State::interrupted,
+        Completion::State::device_failure, Completion::State::failed, Completion::State::partial}) {
+    Report c = r;
+    c.completion.state = st;
+    EXPECT_EQ(report_from_json(to_json(c)).completion.state, st) << completion_state_name(st);
+  }
   EXPECT_EQ(back.results[1].roofline.fraction_paired, 0.75);
   EXPECT_EQ(back.results[1].roofline.paired_read_Bps, 2.5e12);
   EXPECT_TRUE(j["results"][0]["roofline"]["fraction_paired"].is_null());

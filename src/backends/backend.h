@@ -40,9 +40,10 @@ class PreparedPoint {
   virtual TimingRecord timing() const = 0;
   // The read bandwidth (B/s) measured right before each timed sample, one per time_one() call
   // in order, or empty when the backend measures none. The cpu backend's cold-cache flush is a
-  // timed read of 2x the LLC before every sample; on a host whose memory bandwidth drifts (a
-  // shared VM) this pairs each step with the bandwidth of its own moment, where the sweep's
-  // ceilings are minutes old (roofline.fraction_paired; compare's normalized space).
+  // timed read of 2x the LLC before every sample (rotating: a timed read of one copy of the
+  // step's buffers, cpu_cold.h); on a host whose memory bandwidth drifts (a shared VM) this
+  // pairs each step with the bandwidth of its own moment, where the sweep's ceilings are
+  // minutes old (roofline.fraction_paired; compare's normalized space).
   virtual std::vector<double> paired_read_samples() const { return {}; }
   // How busy the device was over the timed samples (docs/design.md "Busy beside the roof"): the
   // measurement loop calls begin_utilization() after the warm-up, right before the first
@@ -132,6 +133,16 @@ class Backend {
     std::string detail;  // what was compared, or the first mismatch
   };
   virtual std::vector<SelfCheck> check_ceiling_kernels() { return {}; }
+  // How a point's samples will be made cold, and what each costs beside its timed step: the
+  // sweep's --plan ETA asks this so that its estimate and prepare() agree. Default (cuda, emu):
+  // a flush before each sample writing/reading 2x the device's L2 (`device.l2_bytes`).
+  struct ColdSamplePlan {
+    ColdMethod method = ColdMethod::flush;
+    double overhead_bytes = 0;  // bytes moved per sample outside the timed step
+  };
+  virtual ColdSamplePlan cold_sample_plan(const WorkloadSpec& spec, const PagedLayout& layout,
+                                          bool layer_scope, const TimingOptions& timing,
+                                          const DeviceInfo& device);
   // Makes `w` resident and ready to run `kernel`. Layout-only workloads: for a point too large
   // to materialize on the host, `w` may carry its spec, layout, sequences and source_block_ids
   // with q, k_cache and/or v_cache left EMPTY; a backend that accepts this (cuda) generates

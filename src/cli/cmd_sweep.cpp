@@ -120,11 +120,12 @@ std::string axis_values_text(const Axis& axis, const SweepConfig& cfg) {
 }
 
 // --plan: the points this sweep would run and a rough estimate of its time; nothing is run or
-// written. Per point the measurement loop stops at min(timeout, max(min_time, min_samples x one
-// sample)) when the noise allows; one sample is estimated as the step's bytes (plus, cold, the
-// cache flush before it: twice the last-level cache) over a bandwidth: --ceilings' measured
-// read, else the datasheet's, else a nominal host figure. Points the backend would skip take
-// no time. Validation, warm-up and the ceilings' measurement are left out and said so.
+// written. The stopping rule's min time counts measured step time only, so per point the loop
+// takes max(min samples, min time / step) samples when the noise allows, each costing the step
+// plus what makes it cold (Backend::cold_sample_plan: a flush's read, or rotation's paired read
+// of one copy), capped by the timeout. Bytes over a bandwidth: --ceilings' measured read, else
+// the datasheet's, else a nominal host figure. Points the backend would skip take no time.
+// Validation, warm-up and the ceilings' measurement are left out and said so.
 void print_plan(const SweepConfig& cfg, Backend& backend, const std::vector<SweepPoint>& points,
                 const Report* previous, const std::optional<Ceilings>& ceilings) {
   const DeviceInfo device = backend.device_info();
@@ -137,7 +138,8 @@ void print_plan(const SweepConfig& cfg, Backend& backend, const std::vector<Swee
     bandwidth = device.bandwidth_datasheet;
     bandwidth_source = fmt::format("{} datasheet", format_bandwidth(bandwidth));
   }
-  const double flush_bytes = cfg.measure.warm_l2 ? 0.0 : 2.0 * static_cast<double>(device.l2_bytes);
+  TimingOptions timing;
+  timing.warm_l2 = cfg.measure.warm_l2;
 
   std::set<int> finished;  // a resume runs only what its report lacks
   if (previous) {
@@ -149,6 +151,7 @@ void print_plan(const SweepConfig& cfg, Backend& backend, const std::vector<Swee
   int to_run = 0, skipped = 0;
   double eta_s = 0;
   std::map<std::string, int> skip_reasons;
+  std::map<ColdMethod, int> by_cold;  // points of each cold method (warm: --warm)
   for (const SweepPoint& p : points) {
     if (finished.count(p.index) > 0) continue;
     ++to_run;
@@ -171,8 +174,13 @@ void print_plan(const SweepConfig& cfg, Backend& backend, const std::vector<Swee
     const double bytes =
         layer ? static_cast<double>(layer_model(p.spec, layout, cfg.weights_dtype).bytes_min)
               : static_cast<double>(byte_model(p.spec, layout).min);
-    const double per_sample = (bytes + flush_bytes) / bandwidth;
-    eta_s += std::min(m.timeout_s, std::max(m.min_time_s, m.min_samples * per_sample));
+    const Backend::ColdSamplePlan cold =
+        backend.cold_sample_plan(p.spec, layout, layer, timing, device);
+    ++by_cold[cold.method];
+    const double step_s = bytes / bandwidth;
+    const double samples = std::max(static_cast<double>(m.min_samples),
+                                    step_s > 0 ? std::ceil(m.min_time_s / step_s) : 0.0);
+    eta_s += std::min(m.timeout_s, samples * (step_s + cold.overhead_bytes / bandwidth));
   }
 
   std::string out =
@@ -196,12 +204,24 @@ void print_plan(const SweepConfig& cfg, Backend& backend, const std::vector<Swee
       "{:.2f}%, or until its timeout ({}){}\n",
       m.min_samples, format_seconds(m.min_time_s), 100 * m.max_noise, format_seconds(m.timeout_s),
       m.warm_l2 ? ", warm" : "");
+  if (!m.warm_l2 && to_run > skipped) {
+    std::string methods;
+    for (const auto& [method, n] : by_cold) {
+      const std::string_view what =
+          method == ColdMethod::rotation ? "by rotation (a paired read of one copy per sample)"
+          : method == ColdMethod::flush
+              ? "by a cache flush (a read of about 2x the last-level cache per sample)"
+              : "warm";
+      methods += fmt::format("{}{} {}", methods.empty() ? "" : ", ", n, what);
+    }
+    out += fmt::format("cold samples: {}\n", methods);
+  }
   out += fmt::format(
-      "ETA: about {} of timing (an estimate: per point min(timeout, max(min time, min samples "
-      "x one sample)), one sample = {} / {}; noise may keep a point sampling up to its "
-      "timeout)\n",
+      "ETA: about {} of timing (an estimate: per point min(timeout, max(min samples, min time / "
+      "one step) x (one step + {})), one step = the step's bytes / {}; noise may keep a point "
+      "sampling up to its timeout)\n",
       duration_text(eta_s),
-      flush_bytes > 0 ? "(the step's bytes + the cache flush before it)" : "the step's bytes",
+      m.warm_l2 ? "nothing: warm" : "what makes the sample cold, its bytes at the same bandwidth",
       bandwidth_source);
   out += fmt::format(
       "not counted, and often longer on a CPU: validation against the CPU reference and the "
@@ -391,10 +411,12 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   cmd->add_flag("--plan", o->plan,
                 "Run nothing: print the points the sweep would run (their count, each axis' "
-                "values) and an ETA, then exit 0. The ETA is an estimate: per point min(timeout, "
-                "max(min time, min samples x one sample)), one sample guessed from the step's "
-                "bytes over a bandwidth (--ceilings' read, the datasheet's, or a nominal 20 GB/s); "
-                "validation, warm-up and the ceilings' measurement are not counted");
+                "values), how each point's samples are made cold, and an ETA, then exit 0. The "
+                "ETA is an estimate: per point min(timeout, max(min samples, min time / one step) "
+                "x (one step + what makes a sample cold: a flush's read, or rotation's read of "
+                "one copy)), bytes over a bandwidth (--ceilings' read, the datasheet's, or a "
+                "nominal 20 GB/s); validation, warm-up and the ceilings' measurement are not "
+                "counted");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

@@ -264,6 +264,53 @@ void add_utilization_notes(std::span<const PointResult> points, const std::strin
   }
 }
 
+// What made the cold points cold (TimingRecord: docs/design.md "Cold caches on the CPU"): one
+// line for the rotated points with their copy counts, one per distinct reason a point was
+// flushed instead. Nothing for a report where every cold point was flushed without a reason (a
+// backend with no rotation, or a report from before it): the flush is the classic default.
+void add_cold_notes(std::span<const PointResult> points, const std::string& prefix,
+                    std::vector<std::string>& legend) {
+  constexpr std::size_t kListed = 8;
+  const auto listed = [&](const std::vector<int>& indices) {
+    std::string which;
+    for (std::size_t i = 0; i < indices.size() && i < kListed; ++i)
+      which += fmt::format("{}{}", i ? ", " : "", indices[i]);
+    if (indices.size() > kListed) which += ", ...";
+    return fmt::format("{} point{} ({})", indices.size(), indices.size() == 1 ? "" : "s", which);
+  };
+  std::vector<int> rotated;
+  int fewest = 0, most = 0;
+  std::vector<std::pair<std::string, std::vector<int>>> flushed;  // by reason, first appearance
+  for (const PointResult& p : points) {
+    if (p.status != PointStatus::ok || !p.timing) continue;
+    const TimingRecord& t = *p.timing;
+    if (cold_method(t) == ColdMethod::rotation) {
+      fewest = rotated.empty() ? t.rotation_copies : std::min(fewest, t.rotation_copies);
+      most = std::max(most, t.rotation_copies);
+      rotated.push_back(p.index);
+    } else if (cold_method(t) == ColdMethod::flush) {
+      auto it = std::find_if(flushed.begin(), flushed.end(),
+                             [&](const auto& f) { return f.first == t.flush_reason; });
+      if (it == flushed.end()) it = flushed.insert(flushed.end(), {t.flush_reason, {}});
+      it->second.push_back(p.index);
+    }
+  }
+  const bool any_reason =
+      std::any_of(flushed.begin(), flushed.end(), [](const auto& f) { return !f.first.empty(); });
+  if (rotated.empty() && !any_reason) return;
+  if (!rotated.empty()) {
+    legend.push_back(fmt::format(
+        "{}cold by rotation, {}: each sample ran on the next of {} copies of the step's buffers, "
+        "no flush; % paired is against a timed read of one copy per sample.",
+        prefix, listed(rotated),
+        fewest == most ? fmt::format("{}", most) : fmt::format("{} to {}", fewest, most)));
+  }
+  for (const auto& [reason, indices] : flushed) {
+    legend.push_back(fmt::format("{}cold by a cache flush before each sample, {}{}{}", prefix,
+                                 listed(indices), reason.empty() ? "" : ": ", reason));
+  }
+}
+
 // `max_noises`: "0.50%", or side by side "a 0.50%, b 1.00%" where the reports differ.
 void add_mark_legend(bool any_timeout, bool any_noisy, const std::string& max_noises, bool single,
                      std::vector<std::string>& legend) {
@@ -347,6 +394,7 @@ ResultsView single_view(const LabelledReport& lr, const FormatOptions& o) {
   add_mark_legend(any_timeout, any_noisy, fmt::format("{:.2f}%", 100 * max_noise),
                   /*single=*/true, v.legend);
   add_utilization_notes(r.results, "", v.legend);
+  add_cold_notes(r.results, "", v.legend);
   v.knees = knees_table({&lr, 1});
   v.completion = completion_lines(lr, /*prefix=*/false);
   return v;
@@ -455,6 +503,8 @@ ResultsView side_by_side_view(std::span<const LabelledReport> reports, const For
                     reports[0].label));
   }
   add_mark_legend(any_timeout, any_noisy, max_noises, /*single=*/false, v.legend);
+  for (const LabelledReport& lr : reports)
+    add_cold_notes(lr.report->results, reports.size() > 1 ? lr.label + ": " : "", v.legend);
   v.knees = knees_table(reports);
   for (const LabelledReport& lr : reports) {
     for (std::string& line : completion_lines(lr, /*prefix=*/true)) {

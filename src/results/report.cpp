@@ -186,9 +186,43 @@ ComputeCeiling ceiling_from(const JsonIn& in) {
 
 json timing_to_json(const std::optional<TimingRecord>& t) {
   if (!t) return nullptr;
+  json cold = {{"method", cold_method_name(cold_method(*t))}};
+  if (cold_method(*t) == ColdMethod::rotation) {
+    cold["copies"] = t->rotation_copies;
+    cold["bytes"] = t->rotation_bytes;
+  } else if (cold_method(*t) == ColdMethod::flush) {
+    cold["reason"] = t->flush_reason;
+  }
   return {{"method", timing_method_name(t->method)},
           {"steps_per_sample", t->steps_per_sample},
-          {"l2", t->warm_l2 ? "warm" : "cold"}};
+          {"l2", t->warm_l2 ? "warm" : "cold"},
+          {"cold", cold}};
+}
+
+// "cold" (added with rotation; absent in older reports: a flush, or warm, as "l2" says). Its
+// method must agree with "l2", and each method has its own keys only.
+void cold_from(const JsonIn& in, TimingRecord& t) {
+  const JsonIn m = in.at("method");
+  const std::string method = m.string();
+  if (method != "warm" && method != "flush" && method != "rotation")
+    m.fail(fmt::format("'{}' is not a cold method; valid: warm, flush, rotation", method));
+  if ((method == "warm") != t.warm_l2)
+    m.fail(fmt::format("cold method '{}' disagrees with l2 '{}'", method,
+                       t.warm_l2 ? "warm" : "cold"));
+  if (method == "rotation") {
+    in.reject_unknown_keys({"method", "copies", "bytes"});
+    const JsonIn copies = in.at("copies");
+    t.rotation_copies = copies.int32();
+    if (t.rotation_copies < 2) copies.fail("a rotation has >= 2 copies");
+    const JsonIn bytes = in.at("bytes");
+    t.rotation_bytes = bytes.integer();
+    if (t.rotation_bytes <= 0) bytes.fail("a rotation's bytes are > 0");
+  } else if (method == "flush") {
+    in.reject_unknown_keys({"method", "reason"});
+    t.flush_reason = in.at("reason").string();
+  } else {
+    in.reject_unknown_keys({"method"});
+  }
 }
 
 TimingRecord timing_from(const JsonIn& in) {
@@ -210,6 +244,7 @@ TimingRecord timing_from(const JsonIn& in) {
     l2.fail(fmt::format("'{}' is not an L2 state; valid: warm, cold", cache));
   }
   t.warm_l2 = cache == "warm";
+  if (in.has("cold")) cold_from(in.at("cold"), t);
   return t;
 }
 

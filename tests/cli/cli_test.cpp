@@ -316,8 +316,9 @@ TEST(CliSweep, ProgressLineShowsTheTablesStatus) {
 }
 
 // --plan runs nothing and writes nothing: the points, each axis' values and an ETA from the
-// measure settings, min(timeout, max(min time, min samples x bytes / bandwidth)) per point. The
-// fake ceilings' read (1e10 B/s) and --warm (no cache flush) make the estimate exact here.
+// measure settings, min(timeout, max(min samples, min time / step) x step) per point, step =
+// bytes / bandwidth. The fake ceilings' read (1e10 B/s) and --warm (nothing per sample to make
+// it cold) make the estimate exact here.
 TEST(CliSweep, PlanPrintsPointsAxesAndAnEtaWithoutRunning) {
   TempDir dir;
   const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
@@ -376,6 +377,52 @@ TEST(CliSweep, PlanPrintsPointsAxesAndAnEtaWithoutRunning) {
   const CliResult help = run_cli("sweep --help", dir.path());
   EXPECT_NE(help.out.find("--plan"), std::string::npos) << help.out;
   EXPECT_NE(help.out.find("estimate"), std::string::npos) << help.out;
+}
+
+// The ETA's samples: max(min samples, min time / step) (the stopping rule's min time counts
+// measured step time only), each costing the step and what makes it cold: a rotation point's
+// paired read of one copy, a flush point's read of >= 2x the last-level cache (>= 64 MiB). With
+// 100 samples of a 4.2 MB step at the fake 1e10 B/s the flush's read dominates.
+TEST(CliSweep, PlanEtaCountsWhatMakesSamplesCold) {
+  TempDir dir;
+  const std::filesystem::path ceilings = fake_cpu_ceilings(dir);
+  const std::string args = fmt::format(
+      "sweep --backend cpu --plan --ceilings '{}' --out '' --batch 1 --context 1024 "
+      "--min-samples 100 --min-time 0 --timeout 1000",
+      ceilings.string());
+  const auto eta_s = [](const std::string& out) {
+    const std::size_t at = out.find("ETA: about ");
+    if (at == std::string::npos) return -1.0;
+    std::istringstream in(out.substr(at + 11));
+    double v = 0;
+    std::string unit;
+    in >> v >> unit;
+    return unit == "ms" ? v / 1e3 : unit == "s" ? v : -1.0;
+  };
+  const auto run_with_cap = [&](const char* cap) {
+    ::setenv("DECODEBENCH_CPU_ROTATION_CAP_BYTES", cap, 1);
+    const CliResult r = run_cli(args, dir.path());
+    ::unsetenv("DECODEBENCH_CPU_ROTATION_CAP_BYTES");
+    return r;
+  };
+  // Rotation (a cap no point reaches): 100 x (4210948 step bytes + 4203012 of one copy) / 1e10.
+  const CliResult rotation = run_with_cap("1125899906842624");
+  ASSERT_EQ(rotation.code, 0) << rotation.err;
+  EXPECT_NE(rotation.out.find("cold samples: 1 by rotation"), std::string::npos) << rotation.out;
+  EXPECT_NE(rotation.out.find("ETA: about 84.1 ms "), std::string::npos) << rotation.out;
+  // The flush (cap 0): each sample also reads >= 64 MiB.
+  const CliResult flush = run_with_cap("0");
+  ASSERT_EQ(flush.code, 0) << flush.err;
+  EXPECT_NE(flush.out.find("cold samples: 1 by a cache flush"), std::string::npos) << flush.out;
+  EXPECT_GE(eta_s(flush.out), 100 * (4210948.0 + 67108864.0) / 1e10 * 0.999) << flush.out;
+  // min time, not min samples x sample: 0.2 s of 0.42 ms steps is 475 samples.
+  const CliResult long_min =
+      run_cli(fmt::format("sweep --backend cpu --plan --warm --ceilings '{}' --out '' --batch 1 "
+                          "--context 1024 --min-samples 10 --min-time 0.2 --timeout 1000",
+                          ceilings.string()),
+              dir.path());
+  ASSERT_EQ(long_min.code, 0) << long_min.err;
+  EXPECT_NE(long_min.out.find("ETA: about 200 ms "), std::string::npos) << long_min.out;
 }
 
 TEST(CliSweep, ConfigFileThenFlagsOverrideItsAxes) {

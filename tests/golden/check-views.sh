@@ -35,14 +35,14 @@ mkdir -p "$expected"
 
 # Stamps of this build, this host and the clock, where a command writes them: not a view.
 # cache-sim times its own replay (the last column of its table and CSV, elapsed_s in JSON); a
-# report's host facts and a plan's machine and ETA (its cache flush is this host's last-level
-# cache) are this machine's; the temporary folder a command was told to write to is @WORK@.
+# report's host facts and a plan's machine, ETA and cold methods (its cache flush is this host's
+# last-level cache, and rotation fits its cache and memory) are this machine's; the temporary folder a command was told to write to is @WORK@.
 mask() {
   sed -E -e 's/("(git_sha|version|build_type|created)": )"[^"]*"/\1"MASKED"/' \
     -e 's/("elapsed_s": )[0-9.e+-]+/\1"MASKED"/' -e "s|$work/|@WORK@/|g" \
     -e 's/^( *"(compiler|cpu|cpu_threads|hostname|os)": )[^,]*(,?)$/\1"MASKED"\3/' \
     -e 's/^(plan: [0-9]+ points on cpu )"[^"]*"/\1"MASKED"/' \
-    -e 's/^(ETA: about )[0-9.]+ (m?s|min|h) /\1MASKED /'
+    -e 's/^(ETA: about )[0-9.]+ (m?s|min|h) /\1MASKED /' -e 's/^(cold samples: ).*/\1MASKED/'
 }
 mask_clock() {  # the last column of cache-sim's table and CSV rows
   sed -E -e '/replay s$/,/^$/ s/  [0-9.]+$/  MASKED/' -e '/,elapsed_s$/,$ s/,[0-9.e+-]+$/,MASKED/'

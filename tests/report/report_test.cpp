@@ -156,6 +156,77 @@ TEST(ReportJson, BadTimingRecordsNameTheKey) {
   expect_rejected(j, "results[1].roofline.compute_ceiling.flops", "");
 }
 
+// How each point was made cold round-trips: a rotation with its copies and bytes, a flush with
+// its reason, warm. A report from before the field reads its cold points as flushed, no reason.
+TEST(ReportJson, ColdMethodRoundTripsAndOldReportsRead) {
+  Report r = sample_report();
+  TimingRecord rotation{TimingMethod::host_clock_per_step, 1, /*warm_l2=*/false};
+  rotation.rotation_copies = 17;
+  rotation.rotation_bytes = std::int64_t{68} << 20;
+  TimingRecord flush{TimingMethod::host_clock_per_step, 1, /*warm_l2=*/false};
+  flush.flush_reason = "one step reads 80 MB >= 2x the last-level cache (64 MB)";
+  r.results[0].timing = rotation;
+  r.results[1].timing = flush;
+  r.results[2].timing = TimingRecord{TimingMethod::host_clock_per_step, 1, /*warm_l2=*/true};
+  const nlohmann::json j = to_json(r);
+  EXPECT_EQ(j["results"][0]["timing"]["cold"],
+            nlohmann::json({{"method", "rotation"}, {"copies", 17}, {"bytes", 68 << 20}}));
+  EXPECT_EQ(j["results"][1]["timing"]["cold"],
+            nlohmann::json({{"method", "flush"}, {"reason", flush.flush_reason}}));
+  EXPECT_EQ(j["results"][2]["timing"]["cold"], nlohmann::json({{"method", "warm"}}));
+  const Report back = report_from_json(j);
+  EXPECT_EQ(to_json(back), j);
+  EXPECT_EQ(cold_method(*back.results[0].timing), ColdMethod::rotation);
+  EXPECT_EQ(back.results[0].timing->rotation_copies, 17);
+  EXPECT_EQ(back.results[0].timing->rotation_bytes, std::int64_t{68} << 20);
+  EXPECT_EQ(cold_method(*back.results[1].timing), ColdMethod::flush);
+  EXPECT_EQ(back.results[1].timing->flush_reason, flush.flush_reason);
+  EXPECT_EQ(cold_method(*back.results[2].timing), ColdMethod::warm);
+
+  nlohmann::json old = j;
+  for (auto& p : old["results"])
+    if (p["timing"].is_object()) p["timing"].erase("cold");
+  const Report read = report_from_json(old);
+  EXPECT_EQ(cold_method(*read.results[0].timing), ColdMethod::flush);
+  EXPECT_EQ(read.results[0].timing->rotation_copies, 0);
+  EXPECT_EQ(read.results[0].timing->flush_reason, "");
+  EXPECT_EQ(cold_method(*read.results[2].timing), ColdMethod::warm);
+}
+
+TEST(ReportJson, BadColdMethodsNameTheKey) {
+  Report r = sample_report();
+  TimingRecord rotation{TimingMethod::host_clock_per_step, 1, /*warm_l2=*/false};
+  rotation.rotation_copies = 5;
+  rotation.rotation_bytes = 1000;
+  r.results[1].timing = rotation;
+  const nlohmann::json good = to_json(r);
+  auto expect_rejected = [](const nlohmann::json& j, const std::string& key,
+                            const std::string& why) {
+    try {
+      report_from_json(j);
+      FAIL() << key << ": accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  nlohmann::json j = good;
+  j["results"][1]["timing"]["cold"]["method"] = "freeze";
+  expect_rejected(j, "results[1].timing.cold.method", "valid: warm, flush, rotation");
+  j = good;
+  j["results"][1]["timing"]["cold"]["method"] = "warm";
+  expect_rejected(j, "results[1].timing.cold.method", "disagrees with l2");
+  j = good;
+  j["results"][1]["timing"]["cold"]["copies"] = 1;
+  expect_rejected(j, "results[1].timing.cold.copies", ">= 2 copies");
+  j = good;
+  j["results"][1]["timing"]["cold"].erase("bytes");
+  expect_rejected(j, "results[1].timing.cold.bytes", "");
+  j = good;
+  j["results"][1]["timing"]["cold"]["reason"] = "both";
+  expect_rejected(j, "results[1].timing.cold", "reason");
+}
+
 // Reports written before the paired read bandwidth existed still read: absent means NaN.
 TEST(ReportJson, ReportsWithoutPairedFieldsStillRead) {
   nlohmann::json j = to_json(sample_report());

@@ -6,9 +6,12 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +20,7 @@
 
 #include "backends/cpu/cpu_busy.h"
 #include "backends/cpu/cpu_ceilings.h"
+#include "backends/cpu/cpu_cold.h"
 #include "backends/cpu/cpu_decode.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_layer.h"
@@ -24,6 +28,7 @@
 #include "common/errors.h"
 #include "common/host_facts.h"
 #include "common/units.h"
+#include "workload/byte_model.h"
 
 namespace decodebench {
 namespace {
@@ -42,13 +47,55 @@ std::string unknown_kernel(std::string_view kernel) {
          ", " + kCascadeName + ")";
 }
 
+// The rotation plan of an attention-scope point (cpu_cold.h): the step's unique bytes against
+// `copy_bytes`. prepare() passes the copies' real size, --plan (cold_sample_plan) the workload's
+// host bytes, a few KB apart; prepare() also counts its workload, already allocated, as
+// available (`held`), as --plan's available memory still does. So only a point at the cap's
+// exact edge could be planned apart.
+cpu::ColdRotationPlan rotation_plan(const WorkloadSpec& spec, const PagedLayout& layout,
+                                    std::int64_t copy_bytes, std::int64_t held) {
+  return cpu::plan_cold_rotation(byte_model(spec, layout).min, copy_bytes,
+                                 cpu::last_level_cache_bytes(), cpu::rotation_memory_cap(held));
+}
+
+// A test hook: DECODEBENCH_CPU_ROTATION_COPIES=N forces N copies (distance N / 2) on a point that
+// rotates, so a test can plant a rotation too short to be cold and see prepare() refuse it.
+void apply_forced_copies(cpu::ColdRotationPlan& plan) {
+  const char* env = std::getenv("DECODEBENCH_CPU_ROTATION_COPIES");
+  if (!env || !*env || plan.copies == 0) return;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < 1 || v > 1'000'000)
+    throw InputError("DECODEBENCH_CPU_ROTATION_COPIES='" + std::string(env) +
+                     "' is not a copy count in [1, 1000000]");
+  plan.copies = static_cast<int>(v);
+  plan.distance = plan.copies / 2;
+}
+
 class CpuPoint final : public PreparedPoint {
  public:
-  // `flusher` (owned by the backend) empties the caches before every timed sample; nullptr
-  // times warm samples (--warm). `cascade`: the prefix-aware decode, planned here from w's
-  // block tables (the plan is host work a serving engine does once per batch, not timed).
+  // `flusher` (owned by the backend) empties the caches before every timed sample of a point
+  // that does not rotate; nullptr times warm samples (--warm). `cascade`: the prefix-aware
+  // decode, planned here from w's block tables (the plan is host work a serving engine does
+  // once per batch, not timed).
   CpuPoint(const Workload& w, cpu::CacheFlusher* flusher, bool cascade)
-      : attention_(w, cascade), flusher_(flusher), busy_(omp_get_max_threads()) {}
+      : attention_(w, cascade), flusher_(flusher), busy_(omp_get_max_threads()) {
+    if (!flusher_) return;
+    rotation_ = rotation_plan(w.spec, w.layout, attention_.copy_bytes(),
+                              workload_host_bytes(w.spec, w.layout));
+    apply_forced_copies(rotation_);
+    if (rotation_.copies == 0) return;
+    // The plan verified by the checker on the bytes the samples really touch, before any copy
+    // is made: a rotation that is not cold would time warm steps as cold ones.
+    const std::vector<cpu::Touch> turn =
+        cpu::rotation_schedule(rotation_.copies, rotation_.distance,
+                               byte_model(w.spec, w.layout).min, attention_.copy_bytes());
+    if (std::string why = cpu::rotation_cold_error(turn, cpu::last_level_cache_bytes());
+        !why.empty())
+      throw std::logic_error(
+          fmt::format("cold rotation over {} copies: {}", rotation_.copies, why));
+    attention_.make_copies(rotation_.copies);
+  }
 
   void run() override { attention_.run(); }
 
@@ -63,14 +110,36 @@ class CpuPoint final : public PreparedPoint {
   void end_utilization() override { busy_.finish(); }
   std::optional<UtilizationRecord> utilization() const override { return busy_.record(); }
 
-  // A steady clock around one step; cold: after the flush, which is outside the clock reads.
+  // A steady clock around one step; cold: after the flush, or on the next copy of a rotation.
   TimingRecord timing() const override {
-    return {TimingMethod::host_clock_per_step, /*steps_per_sample=*/1,
-            /*warm_l2=*/flusher_ == nullptr};
+    TimingRecord t{TimingMethod::host_clock_per_step, /*steps_per_sample=*/1,
+                   /*warm_l2=*/flusher_ == nullptr};
+    if (!t.warm_l2) {
+      t.rotation_copies = rotation_.copies;
+      t.rotation_bytes = rotation_.copies > 0 ? attention_.copies() * attention_.copy_bytes() : 0;
+      t.flush_reason = rotation_.flush_reason;
+    }
+    return t;
   }
 
   double time_one() override {
-    if (flusher_) {
+    int copy = 0;
+    if (rotation_.copies > 0) {
+      // Cold by rotation: the paired read streams the copy half a turn ahead (last touched half
+      // a turn ago), then the step runs on the next copy, last touched a whole turn ago. One
+      // read per sample keeps paired_read_samples one per sample as with the flush, at the cost
+      // of one copy's bytes (counted in the plan), where the flush read 2x the LLC; its rate is
+      // that of a plain stream of the step's own size, so for a small step it is lower than the
+      // flush's (the fork and join weigh more).
+      const int n = rotation_.copies;
+      copy = static_cast<int>(sample_ % n);
+      const std::span<const std::byte> ahead = attention_.copy((copy + rotation_.distance) % n);
+      const auto r0 = std::chrono::steady_clock::now();
+      sink_ ^= cpu::stream_read(ahead.data(), ahead.size());
+      const std::chrono::duration<double> dr = std::chrono::steady_clock::now() - r0;
+      paired_read_.push_back(static_cast<double>(ahead.size()) / dr.count());
+      ++sample_;
+    } else if (flusher_) {
       // Cold: the point's own buffers out of every cache, then the timed read of a region that
       // empties the caches of everything else and samples the read bandwidth of this moment.
       for (const auto& [data, bytes] : attention_.buffers()) cpu::evict_from_caches(data, bytes);
@@ -81,7 +150,10 @@ class CpuPoint final : public PreparedPoint {
     }
     busy_.start();
     const auto t0 = std::chrono::steady_clock::now();
-    run();
+    if (rotation_.copies > 0)
+      attention_.run_copy(copy);
+    else
+      run();
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
     busy_.stop();
     return dt.count();
@@ -90,7 +162,10 @@ class CpuPoint final : public PreparedPoint {
  private:
   cpu::CpuAttention attention_;
   cpu::CacheFlusher* flusher_;       // nullptr: warm samples
-  std::vector<double> paired_read_;  // B/s of each timed flush, one per sample
+  cpu::ColdRotationPlan rotation_;   // copies 0: the flush (when cold)
+  std::int64_t sample_ = 0;          // rotation: the sample's copy is sample_ % copies
+  std::uint64_t sink_ = 0;           // the paired reads' XOR, kept so the loads stay live
+  std::vector<double> paired_read_;  // B/s of each timed flush or read, one per sample
   cpu::ThreadBusyMeter busy_;        // the step runs on the whole OpenMP team
 };
 
@@ -153,6 +228,22 @@ class CpuBackend final : public Backend {
   }
 
   std::vector<SelfCheck> check_ceiling_kernels() override { return cpu::check_ceiling_kernels(); }
+
+  // What prepare() will do: the attention scope rotates where rotation_plan allows (the paired
+  // read, one copy, per sample), else flushes (CacheFlusher's read per sample, its eviction not
+  // counted); the layer scope always flushes (cpu_layer.cpp).
+  ColdSamplePlan cold_sample_plan(const WorkloadSpec& spec, const PagedLayout& layout,
+                                  bool layer_scope, const TimingOptions& timing,
+                                  const DeviceInfo&) override {
+    if (timing.warm_l2) return {ColdMethod::warm, 0.0};
+    const auto flush =
+        static_cast<double>(cpu::CacheFlusher::bytes_for(cpu::last_level_cache_bytes()));
+    if (layer_scope) return {ColdMethod::flush, flush};
+    const cpu::ColdRotationPlan plan =
+        rotation_plan(spec, layout, workload_host_bytes(spec, layout), 0);
+    if (plan.copies > 0) return {ColdMethod::rotation, static_cast<double>(plan.copy_bytes)};
+    return {ColdMethod::flush, flush};
+  }
 
   std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
                                          const TimingOptions& timing) override {

@@ -124,12 +124,16 @@ void evict_from_caches(const void* data, std::size_t bytes, int threads) {
 #endif
 }
 
-CacheFlusher::CacheFlusher(std::int64_t llc_bytes, int threads) : threads_(threads) {
+std::size_t CacheFlusher::bytes_for(std::int64_t llc_bytes) {
   constexpr std::size_t kMinBytes = std::size_t{64} << 20;
   const std::size_t want =
       std::max(kMinBytes, 2 * static_cast<std::size_t>(std::max<std::int64_t>(llc_bytes, 0)));
   const std::size_t per_chunk = kCeilingChunk * sizeof(float);
-  floats_ = (want + per_chunk - 1) / per_chunk * kCeilingChunk;
+  return (want + per_chunk - 1) / per_chunk * per_chunk;
+}
+
+CacheFlusher::CacheFlusher(std::int64_t llc_bytes, int threads) : threads_(threads) {
+  floats_ = bytes_for(llc_bytes) / sizeof(float);
   data_ = allocate(kRegions * floats_).release();
   fill_pattern(data_, kRegions * floats_, 0.0f, threads_);
 }

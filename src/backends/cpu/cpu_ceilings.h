@@ -102,6 +102,8 @@ class CacheFlusher {
   // caller can check every element was read).
   double flush();
   std::size_t bytes() const { return floats_ * sizeof(float); }  // read by one flush
+  // What bytes() is for a flusher of `llc_bytes` (the sweep's --plan, without making one).
+  static std::size_t bytes_for(std::int64_t llc_bytes);
   std::size_t floats() const { return floats_; }
 
  private:

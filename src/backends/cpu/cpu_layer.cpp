@@ -20,7 +20,7 @@ namespace decodebench::cpu {
 // ---- the attention -----------------------------------------------------------------------------
 
 CpuAttention::CpuAttention(const Workload& w, bool cascade)
-    : params_(w.params()), cascade_(cascade) {
+    : w_(w), params_(w.params()), cascade_(cascade) {
   // The layout too: the planner below and every timed step read the tables unchecked.
   if (const std::string why = unsupported_reason(params_, kernels::CheckScope::layout);
       !why.empty())
@@ -53,6 +53,90 @@ void CpuAttention::run() {
     paged_decode_cascade(params_);
   else
     paged_decode(params_);
+}
+
+void CpuAttention::run_copy(int i) {
+  const kernels::PagedDecodeParams& p = copy_params_.at(static_cast<std::size_t>(i));
+  if (cascade_)
+    paged_decode_cascade(p);
+  else
+    paged_decode(p);
+}
+
+namespace {
+constexpr std::size_t kPieceAlign = 64;  // each piece of a copy starts on a cache line
+std::size_t aligned(std::size_t bytes) {
+  return (bytes + kPieceAlign - 1) / kPieceAlign * kPieceAlign;
+}
+}  // namespace
+
+// In copy order; MLA's V is K's first value_dim() (no piece of its own).
+std::vector<CpuAttention::Piece> CpuAttention::copy_pieces() const {
+  const Workload& w = w_;
+  std::vector<Piece> pieces = {
+      {w.q.data(), w.q.size()},
+      {w.k_cache.data(), w.k_cache.size()},
+      {w.v_cache.data(), w.v_cache.size()},
+      {w.layout.block_tables.data(), w.layout.block_tables.size() * sizeof(std::int32_t)},
+      {w.layout.context_lens.data(), w.layout.context_lens.size() * sizeof(std::int32_t)},
+      {w.k_scales.data(), w.k_scales.size() * sizeof(std::uint16_t)},
+      {w.k_zeros.data(), w.k_zeros.size() * sizeof(std::uint16_t)},
+      {w.v_scales.data(), w.v_scales.size() * sizeof(std::uint16_t)},
+      {w.v_zeros.data(), w.v_zeros.size() * sizeof(std::uint16_t)}};
+  return pieces;
+}
+
+std::int64_t CpuAttention::copy_bytes() const {
+  std::size_t total = 0;
+  for (const Piece& p : copy_pieces()) total += aligned(p.bytes);
+  return static_cast<std::int64_t>(total);
+}
+
+void CpuAttention::make_copies(int copies) {
+  copies_.clear();
+  copy_params_.clear();
+  const std::vector<Piece> pieces = copy_pieces();
+  const auto bytes = static_cast<std::size_t>(copy_bytes());
+  for (int c = 0; c < copies; ++c) {
+    HostBuffer& buf = copies_.emplace_back(bytes);
+    advise_huge_pages(buf.data(), buf.size());
+    kernels::PagedDecodeParams p = params_;
+    std::size_t offset = 0;
+    for (const Piece& piece : pieces) {
+      std::byte* dst = buf.data() + offset;
+      if (piece.bytes > 0) {
+        // Copied by all threads in a static partition: each first-touches what it writes.
+        constexpr std::size_t kChunk = std::size_t{1} << 20;
+        const auto chunks = static_cast<std::int64_t>((piece.bytes + kChunk - 1) / kChunk);
+        const auto* src = static_cast<const std::byte*>(piece.source);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+        for (std::int64_t i = 0; i < chunks; ++i) {
+          const std::size_t begin = static_cast<std::size_t>(i) * kChunk;
+          std::memcpy(dst + begin, src + begin, std::min(kChunk, piece.bytes - begin));
+        }
+      }
+      // Repoint the params' field that held this piece's source (MLA's V follows its K).
+      const void* from = piece.source;
+      if (piece.bytes > 0) {
+        if (params_.q == from) p.q = dst;
+        if (params_.k_cache == from) p.k_cache = dst;
+        if (params_.v_cache == from) p.v_cache = dst;
+        if (params_.block_tables == from)
+          p.block_tables = reinterpret_cast<const std::int32_t*>(dst);
+        if (params_.context_lens == from)
+          p.context_lens = reinterpret_cast<const std::int32_t*>(dst);
+        if (params_.k_scales == from) p.k_scales = reinterpret_cast<const std::uint16_t*>(dst);
+        if (params_.k_zeros == from) p.k_zeros = reinterpret_cast<const std::uint16_t*>(dst);
+        if (params_.v_scales == from) p.v_scales = reinterpret_cast<const std::uint16_t*>(dst);
+        if (params_.v_zeros == from) p.v_zeros = reinterpret_cast<const std::uint16_t*>(dst);
+      }
+      offset += aligned(piece.bytes);
+    }
+    copy_params_.push_back(p);
+  }
+  // Out of every cache once, so that the first turn's steps and paired reads come from DRAM too
+  // (the copies just written, the last ones most recently, would otherwise be partly cached).
+  for (const HostBuffer& buf : copies_) evict_from_caches(buf.data(), buf.size());
 }
 
 // ---- host buffers and the generator ------------------------------------------------------------
@@ -266,8 +350,12 @@ std::vector<float> CpuLayer::output() {
 }
 
 TimingRecord CpuLayer::timing() const {
-  return {TimingMethod::host_clock_per_step, /*steps_per_sample=*/1,
-          /*warm_l2=*/flusher_ == nullptr};
+  TimingRecord t{TimingMethod::host_clock_per_step, /*steps_per_sample=*/1,
+                 /*warm_l2=*/flusher_ == nullptr};
+  // The layer keeps the flush: rotating its KV alone would leave the weights (most of its bytes)
+  // warm, and copies of the weights (llama-3.1-8b: ~1.5 GB with the LM head) rarely fit the cap.
+  if (!t.warm_l2) t.flush_reason = "layer scope: the weights are not rotated";
+  return t;
 }
 
 double CpuLayer::time_one() {

@@ -26,29 +26,6 @@
 
 namespace decodebench::cpu {
 
-// The attention of one point: the decode params over the workload's host tensors, the prefix
-// plan for cascade, the output [rows][Hq][d] in the q dtype. Throws InputError for what the
-// decode does not support and for a layout-only workload (backend.h), which the harness then
-// materializes.
-class CpuAttention {
- public:
-  CpuAttention(const Workload& w, bool cascade);
-  CpuAttention(const CpuAttention&) = delete;
-  CpuAttention& operator=(const CpuAttention&) = delete;
-  void run();
-  std::span<const std::byte> output() const { return out_; }  // [rows][Hq][d] q dtype
-  DType dtype() const { return params_.q_dtype; }
-  // Every buffer run() reads or writes, for the eviction before a cold sample.
-  const std::vector<Span>& buffers() const { return buffers_; }
-
- private:
-  kernels::PagedDecodeParams params_;
-  bool cascade_;
-  kernels::PrefixPlan plan_;  // bound into params_ when cascade_
-  std::vector<std::byte> out_;
-  std::vector<Span> buffers_;
-};
-
 // A host buffer of bytes left uninitialized (a std::vector would zero 1 GB on one thread
 // before the parallel fill touches it), 64-byte aligned.
 class HostBuffer {
@@ -65,6 +42,51 @@ class HostBuffer {
   };
   std::unique_ptr<std::byte, Free> data_;
   std::size_t size_ = 0;
+};
+
+// The attention of one point: the decode params over the workload's host tensors, the prefix
+// plan for cascade, the output [rows][Hq][d] in the q dtype. Throws InputError for what the
+// decode does not support and for a layout-only workload (backend.h), which the harness then
+// materializes.
+class CpuAttention {
+ public:
+  CpuAttention(const Workload& w, bool cascade);
+  CpuAttention(const CpuAttention&) = delete;
+  CpuAttention& operator=(const CpuAttention&) = delete;
+  void run();
+  std::span<const std::byte> output() const { return out_; }  // [rows][Hq][d] q dtype
+  DType dtype() const { return params_.q_dtype; }
+  // Every buffer run() reads or writes, for the eviction before a cold sample.
+  const std::vector<Span>& buffers() const { return buffers_; }
+
+  // Cold by rotation (cpu_cold.h): `copies` byte-identical copies of every buffer the step
+  // reads (q, K, V, block tables, context lengths, an integer format's scales and zeros), each
+  // one contiguous buffer, evicted from the caches once made; the output, small and written
+  // every step, stays shared. 0 drops them. run() keeps running the workload's own buffers
+  // (validation and the warm-up, which so leave the copies cold); the copies hold the same
+  // bytes, so its output stands for each copy's (tests/backends/cpu/cpu_cold_test.cpp checks).
+  void make_copies(int copies);
+  int copies() const { return static_cast<int>(copies_.size()); }
+  void run_copy(int i);
+  std::span<const std::byte> copy(int i) const { return {copies_[i].data(), copies_[i].size()}; }
+  // The bytes of one copy (64-byte aligned pieces) for this workload.
+  std::int64_t copy_bytes() const;
+
+ private:
+  struct Piece {
+    const void* source;
+    std::size_t bytes;
+  };
+  std::vector<Piece> copy_pieces() const;
+
+  const Workload& w_;
+  kernels::PagedDecodeParams params_;
+  bool cascade_;
+  kernels::PrefixPlan plan_;  // bound into params_ when cascade_
+  std::vector<std::byte> out_;
+  std::vector<Span> buffers_;
+  std::vector<HostBuffer> copies_;                       // empty: no rotation
+  std::vector<kernels::PagedDecodeParams> copy_params_;  // params_ over each copy
 };
 
 // Element i of `tensor` for i in [first, first + count): counter_normal(seed, tensor, i) *

@@ -298,8 +298,8 @@ void add_mark_legend(bool any_timeout, bool any_noisy, bool any_flagged,
   if (any_flagged) {
     legend.push_back(fmt::format(
         "{}: a self-check flagged it (bandwidth above the device's peak, or a cold flush smaller "
-        "than 2x the cache; the notes say which): kept as measured, but not a result, and left "
-        "out of the knees.",
+        "than 2x the cache; listed under not ok with its reason): kept as measured, but not a "
+        "result, and left out of the knees.",
         where("!")));
   }
 }

@@ -7,15 +7,23 @@
 #                      found through the binaries' run path $ORIGIN/../lib
 #   OUTDIR/configs/    a copy of configs/ (decodebench finds it beside bin/)
 #   OUTDIR/manifest.json
-# Kernels for sm_90a, host code for any x86-64-v3 CPU, fmt header-only, the CUDA runtime static:
-# `ldd` of every binary shows glibc, libstdc++, libgcc_s, libgomp and the bundle's lib/ only.
+# Kernels for sm_90a (or --arch), host code for any x86-64-v3 CPU, fmt header-only, the CUDA
+# runtime static: `ldd` of every binary shows glibc, libstdc++, libgcc_s, libgomp and the
+# bundle's lib/ only.
 #
 #   scripts/gpu-bundle.sh [OUTDIR] [--quick | --smoke] [--bench] [--build-dir DIR] [--jobs N]
+#                         [--arch LIST] [--print-config]
 #       OUTDIR defaults to gpu-bundle/ at the repo root (ignored by git); --quick builds head_dim
 #       128 with f16 and fp8_e4m3 only; --smoke one rung (naive), head_dim 128, f16, host code
 #       at -O1: a bundle to check the packaging with, not to measure (its own test); --bench adds
 #       the microbenchmark binary, which the GPU check does not run (16 MB more: with every
 #       kernel over the limit, so with --quick); the build dir defaults to build-bundle/.
+#       --arch: the CMAKE_CUDA_ARCHITECTURES to build for, ';'- or ','-separated (default 90a:
+#       the bundle is built where there is no GPU to ask, and the H200 is what it is for); each
+#       must be one scripts/cuda-arch.sh maps a GPU to (80 86 87 89 90a 100a 103a 110a 120 121
+#       with nvcc 13), so that scripts/gpu-check.sh, which asks cuda-arch.sh for the GPU it runs
+#       on, finds it in the manifest's cuda_architectures. --print-config: print the checked
+#       architectures and the CMake flags, build nothing (exit 0; a bad value exits 1 first).
 #   scripts/gpu-bundle.sh --check-ldd FILE...
 #       only the ldd rule: exit 1 naming every library outside the allowed set.
 set -euo pipefail
@@ -90,9 +98,17 @@ smoke=0
 bench=0
 build_dir="$root/build-bundle"
 jobs="$(nproc)"
+arch_list="90a"
+print_config=0
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
+    --print-config) print_config=1 ;;
+    --arch)
+      [ "$#" -ge 2 ] && [ -n "$2" ] || die "--arch needs a list of architectures (e.g. 90a)"
+      arch_list="$2"
+      shift
+      ;;
     --smoke) smoke=1 ;;
     --bench) bench=1 ;;
     --build-dir)
@@ -105,7 +121,7 @@ while [ "$#" -gt 0 ]; do
       jobs="$2"
       shift
       ;;
-    -*) die "unknown option '$1' (valid: --quick, --smoke, --bench, --build-dir DIR, --jobs N, --check-ldd FILE...)" ;;
+    -*) die "unknown option '$1' (valid: --quick, --smoke, --bench, --build-dir DIR, --jobs N, --arch LIST, --print-config, --check-ldd FILE...)" ;;
     *)
       [ -z "$out" ] || die "one OUTDIR only (got '$out' and '$1')"
       out="$1"
@@ -113,7 +129,34 @@ while [ "$#" -gt 0 ]; do
   esac
   shift
 done
+nvcc="$(command -v nvcc 2>/dev/null || true)"
+if [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc; fi
+
+# --arch against cuda-arch.sh's own table: the architectures it maps the capabilities it knows
+# to (with this nvcc; its nvcc 13.0 table without one). Checked before anything is written.
+arch_caps=(8.0 8.6 8.7 8.9 9.0 10.0 10.3 11.0 12.0 12.1)
+arch_nvcc=(--no-nvcc)
+[ -z "$nvcc" ] || arch_nvcc=(--nvcc "$nvcc")
+# Its first line is the list; read whole (a pipe into head could SIGPIPE it under pipefail).
+valid_archs="$("$root/scripts/cuda-arch.sh" "${arch_nvcc[@]}" "${arch_caps[@]}")" ||
+  die "scripts/cuda-arch.sh failed; cannot check --arch"
+valid_archs="${valid_archs%%$'\n'*}"
+cuda_archs=()
+IFS=';,' read -r -a requested <<<"$arch_list"
+for a in "${requested[@]}"; do
+  a="${a// /}"
+  [ -n "$a" ] || continue
+  if [[ ";$valid_archs;" != *";$a;"* ]]; then
+    die "--arch '$a' is not an architecture scripts/cuda-arch.sh builds for a GPU; valid:" \
+      "${valid_archs//;/ } (e.g. --arch 90a, or --arch '90a;100a' for several)"
+  fi
+  [[ " ${cuda_archs[*]} " == *" $a "* ]] || cuda_archs+=("$a")
+done
+((${#cuda_archs[@]})) || die "--arch '$arch_list' names no architecture; valid: ${valid_archs//;/ }"
+cuda_architectures="$(IFS=';'; echo "${cuda_archs[*]}")"
+
 out="${out:-$root/gpu-bundle}"
+if [ "$print_config" -eq 0 ]; then
 mkdir -p "$build_dir"
 build_dir="$(cd "$build_dir" && pwd)"
 mkdir -p "$(dirname "$out")"
@@ -126,10 +169,8 @@ if [ -e "$out" ]; then
     die "$out exists and is not a bundle (no manifest.json); give a new or empty folder"
   fi
 fi
-
-nvcc="$(command -v nvcc 2>/dev/null || true)"
-if [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc; fi
 [ -n "$nvcc" ] || die "no nvcc on PATH or in /usr/local/cuda/bin: the bundle's kernels need it"
+fi
 
 head_dims="64;128;256"
 # Every KV format the ladder is built for, from the table (kernels/kv_formats.h): the float ones
@@ -157,7 +198,7 @@ cmake_flags=(
   -G Ninja
   -DCMAKE_BUILD_TYPE=Release
   -DCMAKE_CUDA_COMPILER="$nvcc"
-  -DCMAKE_CUDA_ARCHITECTURES=90a
+  "-DCMAKE_CUDA_ARCHITECTURES=$cuda_architectures"
   # Each of the binaries carries every kernel: compressed for size the fat binary is about a
   # fifth of nvcc's default (a CUDA 13 driver, which cudart 13 needs anyway, reads it).
   -DCMAKE_CUDA_FLAGS=--compress-mode=size
@@ -179,6 +220,11 @@ cmake_flags=(
   "-DCMAKE_BUILD_RPATH=\$ORIGIN/../lib"
   "${opt_flags[@]}"
 )
+if [ "$print_config" -eq 1 ]; then
+  echo "cuda_architectures=$cuda_architectures"
+  printf 'cmake_flag=%s\n' "${cmake_flags[@]}"
+  exit 0
+fi
 echo "gpu-bundle: configuring $build_dir" >&2
 cmake -S "$root" -B "$build_dir" "${cmake_flags[@]}" || die "configure failed"
 grep -q '^CMAKE_CUDA_COMPILER:' "$build_dir/CMakeCache.txt" || die "CMake did not enable CUDA"
@@ -242,7 +288,7 @@ git_dirty=false
 
 BUNDLE="$out" FACTS="$build_dir/build_facts.json" GIT_SHA="$git_sha" GIT_DIRTY="$git_dirty" \
   HOST="$(uname -srm)" NVCC_VERSION="$nvcc_version" GLIBC_MAX="GLIBC_$glibc_max" \
-  GLIBCXX_MAX="GLIBCXX_$glibcxx_max" GPU_TESTS="${gpu_tests[*]}" \
+  GLIBCXX_MAX="GLIBCXX_$glibcxx_max" GPU_TESTS="${gpu_tests[*]}" ARCHS="$cuda_architectures" \
   python3 - "${cmake_flags[@]}" <<'EOF'
 import datetime, hashlib, json, os, sys
 
@@ -259,6 +305,12 @@ for d, _, names in os.walk(bundle):
             digest = hashlib.sha256(f.read()).hexdigest()
         files.append({"path": rel, "bytes": os.path.getsize(p), "sha256": digest})
 files.sort(key=lambda f: f["path"])
+# What the build was configured with must be what --arch asked: gpu-check.sh trusts this field.
+built = facts["cuda_architectures"]
+built = built if isinstance(built, list) else str(built).replace(",", ";").split(";")
+if sorted(str(a) for a in built) != sorted(os.environ["ARCHS"].split(";")):
+    sys.exit(f"gpu-bundle: the build has CUDA architectures {built}, --arch asked "
+             f"{os.environ['ARCHS']}")
 manifest = {
     "git_sha": os.environ["GIT_SHA"],
     "git_dirty": os.environ["GIT_DIRTY"] == "true",

@@ -6,7 +6,8 @@ with its headline figures, read from the reports in OUTDIR (it never runs anythi
 
 Reads OUTDIR/steps.tsv (name, status, seconds, note; written by gpu-check.sh) and, where present,
 bundle-manifest.json, check.json, ceilings.json, targets.json, int-kv.json, prefix.json,
-layer.json, tiers.json, ncu-bytes.json, the GoogleTest XML files and gpu-check.json. The
+layer.json, tiers.json, ncu-bytes.json, timing-graph.json and timing-eager.json, the GoogleTest
+XML files and gpu-check.json. The
 attention target thresholds are docs/design.md "GPU targets"; the layer step's is the layer
 scope's GPU target. Standard library only.
 """
@@ -27,6 +28,14 @@ GQA_OVER_NAIVE = 3.0
 # bytes at the measured copy ceiling.
 LAYER_COPY_ROOF = 0.80
 LAYER_MODEL, LAYER_CONTEXT = "llama-3.1-8b", 8192
+# Eager launches over a CUDA graph of the same warm steps: above this the host's launch path
+# shows in the eager figure (docs/design.md "Graph against eager").
+LARGE_TIMING_GAP = 0.10
+
+
+def is_result(r):
+    """An ok point that no self-check flagged (docs/design.md "Rows that check themselves")."""
+    return r.get("status") == "ok" and not r.get("flags")
 
 
 def load(outdir, name):
@@ -46,7 +55,9 @@ def statuses(report):
     results = report.get("results") or []
     counts = {}
     for r in results:
-        counts[r.get("status", "?")] = counts.get(r.get("status", "?"), 0) + 1
+        # A flagged row is ok as measured, but no result: counted apart.
+        status = "flagged" if r.get("status") == "ok" and r.get("flags") else r.get("status", "?")
+        counts[status] = counts.get(status, 0) + 1
     planned = (report.get("completion") or {}).get("points_planned")
     noun = "point" if (planned or len(results)) == 1 else "points"
     head = f"{len(results)} of {planned} {noun}" if planned and planned != len(results) else \
@@ -132,7 +143,7 @@ def static_bound(static, r, device_name):
 def target_lines(targets, copy, static=None):
     lines = []
     device_name = ((targets.get("devices") or [{}])[0]).get("name") or ""
-    ok = [r for r in targets.get("results") or [] if r.get("status") == "ok"
+    ok = [r for r in targets.get("results") or [] if is_result(r)
           and r.get("bandwidth", {}).get("achieved")]
     auto_tps = {}
     for (b, ctx), goal in TARGET_POINTS:
@@ -175,7 +186,7 @@ def gqa_line(sweep):
     by_point = {}
     for r in sweep.get("results") or []:
         s = r.get("model_shape") or {}
-        if r.get("status") != "ok" or not s.get("num_kv_heads"):
+        if not is_result(r) or not s.get("num_kv_heads"):
             continue
         if s["num_q_heads"] // s["num_kv_heads"] != 8 or r.get("kernel") not in ("gqa", "naive"):
             continue
@@ -194,7 +205,7 @@ def prefix_lines(prefix):
     """cascade against the best prefix-unaware rung at each shared point (same workload)."""
     by_point = {}
     for r in prefix.get("results") or []:
-        if r.get("status") != "ok" or not r.get("hit_rate") or not r.get("tokens_per_s"):
+        if not is_result(r) or not r.get("hit_rate") or not r.get("tokens_per_s"):
             continue
         key = (shape(r), r.get("kv_dtype"), r.get("hit_rate"), r.get("prefix_groups"))
         by_point.setdefault(key, {})[r.get("kernel")] = r
@@ -221,7 +232,7 @@ def int_kv_lines(report):
     tps = {}
     formats = []
     for r in report.get("results") or []:
-        if r.get("status") == "ok" and r.get("tokens_per_s"):
+        if is_result(r) and r.get("tokens_per_s"):
             tps[(r.get("kernel"), r.get("kv_dtype"))] = r["tokens_per_s"]
         if r.get("kv_dtype") not in formats and r.get("kv_dtype") != "f16":
             formats.append(r.get("kv_dtype"))
@@ -270,7 +281,7 @@ def layer_lines(layer, copy):
 
     knees = {(str(k.get("kernel")), round(k.get("hit_rate") or 0, 6)): k
              for k in layer.get("knees") or [] if k.get("scope") == "layer" and here(k)}
-    ok = [r for r in points if r.get("status") == "ok" and here(r)]
+    ok = [r for r in points if is_result(r) and here(r)]
 
     def series_of(r):
         return str(r.get("kernel_requested") or r.get("kernel")), round(r.get("hit_rate") or 0, 6)
@@ -337,6 +348,46 @@ def ncu_figures(ncu):
     return "; ".join(parts)
 
 
+def flag_lines(outdir):
+    """Every flagged row of the reports, with its reasons: kept as measured, no result."""
+    lines = []
+    for name in ("check.json", "targets.json", "int-kv.json", "prefix.json", "layer.json",
+                 "timing-graph.json", "timing-eager.json", "gpu-check.json"):
+        for r in (load(outdir, name) or {}).get("results") or []:
+            for f in r.get("flags") or []:
+                ctx = ((r.get("context") or {}).get("values") or ["?"])[-1]
+                lines.append(f"  {name}: {r.get('kernel')} b={r.get('batch')} ctx={ctx} "
+                             f"{r.get('kv_dtype')}: {f.get('name')}: {f.get('reason')}")
+    return lines
+
+
+def timing_point(report):
+    """(median s, timing method) of the one ok point of a timing-*.json, or None."""
+    for r in (report or {}).get("results") or []:
+        median = (r.get("time_s") or {}).get("median")
+        if r.get("status") == "ok" and median:
+            return median, (r.get("timing") or {}).get("method") or "?"
+    return None
+
+
+def timing_lines(graph_report, eager_report):
+    """The same warm point timed with its steps in a CUDA graph and launched eagerly: the gap."""
+    graph, eager = timing_point(graph_report), timing_point(eager_report)
+    if not graph or not eager:
+        missing = [n for n, v in (("timing-graph.json", graph), ("timing-eager.json", eager))
+                   if not v]
+        return [f"  no gap: no ok point in {' or '.join(missing)}"]
+    gap = eager[0] / graph[0] - 1
+    line = (f"  graph {graph[0] * 1e6:.2f} us ({graph[1]}), eager {eager[0] * 1e6:.2f} us "
+            f"({eager[1]}): eager {gap * 100:+.1f} % over graph")
+    if graph[1] != "graph_replay":
+        line += "; the graph run fell back to plain launches (capture failed), so no gap to read"
+    elif abs(gap) > LARGE_TIMING_GAP:
+        line += (f"; LARGE GAP (over {LARGE_TIMING_GAP * 100:.0f} %): launched one by one the "
+                 "step waits on the host's launch path, the graph figure is the GPU's")
+    return [line]
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         sys.exit("usage: gpu-check-summary.py OUTDIR [TITLE]")
@@ -362,6 +413,10 @@ def main():
         "tiers": tier_figures(load(outdir, "tiers.json") or {}),
         "ncu-bytes": ncu_figures(load(outdir, "ncu-bytes.json")),
         "sweep": statuses(sweep) if sweep else "",
+        "timing-graph": statuses(load(outdir, "timing-graph.json") or {})
+        if load(outdir, "timing-graph.json") else "",
+        "timing-eager": statuses(load(outdir, "timing-eager.json") or {})
+        if load(outdir, "timing-eager.json") else "",
     }
     for name in manifest.get("gpu_tests") or []:
         base = os.path.basename(name)
@@ -380,6 +435,12 @@ def main():
               "attention only):")
         for line in target_lines(targets, copy_ceiling(targets, ceilings),
                                  load(outdir, "static-model.json")):
+            print(line)
+    graph, eager = load(outdir, "timing-graph.json"), load(outdir, "timing-eager.json")
+    if graph or eager:
+        print("graph vs eager (timing-graph.json, timing-eager.json: llama-3.1-8b b=1 ctx=8192 "
+              "f16, warm L2, the same point):")
+        for line in timing_lines(graph, eager):
             print(line)
     int_kv = load(outdir, "int-kv.json")
     lines = int_kv_lines(int_kv) if int_kv else []
@@ -403,6 +464,11 @@ def main():
               "time of one layer, tok/s of the model without the LM head; % of copy roof = "
               "bytes.min / copy ceiling / median):")
         for line in layer_lines(layer, copy_ceiling(layer, ceilings)):
+            print(line)
+    lines = flag_lines(outdir)
+    if lines:
+        print(f"flagged rows ({len(lines)}; kept as measured, no result, left out above):")
+        for line in lines:
             print(line)
     failed = [s[0] for s in steps if s[1] == "FAIL"]
     if failed:

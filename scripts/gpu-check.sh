@@ -24,6 +24,10 @@
 #                                                                   ceilings.log, ceilings.json
 #   targets         configs/sweeps/gpu-targets.json: the GPU target points, --kernel auto and
 #                   every rung                                          targets.log, targets.json
+#   timing-graph    one warm point of configs/sweeps/gpu-targets.json (llama-3.1-8b, batch 1 x
+#   timing-eager    8192, f16, --kernel auto) timed with its steps replayed as a CUDA graph, then
+#                   launched one by one (--warm --timing graph|eager); the summary prints the gap
+#                   and calls one over 10 % large          timing-graph.log/.json, timing-eager.*
 #   int-kv          configs/sweeps/gpu-targets.json cut to batch 64 x 8192, f16 and the integer
 #                   KV formats (the bundle's kv_formats.json) on tc and cascade int-kv.log, int-kv.json
 #   prefix          configs/sweeps/prefix.json cut to batch 16/64 x 8k x h 0/0.9, one group:
@@ -56,8 +60,10 @@
 #   nvidia-smi-end  the snapshot again, after the load                       nvidia-smi-end.log
 # plus summary.txt (every progress line, then the summary) and steps.tsv (name, status, seconds,
 # note per step). The summary (scripts/gpu-check-summary.py) is printed last: each step, its
-# seconds and headline figures, the target points against docs/design.md "GPU targets", and the
-# layer step: its batch-1 time against the copy-ceiling roof of its bytes, and its knee.
+# seconds and headline figures, the target points against docs/design.md "GPU targets", the gap
+# between graph and eager timing, the layer step: its batch-1 time against the copy-ceiling roof
+# of its bytes, and its knee; and every row a self-check flagged (docs/design.md "Rows that
+# check themselves": above the device's peak, a cold flush under 2x the L2), with its reason.
 #
 # ncu: $NCU if set, else the first of PATH, /opt/nvidia/nsight-compute/*/ncu,
 # /usr/local/cuda/bin/ncu. Without it (or without permission to read the counters) the ncu steps
@@ -277,6 +283,14 @@ sweep_step() {  # sweep_step [--partial-ok] NAME CONFIG OUT CAP [AXIS FLAGS...]
     --device "$device" --config "$config" "$@" "${ceilings_arg[@]}" --out "$outdir/$out"
 }
 sweep_step targets gpu-targets.json targets.json 150
+# Graph against eager: one short warm point (batch 1 x 8k, a step of some us, where the host's
+# launch path can show) timed both ways; the summary prints the gap. Few samples: two figures
+# to set side by side, not a target.
+for how in graph eager; do
+  sweep_step "timing-$how" gpu-targets.json "timing-$how.json" 30 --model llama-3.1-8b \
+    --batch 1 --context 8192 --kv-dtype f16 --kernel auto --warm --timing "$how" \
+    --min-samples 10 --min-time 0.2 --timeout 10 --quiet
+done
 # The integer KV formats against f16 at the batch-64 target point, on the two rungs that read
 # them (the CUDA-core rungs refuse them).
 int_kv_formats="$(python3 "$root/scripts/kv_formats.py" --near "$bin" names --ladder int_kv)" ||

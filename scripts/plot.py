@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Draws the figures of a decodebench report (docs/report-schema.md, schema_version 1).
 
-Reads only the JSON report (it never re-runs kernels); only points with status "ok" are drawn,
-and null values are missing values, never 0. Writes <prefix>-<name>.png and .svg for each of:
+Reads only the JSON report (it never re-runs kernels); only points with status "ok" that no
+self-check flagged are drawn, and null values are missing values, never 0. Writes
+<prefix>-<name>.png and .svg for each of:
   roofline         achieved FLOP/s vs arithmetic intensity (log-log) under the device's roofs:
                    measured read bandwidth, datasheet bandwidth, each compute peak
   tokens-vs-batch  attention-only tokens/s vs batch, one line per series, the knee marked
@@ -161,7 +162,8 @@ def load_compare(path):
 
 
 def ok_points(report):
-    return [r for r in report["results"] if r.get("status") == "ok"]
+    # A row a self-check flagged (results[].flags) is ok as measured but no result: not drawn.
+    return [r for r in report["results"] if r.get("status") == "ok" and not r.get("flags")]
 
 
 def num(value):

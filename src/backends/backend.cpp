@@ -14,6 +14,16 @@
 
 namespace decodebench {
 
+std::string_view warm_timing_name(WarmTiming t) {
+  return t == WarmTiming::eager ? "eager" : "graph";
+}
+
+WarmTiming parse_warm_timing(std::string_view s) {
+  if (s == "graph") return WarmTiming::graph;
+  if (s == "eager") return WarmTiming::eager;
+  throw InputError("unknown --timing '" + std::string(s) + "'; valid: graph, eager");
+}
+
 std::vector<std::string> backend_names() {
   std::vector<std::string> names;
   names.push_back("cpu");

@@ -13,6 +13,7 @@
 
 #include "common/errors.h"               // InputError
 #include "results/device_info.h"         // DeviceInfo, Ceilings: what a report records of a device
+#include "results/self_check_record.h"   // FlushRecord: what a cold flush touched
 #include "results/timing_record.h"       // TimingRecord: how a point's samples were timed
 #include "results/utilization_record.h"  // UtilizationRecord: how busy the device was
 #include "workload/layer_model.h"        // LayerStage, GemmShape: scope "layer"
@@ -45,6 +46,10 @@ class PreparedPoint {
   // pairs each step with the bandwidth of its own moment, where the sweep's ceilings are
   // minutes old (roofline.fraction_paired; compare's normalized space).
   virtual std::vector<double> paired_read_samples() const { return {}; }
+  // The cold flush before each sample: the bytes it touches and the cache it must evict, for
+  // the point's self-check (results/self_check.h check_flush). Empty where the backend records
+  // none (default).
+  virtual std::optional<FlushRecord> flush_record() const { return std::nullopt; }
   // How busy the device was over the timed samples (docs/design.md "Busy beside the roof"): the
   // measurement loop calls begin_utilization() after the warm-up, right before the first
   // time_one(), and end_utilization() right after the last; utilization() is read after that.
@@ -95,10 +100,20 @@ struct LinkMeasurement {
   double overhead_s = 0;
 };
 
+// How warm samples enqueue their N steps (sweep --timing): `graph` replays a CUDA graph of them
+// where capture works, `eager` launches them one by one. The GPU check times one point both
+// ways: a large gap says the step is short enough for the host's launch path to show.
+enum class WarmTiming { graph, eager };
+std::string_view warm_timing_name(WarmTiming t);   // "graph", "eager"
+WarmTiming parse_warm_timing(std::string_view s);  // throws InputError listing the valid names
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // For the points prepared after it; a backend without CUDA graphs (cpu, emu: a host clock
+  // around one step) has nothing to choose and ignores it.
+  virtual void set_warm_timing(WarmTiming /*timing*/) {}
   virtual DeviceInfo device_info() = 0;
   // Runs the bandwidth and FMA ceiling kernels; may take a few seconds.
   virtual Ceilings measure_ceilings() = 0;

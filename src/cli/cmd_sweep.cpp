@@ -46,6 +46,7 @@ struct SweepOptions {
   std::string dump;
   std::string ceilings;  // --ceilings FILE: reuse what `decodebench ceilings --out FILE` measured
   std::string resume;    // --resume REPORT
+  std::string timing;    // --timing graph|eager ("" = graph); not part of the sweep config
   bool quiet = false;
   bool plan = false;                  // --plan: print what would run, run nothing
   CLI::Option* out_option = nullptr;  // whether --out was given (a resume writes REPORT otherwise)
@@ -297,7 +298,14 @@ int run(const SweepOptions& o) {
                         ? sweep_config_from_json(previous->config, o.resume)
                         : resolve_sweep_config(o.flags);
   validate(cfg);
+  // Checked before the backend starts: a bad value fails fast, without a GPU.
+  const WarmTiming warm_timing = o.timing.empty() ? WarmTiming::graph : parse_warm_timing(o.timing);
+  if (!o.timing.empty() && !cfg.measure.warm_l2) {
+    // A cold sample times one step after its own flush: nothing to replay as a graph.
+    throw InputError("--timing chooses how --warm samples launch their steps; add --warm");
+  }
   std::unique_ptr<Backend> backend = make_backend(cfg.backend, o.flags.device);
+  backend->set_warm_timing(warm_timing);
   cfg.backend = backend->name();  // the report records what "auto" resolved to
 
   // Bad model or kernel names fail here, before the ceilings take their seconds.
@@ -408,6 +416,10 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--ceilings", o->ceilings,
                   "Reuse the ceilings `decodebench ceilings --out FILE` measured on this device "
                   "instead of measuring them again");
+  cmd->add_option("--timing", o->timing,
+                  "With --warm, how a sample's steps are launched: graph (a CUDA graph of them, "
+                  "the default; plain launches where capture fails) or eager (plain launches). "
+                  "The report's timing.method says which ran; cpu and emu ignore it");
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   cmd->add_flag("--plan", o->plan,
                 "Run nothing: print the points the sweep would run (their count, each axis' "

@@ -27,6 +27,7 @@
 #include "reference/reference.h"
 #include "results/knees.h"
 #include "results/point_identity.h"
+#include "results/self_check.h"
 #include "workload/byte_model.h"
 
 namespace decodebench {
@@ -226,6 +227,9 @@ class MeanLayerPoint final : public PreparedLayer {
     return t / total_layers_;
   }
   TimingRecord timing() const override { return kinds_[0].prepared->timing(); }
+  std::optional<FlushRecord> flush_record() const override {
+    return kinds_[0].prepared->flush_record();
+  }
   std::vector<double> paired_read_samples() const override {
     return kinds_[0].prepared->paired_read_samples();  // one per sample: the first kind's
   }
@@ -379,6 +383,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
                                        r.paired_read_samples.size(), r.samples.size()));
   }
   r.timing = prepared->timing();  // after the samples: the steps per sample may be chosen then
+  if (!r.timing->warm_l2) r.flush = prepared->flush_record();
   r.time_s = summarize(r.samples);
   if (stop_reason(r.samples, config.measure, /*wall_elapsed_s=*/0) != StopReason::converged) {
     // Still ok and published; the note says the numbers are noisier than asked for.
@@ -391,6 +396,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   if (layer) {
     finish_layer(*prepared_layer, device, backend.compute_unit(r.kernel), paired, r);
     if (r.utilization) finish_utilization(*r.utilization, r.time_s.median, r.tokens_per_s);
+    r.flags = self_check(r, device);
     return;
   }
   RooflineInput in;
@@ -405,6 +411,7 @@ void run_point(Backend& backend, const SweepPoint& p, const PagedLayout& layout,
   r.roofline = roof.roofline;
   r.tokens_per_s = roof.tokens_per_s;
   if (r.utilization) finish_utilization(*r.utilization, r.time_s.median, r.tokens_per_s);
+  r.flags = self_check(r, device);
 }
 
 std::string join_lines(const std::vector<std::string>& items) {

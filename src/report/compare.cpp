@@ -13,6 +13,7 @@
 #include "common/text.h"
 #include "report/table.h"
 #include "results/point_identity.h"
+#include "results/self_check.h"
 
 namespace decodebench {
 namespace {
@@ -146,7 +147,7 @@ ReportComparison compare_reports(const Report& baseline, const Report& current,
       c.wrong.push_back({key, std::string(status_name(p->status)), p->reason});
     }
     const auto b = base.find(key);
-    if (p->status == PointStatus::ok && (b == base.end() || b->second->status != PointStatus::ok)) {
+    if (counts_as_result(*p) && (b == base.end() || !counts_as_result(*b->second))) {
       c.added.push_back(key);
     }
   }
@@ -155,7 +156,7 @@ ReportComparison compare_reports(const Report& baseline, const Report& current,
   for (const PointResult& point : baseline.results) {
     const std::string key = point_identity(point);
     const PointResult* b = &point;
-    if (b->status != PointStatus::ok) continue;  // nothing to hold the current run to
+    if (!counts_as_result(*b)) continue;  // nothing to hold the current run to (flagged too)
     const auto it = cur.find(key);
     if (it == cur.end()) {
       c.missing.push_back({key, "not in the current report"});
@@ -169,6 +170,10 @@ ReportComparison compare_reports(const Report& baseline, const Report& current,
         c.missing.push_back({key, fmt::format("not run (the current report is {})",
                                               completion_state_name(current.completion.state))});
       }
+      continue;
+    }
+    if (!p.flags.empty()) {  // a self-check says its figure is no result: nothing to compare
+      c.missing.push_back({key, "flagged now: " + p.flags.front().reason});
       continue;
     }
     PointComparison pc = compare_point(key, *b, p, options);

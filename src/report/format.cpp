@@ -103,6 +103,18 @@ std::string csv_text(std::string_view s) {
   return out + "\"";
 }
 
+// The self-checks' flags of a point, ';'-separated ("" where none).
+std::string flag_names(const PointResult& p) {
+  std::string out;
+  for (const PointFlag& f : p.flags) out += (out.empty() ? "" : ";") + f.name;
+  return out;
+}
+std::string flag_reasons(const PointResult& p) {
+  std::string out;
+  for (const PointFlag& f : p.flags) out += (out.empty() ? "" : "; ") + f.reason;
+  return out;
+}
+
 std::string format_csv(const Report& r, const FormatOptions& o) {
   const double max_noise = max_noise_for(r, o);
   std::string out =
@@ -115,7 +127,8 @@ std::string format_csv(const Report& r, const FormatOptions& o) {
       "paired_read_Bps,fraction_paired,tokens_per_s_attention_only,max_abs_err,max_rel_err,quant_"
       "rel_err,scope,tokens_per_s,weights_dtype,weight_bytes,activation_bytes,time_weights_s,"
       "time_kv_s,tokens_per_s_with_lm_head,busy,busy_source,power_W,energy_J_per_step,"
-      "energy_J_per_token,noise_exceeded,stopped_at_timeout,reason\n";
+      "energy_J_per_token,flags,flag_reasons,flush_bytes,cache_bytes,noise_exceeded,"
+      "stopped_at_timeout,reason\n";
   for (const auto& p : r.results) {
     const bool ok = p.status == PointStatus::ok;
     const bool layer = p.layer.has_value();
@@ -124,7 +137,7 @@ std::string format_csv(const Report& r, const FormatOptions& o) {
     out += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
-        "{},{}\n",
+        "{},{},{},{},{},{}\n",
         p.index, csv_text(p.kernel), csv_text(p.kernel_requested), csv_text(p.backend),
         csv_text(p.model), dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
         p.context.kind == ContextSpec::Kind::fixed ? "fixed" : "ragged", p.context.lo, p.context.hi,
@@ -149,8 +162,11 @@ std::string format_csv(const Report& r, const FormatOptions& o) {
         csv_number(u ? u->busy : kNotAvailable), u ? busy_source_name(u->source) : "",
         csv_number(u ? u->power_W : kNotAvailable),
         csv_number(u ? u->energy_J_per_step : kNotAvailable),
-        csv_number(u ? u->energy_J_per_token : kNotAvailable), noise_exceeded(p, max_noise) ? 1 : 0,
-        stopped_at_timeout(p, r.config) ? 1 : 0, csv_text(p.reason));
+        csv_number(u ? u->energy_J_per_token : kNotAvailable), csv_text(flag_names(p)),
+        csv_text(flag_reasons(p)), csv_number(p.flush ? p.flush->flush_bytes : kNotAvailable),
+        csv_number(p.flush ? p.flush->cache_bytes : kNotAvailable),
+        noise_exceeded(p, max_noise) ? 1 : 0, stopped_at_timeout(p, r.config) ? 1 : 0,
+        csv_text(p.reason));
   }
   return out;
 }
@@ -176,7 +192,7 @@ std::string format_csv(std::span<const LabelledReport> reports, const FormatOpti
   for (const LabelledReport& lr : reports) {
     for (const char* col :
          {"status", "kernel", "median_s", "rel_noise", "samples", "achieved_bandwidth_Bps",
-          "logical_bandwidth_Bps", "tokens_per_s_attention_only", "noise_exceeded",
+          "logical_bandwidth_Bps", "tokens_per_s_attention_only", "flags", "noise_exceeded",
           "stopped_at_timeout"}) {
       out += fmt::format(",{}", csv_text(lr.label + "_" + col));
     }
@@ -197,16 +213,16 @@ std::string format_csv(std::span<const LabelledReport> reports, const FormatOpti
       const PointResult* q = it == by_id[i].end() ? nullptr : it->second;
       pts.push_back(q);
       if (!q) {
-        out += std::string(10, ',');
+        out += std::string(11, ',');
         continue;
       }
-      out +=
-          fmt::format(",{},{},{},{},{},{},{},{},{},{}", status_name(q->status), csv_text(q->kernel),
-                      csv_number(q->time_s.median), csv_number(q->time_s.rel_noise),
-                      q->time_s.samples, csv_number(q->bandwidth.achieved),
-                      csv_number(q->bandwidth.logical), csv_number(q->tokens_per_s),
-                      noise_exceeded(*q, max_noise_for(*reports[i].report, o)) ? 1 : 0,
-                      stopped_at_timeout(*q, reports[i].report->config) ? 1 : 0);
+      out += fmt::format(",{},{},{},{},{},{},{},{},{},{},{}", status_name(q->status),
+                         csv_text(q->kernel), csv_number(q->time_s.median),
+                         csv_number(q->time_s.rel_noise), q->time_s.samples,
+                         csv_number(q->bandwidth.achieved), csv_number(q->bandwidth.logical),
+                         csv_number(q->tokens_per_s), csv_text(flag_names(*q)),
+                         noise_exceeded(*q, max_noise_for(*reports[i].report, o)) ? 1 : 0,
+                         stopped_at_timeout(*q, reports[i].report->config) ? 1 : 0);
     }
     for (std::size_t i = 1; i < reports.size(); ++i) {
       const bool both = pts[0] && pts[i] && pts[0]->status == PointStatus::ok &&

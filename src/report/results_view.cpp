@@ -67,15 +67,19 @@ bool shown(const Table& t, std::string_view title) {
                      [&](const Table::Column& c) { return c.title == title; });
 }
 
-// The marks an ok point's status or median carries: "*" stopped at the timeout, "~" noisy.
+// The marks an ok point's status or median carries: "*" stopped at the timeout, "~" noisy,
+// "!" flagged by a self-check (no result).
 struct Marks {
   bool timeout = false;
   bool noisy = false;
-  std::string text() const { return std::string(timeout ? "*" : "") + (noisy ? "~" : ""); }
+  bool flagged = false;
+  std::string text() const {
+    return std::string(timeout ? "*" : "") + (noisy ? "~" : "") + (flagged ? "!" : "");
+  }
 };
 
 Marks marks_of(const PointResult& p, const Report& r, double max_noise) {
-  return {stopped_at_timeout(p, r.config), noise_exceeded(p, max_noise)};
+  return {stopped_at_timeout(p, r.config), noise_exceeded(p, max_noise), flagged(p)};
 }
 
 std::string percent_if_ok(bool ok, double fraction) { return ok ? format_percent(fraction) : kNa; }
@@ -159,6 +163,18 @@ std::string not_ok_line(const PointResult& p) {
   return fmt::format("point {} ({}, {}, batch {}, context {}): {}: {}", p.index, kernel_label(p),
                      dtype_name(p.kv_dtype), p.batch, context_label(p.context),
                      status_name(p.status), p.reason);
+}
+
+// One line per flag of a flagged ok point, listed with the points that are not ok: its figures
+// are in the table, but they are no result.
+std::vector<std::string> flag_lines(const PointResult& p) {
+  std::vector<std::string> lines;
+  for (const PointFlag& f : p.flags) {
+    lines.push_back(fmt::format("point {} ({}, {}, batch {}, context {}): flagged {}: {}", p.index,
+                                kernel_label(p), dtype_name(p.kv_dtype), p.batch,
+                                context_label(p.context), f.name, f.reason));
+  }
+  return lines;
 }
 
 // Which scopes the listed points measured: the tok/s legend names what was timed.
@@ -312,8 +328,8 @@ void add_cold_notes(std::span<const PointResult> points, const std::string& pref
 }
 
 // `max_noises`: "0.50%", or side by side "a 0.50%, b 1.00%" where the reports differ.
-void add_mark_legend(bool any_timeout, bool any_noisy, const std::string& max_noises, bool single,
-                     std::vector<std::string>& legend) {
+void add_mark_legend(bool any_timeout, bool any_noisy, bool any_flagged,
+                     const std::string& max_noises, bool single, std::vector<std::string>& legend) {
   const auto where = [&](const char* mark) {
     return single ? fmt::format("ok{}", mark) : fmt::format("{} after a median", mark);
   };
@@ -325,6 +341,13 @@ void add_mark_legend(bool any_timeout, bool any_noisy, const std::string& max_no
   }
   if (any_noisy) {
     legend.push_back(fmt::format("{}: noise above the max noise ({}).", where("~"), max_noises));
+  }
+  if (any_flagged) {
+    legend.push_back(fmt::format(
+        "{}: a self-check flagged it (bandwidth above the device's peak, or a cold flush smaller "
+        "than 2x the cache; listed under not ok with its reason): kept as measured, but not a "
+        "result, and left out of the knees.",
+        where("!")));
   }
 }
 
@@ -379,19 +402,23 @@ ResultsView single_view(const LabelledReport& lr, const FormatOptions& o) {
   const double max_noise = max_noise_for(r, o);
   ResultsView v;
   std::vector<std::vector<std::string>> rows;
-  bool any_timeout = false, any_noisy = false;
+  bool any_timeout = false, any_noisy = false, any_flagged = false;
   for (const PointResult& p : r.results) {
     const Marks m = marks_of(p, r, max_noise);
     any_timeout |= m.timeout;
     any_noisy |= m.noisy;
+    any_flagged |= m.flagged;
     rows.push_back(single_row(p, status_text(p, r.config, max_noise)));
     if (p.status != PointStatus::ok) v.not_ok.push_back(not_ok_line(p));
+    if (m.flagged) {
+      for (std::string& l : flag_lines(p)) v.not_ok.push_back(std::move(l));
+    }
   }
   const bool any_layer = std::any_of(r.results.begin(), r.results.end(),
                                      [](const PointResult& p) { return p.scope == Scope::layer; });
   v.results = drop_columns(single_columns(any_layer), rows);
   add_column_legend(v.results, v.legend, /*single=*/true, scopes_listed({&lr, 1}));
-  add_mark_legend(any_timeout, any_noisy, fmt::format("{:.2f}%", 100 * max_noise),
+  add_mark_legend(any_timeout, any_noisy, any_flagged, fmt::format("{:.2f}%", 100 * max_noise),
                   /*single=*/true, v.legend);
   add_utilization_notes(r.results, "", v.legend);
   add_cold_notes(r.results, "", v.legend);
@@ -444,7 +471,7 @@ ResultsView side_by_side_view(std::span<const LabelledReport> reports, const For
 
   ResultsView v;
   std::vector<std::vector<std::string>> rows;
-  bool any_timeout = false, any_noisy = false;
+  bool any_timeout = false, any_noisy = false, any_flagged = false;
   for (const std::string& id : order) {
     std::vector<const PointResult*> pts;
     std::vector<std::string> present;
@@ -482,6 +509,11 @@ ResultsView side_by_side_view(std::span<const LabelledReport> reports, const For
       const Marks m = marks_of(p, *reports[i].report, max_noise[i]);
       any_timeout |= m.timeout;
       any_noisy |= m.noisy;
+      any_flagged |= m.flagged;
+      if (m.flagged) {
+        for (std::string& l : flag_lines(p))
+          v.not_ok.push_back(fmt::format("{}: {}", reports[i].label, l));
+      }
       row.push_back(format_seconds(p.time_s.median) + m.text());
       row.push_back(gbps(p.bandwidth.achieved));
       row.push_back(format_si(p.tokens_per_s, ""));
@@ -502,7 +534,7 @@ ResultsView side_by_side_view(std::span<const LabelledReport> reports, const For
                     reports.size() > 2 ? "X" : reports[1].label, reports[0].label, reports[0].label,
                     reports[0].label));
   }
-  add_mark_legend(any_timeout, any_noisy, max_noises, /*single=*/false, v.legend);
+  add_mark_legend(any_timeout, any_noisy, any_flagged, max_noises, /*single=*/false, v.legend);
   for (const LabelledReport& lr : reports)
     add_cold_notes(lr.report->results, reports.size() > 1 ? lr.label + ": " : "", v.legend);
   v.knees = knees_table(reports);
@@ -551,8 +583,10 @@ bool stopped_at_timeout(const PointResult& p, const nlohmann::json& config) {
   return !(n >= min_samples && measured >= min_time_s && quiet);
 }
 
+bool flagged(const PointResult& p) { return p.status == PointStatus::ok && !p.flags.empty(); }
+
 std::string status_text(const PointResult& p, const nlohmann::json& config, double max_noise) {
-  const Marks m{stopped_at_timeout(p, config), noise_exceeded(p, max_noise)};
+  const Marks m{stopped_at_timeout(p, config), noise_exceeded(p, max_noise), flagged(p)};
   return std::string(status_name(p.status)) + (p.status == PointStatus::ok ? m.text() : "");
 }
 

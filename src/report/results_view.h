@@ -41,9 +41,12 @@ bool noise_exceeded(const PointResult& p, double max_noise);
 // with a reason", the only ok points the runner gives one.
 bool stopped_at_timeout(const PointResult& p, const nlohmann::json& config);
 
+// An ok point that a self-check flagged (results/self_check.h): marked "!", no result.
+bool flagged(const PointResult& p);
+
 // The status cell of the results table: "ok" with its marks ("ok*": stopped at the timeout,
-// "ok~": noise above `max_noise`, "ok*~": both), else the status's name. The sweep's progress
-// line prints the same text.
+// "ok~": noise above `max_noise`, "ok!": flagged by a self-check; combined in that order, e.g.
+// "ok*~!"), else the status's name. The sweep's progress line prints the same text.
 std::string status_text(const PointResult& p, const nlohmann::json& config, double max_noise);
 
 struct ResultsView {

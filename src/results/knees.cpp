@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/dtype.h"
+#include "results/self_check.h"
 
 namespace decodebench {
 
@@ -15,7 +16,8 @@ using nlohmann::json;
 const char* const kKneesDefinition =
     "knee_batch = the smallest batch of the series whose value is >= 90% of the series' "
     "maximum (its plateau); the value is the achieved bandwidth at scope attention and the "
-    "model's tokens/s at scope layer (\"metric\"); a series = ok points with equal scope, "
+    "model's tokens/s at scope layer (\"metric\"); a series = ok points no self-check flagged, "
+    "with equal scope, "
     "model, kernel (as requested, so 'auto' is one series even where its choice changes with "
     "batch), weights dtype (scope layer), kv_dtype, q_dtype, block_size, context, hit_rate and "
     "prefix_groups, ordered by batch";
@@ -71,7 +73,8 @@ std::optional<Knee> find_knee(std::span<const int> batches, std::span<const doub
 json compute_knees(std::span<const PointResult> results) {
   std::map<SeriesKey, std::vector<const PointResult*>> series;
   for (const auto& p : results) {
-    if (p.status != PointStatus::ok || !available(knee_metric(p))) continue;
+    // A flagged point is no result (self_check.h), as one that is not ok.
+    if (!counts_as_result(p) || !available(knee_metric(p))) continue;
     if (p.scope == Scope::layer && !p.layer) continue;
     series[series_key(p)].push_back(&p);
   }

@@ -1,9 +1,10 @@
 // Knees of the batch curves: where adding sequences stops buying bandwidth.
 //
 // Definition (written once per report, as "knees_definition" next to "knees"): a series is the set
-// of ok points sharing (model, kernel as requested -- "auto" stays one series even where its choice
-// changes with batch --, kv_dtype, q_dtype, block_size, context, hit_rate,
-// prefix_groups), ordered by batch. Its knee is the smallest batch whose achieved bandwidth is
+// of ok points that no self-check flagged (results/self_check.h) sharing (model, kernel as
+// requested -- "auto" stays one series even where its choice changes with batch --, kv_dtype,
+// q_dtype, block_size, context, hit_rate, prefix_groups), ordered by batch. Its knee is the
+// smallest batch whose achieved bandwidth is
 // >= kKneeFraction (90 %) of the series' maximum. For a serving engineer that is the smallest
 // batch that already gets (nearly) all the bandwidth this kernel can pull at this context: below
 // it the GPU is latency-bound and extra sequences are nearly free; above it each added sequence

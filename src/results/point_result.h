@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "results/device_info.h"         // DeviceInfo (one devices[] entry)
+#include "results/self_check_record.h"   // FlushRecord, PointFlag (self_check.h)
 #include "results/timing_record.h"       // TimingRecord (how the samples were timed)
 #include "results/utilization_record.h"  // UtilizationRecord (how busy the device was)
 #include "workload/scope.h"
@@ -167,6 +168,12 @@ struct PointResult {
   // none was measured (PreparedPoint::paired_read_samples).
   std::vector<double> paired_read_samples;
   std::optional<TimingRecord> timing;  // how they were timed; empty unless timed (JSON null)
+  // The cold flush's size beside the cache it had to beat; empty where the backend records none
+  // or the point is warm (JSON: absent).
+  std::optional<FlushRecord> flush;
+  // The self-checks it failed (results/self_check.h); empty: none (JSON: absent). A flagged
+  // point keeps status ok and every figure, but is no result (counts_as_result).
+  std::vector<PointFlag> flags;
   // How busy the device was over the samples, set beside the roofline fraction; empty unless
   // timed on a backend that measures it (cpu, cuda; JSON null).
   std::optional<UtilizationRecord> utilization;

@@ -401,7 +401,7 @@ json to_json(const PointResult& r) {
     shape["kv_lora_rank"] = r.kv_lora_rank;
     shape["qk_rope_head_dim"] = r.qk_rope_head_dim;
   }
-  return {
+  json out = {
       {"index", r.index},
       {"kernel", r.kernel},
       {"kernel_requested", r.kernel_requested},
@@ -456,6 +456,16 @@ json to_json(const PointResult& r) {
         {"first_mismatch", r.error.first_mismatch}}},
       {"layer", layer_to_json(r.layer)},
   };
+  // Written only when set, so reports without them read as before.
+  if (r.flush) {
+    out["flush"] = {{"flush_bytes", r.flush->flush_bytes}, {"cache_bytes", r.flush->cache_bytes}};
+  }
+  if (!r.flags.empty()) {
+    json flags = json::array();
+    for (const PointFlag& f : r.flags) flags.push_back({{"name", f.name}, {"reason", f.reason}});
+    out["flags"] = std::move(flags);
+  }
+  return out;
 }
 
 namespace {
@@ -530,6 +540,18 @@ PointResult point_from(const JsonIn& in) {
   // Added later: absent (or null) means not measured.
   if (in.has("utilization") && !in.at("utilization").json().is_null())
     r.utilization = utilization_from(in.at("utilization"));
+  // Added with the self-checks: absent (or null) means none recorded.
+  if (in.has("flush") && !in.at("flush").json().is_null()) {
+    const JsonIn f = in.at("flush");
+    r.flush = FlushRecord{f.at("flush_bytes").number(), f.at("cache_bytes").number()};
+  }
+  if (in.has("flags") && !in.at("flags").json().is_null()) {
+    const JsonIn flags = in.at("flags");
+    for (std::size_t i = 0; i < flags.size(); ++i) {
+      const JsonIn f = flags.at(i);
+      r.flags.push_back({f.at("name").string(), f.at("reason").string()});
+    }
+  }
   const JsonIn b = in.at("bytes");
   r.bytes.kv_logical = b.at("kv_logical").number();
   r.bytes.kv_unique = b.at("kv_unique").number();

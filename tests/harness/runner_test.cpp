@@ -13,6 +13,7 @@
 #include "harness/runner.h"
 #include "reference/reference.h"
 #include "results/point_identity.h"
+#include "results/self_check.h"
 #include "support/host_test_util.h"
 
 namespace decodebench {
@@ -39,14 +40,22 @@ class FakePrepared : public PreparedPoint {
   double time_one() override {
     ++*time_calls_;
     ++samples_;
-    return 1e-3;
+    return step_s_;
   }
   std::vector<double> paired_read_samples() const override {  // half the fake read ceiling
     return std::vector<double>(static_cast<std::size_t>(samples_), 5e9);
   }
   // Chosen on the first sample, as the cuda backend's warm timing does: read after measuring.
   TimingRecord timing() const override {
+    if (cold_) return {TimingMethod::events_per_step, 1, /*warm_l2=*/false};
     return {TimingMethod::graph_replay, *time_calls_ > 0 ? 7 : 0, /*warm_l2=*/true};
+  }
+  std::optional<FlushRecord> flush_record() const override { return flush_; }
+  // Planted faults for the self-checks: cold samples of `step_s`, this flush.
+  void plant(bool cold, double step_s, std::optional<FlushRecord> flush) {
+    cold_ = cold;
+    step_s_ = step_s;
+    flush_ = flush;
   }
   // As a GPU's: 90 % busy at 400 W, once the span of the samples is closed.
   void begin_utilization() override { spans_ += "["; }
@@ -68,6 +77,9 @@ class FakePrepared : public PreparedPoint {
   int* time_calls_;
   int samples_ = 0;  // this point's own (time_calls_ counts every point's)
   std::string spans_;
+  bool cold_ = false;
+  double step_s_ = 1e-3;
+  std::optional<FlushRecord> flush_;
 };
 
 class FakeBackend : public Backend {
@@ -113,7 +125,9 @@ class FakeBackend : public Backend {
       EXPECT_EQ(static_cast<int>(w.source_block_ids.size()), w.layout.num_blocks);
       return std::make_unique<FakePrepared>(make_workload(w.spec), bad, delta, &time_calls);
     }
-    return std::make_unique<FakePrepared>(w, bad, delta, &time_calls);
+    auto p = std::make_unique<FakePrepared>(w, bad, delta, &time_calls);
+    p->plant(cold, step_s, flush);
+    return p;
   }
 
   int prepare_calls = 0, ceiling_calls = 0, time_calls = 0;
@@ -124,6 +138,9 @@ class FakeBackend : public Backend {
   bool accepts_layout_only = false;
   int layout_only_offers = 0;
   float delta = 0.25f;
+  bool cold = false;  // cold samples (events_per_step) with the flush below
+  double step_s = 1e-3;
+  std::optional<FlushRecord> flush;
 };
 
 class RunnerTest : public ::testing::Test {
@@ -143,6 +160,45 @@ class RunnerTest : public ::testing::Test {
   TempDir dir_;
   std::string model_;
 };
+
+// The self-checks run on every timed point: a timer around nothing (1 ns steps: far above the
+// fake's 20 GB/s datasheet) and a flush of one byte against a 100-byte cache are both flagged,
+// the row kept ok with its figures, and left out of the knees. Warm points are not held to it.
+TEST_F(RunnerTest, PlantedImpossibleBandwidthAndSmallFlushAreFlagged) {
+  FakeBackend be;
+  be.cold = true;
+  be.step_s = 1e-9;
+  be.flush = FlushRecord{1, 100};
+  const Report r = run_sweep(be, config({"good"}, {1, 3}));
+  ASSERT_EQ(r.results.size(), 2u);
+  for (const auto& p : r.results) {
+    EXPECT_EQ(p.status, PointStatus::ok) << p.reason;
+    EXPECT_DOUBLE_EQ(p.time_s.median, 1e-9);  // kept as measured
+    ASSERT_TRUE(p.flush);
+    EXPECT_EQ(p.flush->flush_bytes, 1);
+    ASSERT_EQ(p.flags.size(), 2u);
+    EXPECT_EQ(p.flags[0].name, kFlagAboveDatasheet);
+    EXPECT_NE(p.flags[0].reason.find("exceeds the Fake Device datasheet 20.0 GB/s"),
+              std::string::npos)
+        << p.flags[0].reason;
+    EXPECT_EQ(p.flags[1].name, kFlagSmallFlush);
+  }
+  EXPECT_TRUE(r.knees.empty()) << r.knees.dump();
+
+  FakeBackend sane;  // cold, 1 ms steps (well under the read ceiling), a flush of 2x the cache
+  sane.cold = true;
+  sane.flush = FlushRecord{200, 100};
+  for (const auto& p : run_sweep(sane, config({"good"}, {1, 3})).results) {
+    EXPECT_TRUE(p.flags.empty()) << p.flags[0].reason;
+  }
+  FakeBackend warm;  // warm: 1 ns from a cache is no fault, and a warm point records no flush
+  warm.step_s = 1e-9;
+  warm.flush = FlushRecord{1, 100};
+  for (const auto& p : run_sweep(warm, config({"good"}, {1, 3})).results) {
+    EXPECT_TRUE(p.flags.empty()) << p.flags[0].reason;
+    EXPECT_FALSE(p.flush);
+  }
+}
 
 TEST_F(RunnerTest, CorrectPointsAreTimedAndPublished) {
   FakeBackend be;

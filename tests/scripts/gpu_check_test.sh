@@ -12,7 +12,9 @@
 #   a failing `check` (exit 1, the later steps still run);
 #   ncu missing, or not allowed to read the counters (those steps FAIL with the reason, rest ok);
 #   no cuBLASLt on the GPU machine (the layer points skipped: the check passes, the summary gives
-#   the reason once), or too slow for the budget ("partial", its finished points kept).
+#   the reason once), or too slow for the budget ("partial", its finished points kept);
+#   eager timing far slower than the CUDA graph of the same point (the gap called large), and a
+#   row a self-check flagged (listed with its reason, left out of the target figures).
 # The layer step (a cut of configs/sweeps/knee.json) is checked for its flags, its outputs and its
 # summary section: per kernel and hit rate the batch-1 step's % of copy roof and the knee.
 # Then scripts/ncu-bytes.py on canned ncu CSVs and reports: the join and its ratio, and a clear
@@ -297,6 +299,16 @@ elif cmd == "sweep":
                 r["tokens_per_s"] *= {"f16": 1, "int8": 1.9, "int4": 2.5}.get(kv, 2.0)
                 res.append(r)
         write(opt("--out"), report(res))
+    elif opt("--timing"):  # graph against eager: one warm point, eager FAKE_EAGER_GAP slower
+        r = point("llama-3.1-8b", "split_kv", "auto", "f16", int(opt("--batch")),
+                  int(opt("--context")))
+        eager = opt("--timing") == "eager"
+        t = r["time_s"]["median"] * (float(os.environ.get("FAKE_EAGER_GAP", "1.03")) if eager
+                                     else 1)
+        r.update(time_s={"median": t}, bandwidth={"achieved": r["bytes"]["min"] / t},
+                 timing={"method": "events_back_to_back" if eager else "graph_replay",
+                         "steps_per_sample": 100, "l2": "warm"})
+        write(opt("--out"), report([r]))
     elif opt("--batch"):  # one point, as the ncu steps ask
         b, ctx = int(opt("--batch")), int(opt("--context"))
         k = "split_kv" if b == 1 else "pipelined"
@@ -309,6 +321,13 @@ elif cmd == "sweep":
                     auto = "split_kv" if b == 1 else "pipelined"
                     res.append(point("llama-3.1-8b", auto, "auto", kv, b, ctx))
                     res += [point("llama-3.1-8b", k, k, kv, b, ctx) for k in rungs]
+        if os.environ.get("FAKE_FLAGGED"):  # the b=64 x 8k f16 auto point claims 6 TB/s
+            r = next(r for r in res if r["batch"] == 64 and r["context"]["values"] == [8192]
+                     and r["kv_dtype"] == "f16" and r["kernel_requested"] == "auto")
+            r["bandwidth"]["achieved"] = 6.0e12
+            r["flags"] = [{"name": "above_datasheet",
+                           "reason": "achieved 6.00 TB/s exceeds the NVIDIA H200 datasheet "
+                                     "4.80 TB/s (by more than 5 %): not a result"}]
         write(opt("--out"), report(res))
     elif config == "gpu-check.json":
         res = [point("llama-3.1-70b", k, k, "f16", 8, 8192, hq=64) for k in ("naive", "gqa")]
@@ -451,13 +470,14 @@ order="$(sed -E -n \
   -e 's/^decodebench replay .*trace.json.*/trace/p' \
   -e 's/^decodebench replay .*tiers.json.*/tiers/p' \
   -e 's/^decodebench sweep .*gpu-targets.json .*--kv-dtype f16,int.*/int-kv/p' \
+  -e 's/^decodebench sweep .*--timing (graph|eager).*/timing-\1/p' \
   -e 's/^decodebench sweep .*--batch ([0-9]+).*/ncu-run-\1/p' \
   -e 's/^decodebench sweep .*gpu-targets.json.*/targets/p' \
   -e 's/^decodebench sweep .*gpu-check.json.*/sweep/p' \
   -e 's/^ncu --version.*/ncu-version/p' \
   -e 's/^ncu .*--batch ([0-9]+).*/ncu-\1/p' \
   -e 's/^(cuda_[a-z_]+tests) .*CUDA_VISIBLE_DEVICES=0$/\1/p' clean/calls.log | tr '\n' ' ')"
-want="smi devices check ceilings targets int-kv prefix layer trace tiers ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
+want="smi devices check ceilings targets timing-graph timing-eager int-kv prefix layer trace tiers ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
 want+=" cuda_backend_tests cuda_plan_tests static-model sweep smi "
 if [ "$order" = "$want" ]; then ok "clean: steps in order"; else
   bad "clean: steps ran as '$order', want '$want'"
@@ -494,7 +514,8 @@ has clean calls.log '^ncu --clock-control none .*--kernel-name regex:paged_decod
   "ncu leaves the clocks alone and profiles a few decode launches"
 missing=""
 for f in summary.txt steps.tsv bundle.log bundle-manifest.json nvidia-smi.log devices.log \
-  check.log check.json ceilings.log ceilings.json targets.log targets.json int-kv.log int-kv.json \
+  check.log check.json ceilings.log ceilings.json targets.log targets.json timing-graph.log \
+  timing-graph.json timing-eager.log timing-eager.json int-kv.log int-kv.json \
   prefix.log prefix.json \
   layer.log layer.json trace.log trace.json tiers.log tiers.json \
   ncu-b64-8k.log ncu-b64-8k.csv ncu-b64-8k.json ncu-b1-32k.log ncu-b1-32k.csv ncu-b1-32k.json \
@@ -512,13 +533,13 @@ fi
 # The summary is last: from its header to the end no progress line, and it names every step.
 summary_at="$(grep -n '^== gpu-check summary' clean/out.txt | cut -d: -f1 | tail -n 1)"
 if [ -n "$summary_at" ] && ! tail -n "+$summary_at" clean/out.txt | grep -q '^\[gpu-check' &&
-  tail -n 1 clean/out.txt | grep -q '^RESULT: all 19 steps passed'; then
+  tail -n 1 clean/out.txt | grep -q '^RESULT: all 21 steps passed'; then
   ok "clean: the summary is printed last"
 else
   bad "clean: the summary is not last (header at line '${summary_at:-none}'):"
   tail -n 30 clean/out.txt | sed 's/^/    /' >&2
 fi
-for s in bundle nvidia-smi devices check ceilings targets int-kv prefix layer trace tiers ncu-b64-8k ncu-b1-32k \
+for s in bundle nvidia-smi devices check ceilings targets timing-graph timing-eager int-kv prefix layer trace tiers ncu-b64-8k ncu-b1-32k \
   ncu-bytes cuda_backend_tests cuda_plan_tests nvidia-smi-end; do
   step_is clean "$s" ok
 done
@@ -531,6 +552,16 @@ has clean out.txt '^tiers +ok .*host 4e\+06 tokens: hits 3\.9 % hbm \+ 13\.9 % h
 has clean out.txt 'b=64 ctx=8192 f16 +auto=pipelined [0-9]+ GB/s 93.0 % copy, [0-9]+ tok/s' \
   "summary: the target point"
 has clean out.txt 'fp8/f16 tokens/s at b=64 ctx=8192 \(auto\): 2\.00x' "summary: fp8 over f16"
+# Graph against eager: the same warm point both ways, the fake's eager 3 % slower.
+for how in graph eager; do
+  want="^decodebench sweep --backend cuda --device 0 --config [^ ]*/bundle/configs/sweeps/gpu-targets\\.json"
+  want+=" --model llama-3\\.1-8b --batch 1 --context 8192 --kv-dtype f16 --kernel auto --warm"
+  want+=" --timing $how .*--out [^ ]*/clean/out/timing-$how\\.json\$"
+  has clean calls.log "$want" "the timing-$how step times the b=1 x 8k point warm, --timing $how"
+done
+has clean out.txt '^  graph [0-9.]+ us \(graph_replay\), eager [0-9.]+ us \(events_back_to_back\): eager \+3\.0 % over graph$' \
+  "summary: the gap between graph and eager, small"
+lacks clean out.txt 'LARGE GAP|^flagged rows' "summary: no large gap, no flagged row"
 has clean out.txt 'gqa over naive at GQA 8 .*4\.00x' "summary: gqa over naive"
 has clean out.txt 'b=64 ctx=8192 f16 h=0.9 G=1: cascade [0-9]+ tok/s = 4\.00x (split_kv|tc)' \
   "summary: cascade over the best prefix-unaware rung"
@@ -573,7 +604,7 @@ run no-blas FAKE_NO_CUBLASLT=1 -- --bundle bundle no-blas/out --budget 60
 rc_is no-blas 0
 step_is no-blas layer ok
 has no-blas out.txt '^layer +ok .*20 points: 20 skipped' "summary: the layer points skipped"
-has no-blas out.txt '^RESULT: all 19 steps passed' "summary: the check passes"
+has no-blas out.txt '^RESULT: all 21 steps passed' "summary: the check passes"
 n="$(grep -c 'cuBLASLt not found' no-blas/out.txt || true)"
 if [ "$n" = 1 ]; then ok "no-blas: the reason printed once"; else
   bad "no-blas: the reason printed $n times, want 1:"; sed 's/^/    /' no-blas/out.txt >&2
@@ -615,7 +646,7 @@ step_is check check FAIL
 for s in ceilings targets ncu-b64-8k ncu-b1-32k ncu-bytes cuda_backend_tests sweep; do
   step_is check "$s" ok
 done
-has check out.txt '^RESULT: FAILED 1 of 19 steps: check' "summary: only check failed"
+has check out.txt '^RESULT: FAILED 1 of 21 steps: check' "summary: only check failed"
 has clean out.txt 'b=64 ctx=8192 f16 .*auto=pipelined .*(static issue bound 4700 GB/s)' \
   "summary: the static model's bound of the instance that ran (group 4: cap 4, not 8)"
 
@@ -649,6 +680,17 @@ has perm out.txt '^ncu-b64-8k +FAIL .*ERR_NVGPUCTRPERM' "ncu step fails naming t
 has perm out.txt '^ncu-b1-32k +FAIL .*not started: ncu may not read the GPU counters' \
   "the second point is not tried"
 for s in targets cuda_backend_tests sweep; do step_is perm "$s" ok; done
+
+# --- planted: eager 40 % slower than the graph, and a flagged target row ------------------------
+run gap FAKE_EAGER_GAP=1.4 FAKE_FLAGGED=1 -- --bundle bundle gap/out --budget 60
+rc_is gap 0
+has gap out.txt 'eager \+40\.0 % over graph; LARGE GAP \(over 10 %\)' "summary: the large gap called so"
+has gap out.txt '^targets +ok .*40 points: 1 flagged, 39 ok' "summary: the flagged row counted apart"
+has gap out.txt '^flagged rows \(1;' "summary: the flagged rows section"
+has gap out.txt '^  targets\.json: pipelined b=64 ctx=8192 f16: above_datasheet: achieved 6\.00 TB/s exceeds the NVIDIA H200 datasheet 4\.80 TB/s' \
+  "summary: the flagged row with both figures"
+# The target line of that point takes no figure from the flagged row.
+lacks gap out.txt 'b=64 ctx=8192 f16 +auto=pipelined' "summary: the flagged auto point is no target figure"
 
 # --- bad arguments ---------------------------------------------------------------------------
 run noargs -- noargs/out

@@ -71,11 +71,12 @@ class CudaPoint final : public PreparedPoint {
   // `nvml` (the backend's, may be unavailable) gives the busy, power and energy figures.
   CudaPoint(const Workload& w, const k::KernelInfo& kernel, const k::ResidentCtas& resident,
             cudaStream_t stream, L2Flusher& flusher, const TimingOptions& timing,
-            nvml::Device* nvml)
+            WarmTiming warm_timing, nvml::Device* nvml)
       : attention_(w, kernel, resident, stream),
         stream_(stream),
         flusher_(flusher),
         warm_l2_(timing.warm_l2),
+        graphs_(warm_timing == WarmTiming::graph),
         timing_(initial_timing(timing.warm_l2)),
         busy_(nvml) {}
 
@@ -91,6 +92,10 @@ class CudaPoint final : public PreparedPoint {
   double time_one() override { return warm_l2_ ? time_warm() : time_cold(); }
 
   TimingRecord timing() const override { return timing_; }
+  std::optional<FlushRecord> flush_record() const override {
+    if (warm_l2_) return std::nullopt;
+    return flusher_.record();
+  }
 
   // NVML over the span of the samples (nvml.h): the flushes between cold samples and the warm
   // lead-in steps are inside it, as they are inside what a dashboard samples.
@@ -187,7 +192,7 @@ class CudaPoint final : public PreparedPoint {
     bool plain = false;
     StepBatch one = make_batch(1, plain);
     const double first = time_batch(one);
-    bool use_graph = true;
+    bool use_graph = graphs_;  // --timing eager: plain launches, events_back_to_back
     StepBatch probe = make_batch(cuda::steps_per_sample(first), use_graph);
     (void)time_batch(probe);  // the first replay of a graph may still pay for setup
     const double estimate = time_batch(probe);
@@ -208,6 +213,7 @@ class CudaPoint final : public PreparedPoint {
   cudaStream_t stream_;  // the backend's
   L2Flusher& flusher_;   // the backend's
   bool warm_l2_;
+  bool graphs_;  // warm: try a CUDA graph of the steps (--timing graph)
   TimingRecord timing_;
   std::optional<WarmPlan> warm_;  // made on the first warm sample
   CudaEvent start_, stop_;
@@ -272,8 +278,10 @@ class CudaBackend final : public LadderBackend {
     const k::KernelInfo* info = &runnable_rung(w, kernel);
     activate();
     return std::make_unique<CudaPoint>(w, *info, resident_ctas(*info, w.params()), stream_.get(),
-                                       flusher_, timing, nvml_.get());
+                                       flusher_, timing, warm_timing_, nvml_.get());
   }
+
+  void set_warm_timing(WarmTiming timing) override { warm_timing_ = timing; }
 
   // --- scope "layer" (cuda_layer.h) -----------------------------------------------------------
   std::string layer_skip_reason(const WorkloadSpec& spec, const PagedLayout& layout,
@@ -429,6 +437,7 @@ class CudaBackend final : public LadderBackend {
   DeviceInfo info_;
   CudaStream stream_;
   L2Flusher flusher_;
+  WarmTiming warm_timing_ = WarmTiming::graph;
   std::unique_ptr<nvml::Device> nvml_;        // the busy, power and energy figures of points
   std::map<std::string, int> resident_ctas_;  // instance -> ctas per SM (resident_ctas)
 };

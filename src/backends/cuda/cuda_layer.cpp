@@ -124,6 +124,10 @@ class CudaLayer final : public PreparedLayer {
   TimingRecord timing() const override {
     return {TimingMethod::events_per_step, /*steps_per_sample=*/1, warm_l2_};
   }
+  std::optional<FlushRecord> flush_record() const override {
+    if (warm_l2_) return std::nullopt;
+    return flusher_.record();
+  }
 
   // NVML over the span of the samples (nvml.h), the flushes or untimed steps between included.
   void begin_utilization() override { busy_.begin(); }

@@ -111,6 +111,11 @@ L2FlushPlan plan_l2_flush(std::size_t l2_bytes, int sm_count) {
   return plan;
 }
 
+FlushRecord flush_record(const L2FlushPlan& plan, std::size_t l2_bytes) {
+  return {static_cast<double>(std::min(plan.write_bytes, plan.read_bytes)),
+          static_cast<double>(l2_bytes)};
+}
+
 namespace {
 // ceil(window / estimate) clamped to [1, kMaxStepsPerSample]; the cap for a non-positive or
 // NaN estimate. A ratio within 1e-9 above an integer counts as that integer (50e-6 / 1e-6 is

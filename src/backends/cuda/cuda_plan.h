@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "results/self_check_record.h"
 #include "workload/workload.h"
 
 namespace decodebench::cuda {
@@ -114,6 +115,10 @@ struct L2FlushPlan {
   bool empty() const { return write_bytes == 0 && read_bytes == 0; }
 };
 L2FlushPlan plan_l2_flush(std::size_t l2_bytes, int sm_count);
+// What a point records of its flush (results/self_check.h check_flush): the smaller of the two
+// passes, since each must cover 2x the L2 for its purpose (the memset to evict, the read to
+// replace the dirty lines), against the L2 it had to beat.
+FlushRecord flush_record(const L2FlushPlan& plan, std::size_t l2_bytes);
 
 // Warm-L2 samples time N steps back to back between two events and divide by N (one step of a
 // few us is too close to the launch latency and the events' 0.5 us resolution). N is chosen

@@ -161,7 +161,8 @@ void CudaGraphExec::launch(cudaStream_t stream) {
 
 // ---- L2Flusher ----------------------------------------------------------------------------
 L2Flusher::L2Flusher(std::size_t l2_bytes, int sm_count)
-    : plan_(plan_l2_flush(l2_bytes, sm_count)),
+    : l2_bytes_(l2_bytes),
+      plan_(plan_l2_flush(l2_bytes, sm_count)),
       write_(plan_.write_bytes),
       read_(plan_.read_bytes),
       sink_(static_cast<std::size_t>(plan_.read_grid) * sizeof(float)) {

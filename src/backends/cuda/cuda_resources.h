@@ -125,8 +125,16 @@ class L2Flusher {
   void flush(cudaStream_t stream);
   std::size_t write_bytes() const { return write_.bytes(); }
   std::size_t read_bytes() const { return read_.bytes(); }
+  // What a flush touches (the buffers as allocated) against the L2 it was sized for.
+  FlushRecord record() const {
+    L2FlushPlan touched;
+    touched.write_bytes = write_.bytes();
+    touched.read_bytes = read_.bytes();
+    return flush_record(touched, l2_bytes_);
+  }
 
  private:
+  std::size_t l2_bytes_ = 0;
   L2FlushPlan plan_;
   DeviceBuffer write_;  // [plan_.write_bytes] bytes, overwritten by every flush
   DeviceBuffer read_;   // [plan_.read_bytes] bytes of zeros, read by every flush

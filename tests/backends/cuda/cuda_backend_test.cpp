@@ -307,9 +307,41 @@ TEST(CudaGpu, L2FlusherFollowsThePlan) {
   cuda::L2Flusher flusher(static_cast<std::size_t>(info.l2_bytes), info.sm_count);
   EXPECT_EQ(flusher.write_bytes(), plan.write_bytes);
   EXPECT_EQ(flusher.read_bytes(), plan.read_bytes);
+  // What a cold point records of it (the small_flush self-check): 2x the L2, against the L2.
+  const FlushRecord rec = flusher.record();
+  EXPECT_EQ(rec.cache_bytes, static_cast<double>(info.l2_bytes));
+  EXPECT_GE(rec.flush_bytes, 2.0 * static_cast<double>(info.l2_bytes));
   cuda::CudaStream stream;
   for (int i = 0; i < 3; ++i) flusher.flush(stream.get());
   EXPECT_NO_THROW(stream.synchronize());
+}
+
+// --timing eager: warm samples launch their steps one by one (events_back_to_back), and the
+// output is still right; graph again afterwards for the points prepared after it.
+TEST(CudaGpu, WarmTimingEagerLaunchesPlainly) {
+  DECODEBENCH_REQUIRE_GPU();
+  auto b = make_cuda_backend(0);
+  const k::KernelInfo& kernel = k::kernel_ladder().front();
+  const WorkloadSpec spec = odd_spec(kernel, 7, ContextSpec::fixed(2048));
+  const Workload w = make_workload(spec);
+  TimingOptions t;
+  t.warm_l2 = true;
+  b->set_warm_timing(WarmTiming::eager);
+  auto point = b->prepare(w, kernel.name, t);
+  point->run();
+  for (int i = 0; i < 3; ++i) EXPECT_GT(point->time_one(), 0);
+  EXPECT_EQ(point->timing().method, TimingMethod::events_back_to_back);
+  EXPECT_FALSE(point->flush_record());  // warm: no flush to record
+  const Comparison cmp =
+      compare_outputs(point->output(), reference_decode(w), spec.model.num_q_heads,
+                      spec.model.head_dim, tolerance_for(spec.q_dtype, spec.kv_dtype));
+  EXPECT_TRUE(cmp.ok) << cmp.report;
+  b->set_warm_timing(WarmTiming::graph);
+  auto cold = b->prepare(w, kernel.name, TimingOptions{});
+  cold->run();
+  (void)cold->time_one();
+  ASSERT_TRUE(cold->flush_record());
+  EXPECT_GE(cold->flush_record()->flush_bytes, 2 * cold->flush_record()->cache_bytes);
 }
 
 // A capture that fails (a launch refused during it, or a call that cannot be captured) gives an

@@ -18,6 +18,7 @@
 #include "common/errors.h"
 #include "common/units.h"
 #include "kernels.h"
+#include "results/self_check.h"
 #include "workload/workload.h"
 
 namespace decodebench::cuda {
@@ -282,6 +283,35 @@ TEST(CudaPlan, FlushWritesTwiceL2ThenReadsAtLeastTwiceL2) {
   EXPECT_GE(plan_l2_flush(h200_l2, 0).read_grid, 1);
   EXPECT_TRUE(plan_l2_flush(0, 132).empty());
   EXPECT_EQ(plan_l2_flush(0, 132).read_grid, 0);
+}
+
+// What a cold point records of its flush, and the self-check it must pass: the plan's flush
+// passes for any L2; a planted plan that flushes only one L2 (or whose read falls short) is
+// flagged, naming both sizes.
+TEST(CudaPlan, TheFlushRecordOfThePlanPassesTheSelfCheckAndASmallOneIsFlagged) {
+  const std::size_t h200_l2 = 50 * 1024 * 1024;
+  PointResult p;
+  p.status = PointStatus::ok;
+  p.timing = TimingRecord{TimingMethod::events_per_step, 1, /*warm_l2=*/false};
+  for (std::size_t l2 : {h200_l2, std::size_t{4} << 20, std::size_t{60'000'003}}) {
+    p.flush = flush_record(plan_l2_flush(l2, 132), l2);
+    EXPECT_EQ(p.flush->cache_bytes, static_cast<double>(l2));
+    EXPECT_GE(p.flush->flush_bytes, 2.0 * static_cast<double>(l2));
+    EXPECT_FALSE(check_flush(p)) << check_flush(p)->reason;
+  }
+  L2FlushPlan planted = plan_l2_flush(h200_l2, 132);
+  planted.write_bytes = h200_l2;  // one L2 only: what the step read may survive
+  p.flush = flush_record(planted, h200_l2);
+  EXPECT_EQ(p.flush->flush_bytes, static_cast<double>(h200_l2));
+  const auto f = check_flush(p);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->name, kFlagSmallFlush);
+  EXPECT_NE(f->reason.find("touched 50.0 MiB, under 2x the 50.0 MiB cache"), std::string::npos)
+      << f->reason;
+  planted = plan_l2_flush(h200_l2, 132);
+  planted.read_bytes = 16;  // the read that replaces the dirty lines, cut short
+  p.flush = flush_record(planted, h200_l2);
+  EXPECT_TRUE(check_flush(p));
 }
 
 TEST(CudaPlan, StepsPerSampleCoverTheWindowAndNoMore) {

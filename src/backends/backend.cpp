@@ -84,11 +84,4 @@ std::unique_ptr<Backend> make_backend(std::string_view name, int device_index) {
   throw InputError("unknown backend '" + std::string(name) + "' (valid: " + valid + ")");
 }
 
-Backend::ColdSamplePlan Backend::cold_sample_plan(const WorkloadSpec&, const PagedLayout&, bool,
-                                                  const TimingOptions& timing,
-                                                  const DeviceInfo& device) {
-  if (timing.warm_l2) return {ColdMethod::warm, 0.0};
-  return {ColdMethod::flush, 2.0 * static_cast<double>(device.l2_bytes)};
-}
-
 }  // namespace decodebench

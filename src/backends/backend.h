@@ -155,9 +155,13 @@ class Backend {
     ColdMethod method = ColdMethod::flush;
     double overhead_bytes = 0;  // bytes moved per sample outside the timed step
   };
-  virtual ColdSamplePlan cold_sample_plan(const WorkloadSpec& spec, const PagedLayout& layout,
-                                          bool layer_scope, const TimingOptions& timing,
-                                          const DeviceInfo& device);
+  virtual ColdSamplePlan cold_sample_plan(const WorkloadSpec& /*spec*/,
+                                          const PagedLayout& /*layout*/, bool /*layer_scope*/,
+                                          const TimingOptions& timing, const DeviceInfo& device) {
+    // Inline: the backend libraries (emu, cuda) link without the factory that backend.cpp is.
+    if (timing.warm_l2) return {ColdMethod::warm, 0.0};
+    return {ColdMethod::flush, 2.0 * static_cast<double>(device.l2_bytes)};
+  }
   // Makes `w` resident and ready to run `kernel`. Layout-only workloads: for a point too large
   // to materialize on the host, `w` may carry its spec, layout, sequences and source_block_ids
   // with q, k_cache and/or v_cache left EMPTY; a backend that accepts this (cuda) generates

@@ -11,8 +11,8 @@ namespace decodebench {
 // The cache flush before each cold sample: the bytes it touched against the cache it had to
 // evict. A flush evicts reliably only at >= 2x the cache, since replacement is not exact LRU.
 struct FlushRecord {
-  double flush_bytes = 0;  // cuda: the smaller of the flush's two passes (memset, read)
-  double cache_bytes = 0;  // cuda: the L2
+  double flush_bytes = 0;  // cuda: the smaller of the flush's two passes (memset, read); cpu: read
+  double cache_bytes = 0;  // cuda: the L2; cpu: the last-level cache (0: unknown)
 };
 
 // A check the point failed. The row is kept as measured, but it is no result: the views mark it

@@ -104,6 +104,10 @@ class CpuPoint final : public PreparedPoint {
   }
 
   std::vector<double> paired_read_samples() const override { return paired_read_; }
+  std::optional<FlushRecord> flush_record() const override {
+    if (!flusher_ || rotation_.copies > 0) return std::nullopt;
+    return flusher_->record();
+  }
 
   // The threads' CPU time in a window around each timed step (cpu_busy.h).
   void begin_utilization() override { busy_.reset(); }

@@ -132,7 +132,8 @@ std::size_t CacheFlusher::bytes_for(std::int64_t llc_bytes) {
   return (want + per_chunk - 1) / per_chunk * per_chunk;
 }
 
-CacheFlusher::CacheFlusher(std::int64_t llc_bytes, int threads) : threads_(threads) {
+CacheFlusher::CacheFlusher(std::int64_t llc_bytes, int threads)
+    : threads_(threads), llc_bytes_(std::max<std::int64_t>(llc_bytes, 0)) {
   floats_ = bytes_for(llc_bytes) / sizeof(float);
   data_ = allocate(kRegions * floats_).release();
   fill_pattern(data_, kRegions * floats_, 0.0f, threads_);

@@ -105,12 +105,18 @@ class CacheFlusher {
   // What bytes() is for a flusher of `llc_bytes` (the sweep's --plan, without making one).
   static std::size_t bytes_for(std::int64_t llc_bytes);
   std::size_t floats() const { return floats_; }
+  // The read of one flush beside the last-level cache it must beat (the self-check small_flush:
+  // 2x an LLC of 0, unknown, passes trivially, so the floor of bytes_for is all that holds then).
+  FlushRecord record() const {
+    return {static_cast<double>(bytes()), static_cast<double>(llc_bytes_)};
+  }
 
  private:
   float* data_ = nullptr;  // kRegions regions of floats_ floats
   std::size_t floats_ = 0;
   int threads_ = 0;
   int next_ = 0;  // region the next flush reads
+  std::int64_t llc_bytes_ = 0;
 };
 
 }  // namespace decodebench::cpu

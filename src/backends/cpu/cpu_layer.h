@@ -140,6 +140,10 @@ class CpuLayer final : public PreparedLayer {
   double time_one() override;
   TimingRecord timing() const override;
   std::vector<double> paired_read_samples() const override { return paired_read_; }
+  std::optional<FlushRecord> flush_record() const override {
+    if (!flusher_) return std::nullopt;
+    return flusher_->record();
+  }
   // The threads' CPU time in a window around each timed step, the LM head included (cpu_busy.h).
   void begin_utilization() override { busy_.reset(); }
   void end_utilization() override { busy_.finish(); }

@@ -195,10 +195,13 @@ TEST(CpuCacheFlusher, ReadsTwiceTheLastLevelCache) {
   cpu::CacheFlusher flusher(llc, 2);
   EXPECT_GE(flusher.bytes(), static_cast<std::size_t>(2 * llc));
   EXPECT_EQ(flusher.floats() % cpu::kCeilingChunk, 0u);
+  EXPECT_EQ(flusher.record().flush_bytes, static_cast<double>(flusher.bytes()));
+  EXPECT_EQ(flusher.record().cache_bytes, static_cast<double>(llc));
   for (int i = 0; i < 2 * cpu::CacheFlusher::kRegions; ++i)  // every region, twice round
     EXPECT_DOUBLE_EQ(flusher.flush(), 1.5 * static_cast<double>(flusher.floats())) << "flush " << i;
   cpu::CacheFlusher small(0, 1);  // unknown cache size: the floor
   EXPECT_GE(small.bytes(), std::size_t{64} << 20);
+  EXPECT_EQ(small.record().cache_bytes, 0.0);
   EXPECT_DOUBLE_EQ(small.flush(), 1.5 * static_cast<double>(small.floats()));
 }
 
@@ -227,13 +230,15 @@ TEST(CpuBackend, ColdAndWarmSamples) {
     EXPECT_TRUE(point->paired_read_samples().empty());  // nothing timed yet
     EXPECT_GT(point->time_one(), 0.0);
     EXPECT_GT(point->time_one(), 0.0);
-    // Cold samples pair each step with the bandwidth of its timed flush; warm ones have none.
+    // Cold samples pair each step with the bandwidth of its timed flush or rotation read; warm
+    // ones have none. Only positive and finite: a small point's read of one copy is a few KiB,
+    // whose rate on a loaded host says nothing.
     const std::vector<double> paired = point->paired_read_samples();
     if (timing.warm_l2) {
       EXPECT_TRUE(paired.empty());
     } else {
-      ASSERT_EQ(paired.size(), 2u);               // one per sample, in order
-      for (double b : paired) EXPECT_GT(b, 1e8);  // > 0.1 GB/s on any machine
+      ASSERT_EQ(paired.size(), 2u);  // one per sample, in order
+      for (double b : paired) EXPECT_TRUE(std::isfinite(b) && b > 0) << b;
     }
   }
 }

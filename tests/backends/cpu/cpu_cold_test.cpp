@@ -186,6 +186,7 @@ TEST(CpuColdRotation, PointRotatesAndValidates) {
   EXPECT_EQ(t.rotation_copies, plan.copies);
   EXPECT_EQ(t.rotation_bytes, plan.copies * copy_bytes);
   EXPECT_EQ(t.flush_reason, "");
+  EXPECT_FALSE(point->flush_record()) << "a rotated point has no flush to record";
   // The last sample's output (copy 2's) is the reference's too.
   EXPECT_TRUE(compare_outputs(point->output(), reference_decode(w), 8, 128,
                               tolerance_for(DType::f16, DType::f16))
@@ -215,6 +216,11 @@ TEST(CpuColdRotation, PointOverTheCapFlushesAndSaysWhy) {
   EXPECT_EQ(cold_method(t), ColdMethod::flush);
   EXPECT_EQ(t.rotation_copies, 0);
   EXPECT_NE(t.flush_reason.find("over the rotation cap"), std::string::npos) << t.flush_reason;
+  // Its flush is recorded for the small_flush self-check: the read against the LLC it beats.
+  const auto flush = point->flush_record();
+  ASSERT_TRUE(flush);
+  EXPECT_EQ(flush->cache_bytes, static_cast<double>(cpu::last_level_cache_bytes()));
+  EXPECT_GE(flush->flush_bytes, 2 * flush->cache_bytes);
   EXPECT_EQ(backend->cold_sample_plan(w.spec, w.layout, false, {}, {}).method, ColdMethod::flush);
   EXPECT_EQ(backend->cold_sample_plan(w.spec, w.layout, true, {}, {}).method, ColdMethod::flush);
 }

@@ -32,7 +32,7 @@ struct ReplaySetting {
   // devices.json "links" key and its rates; empty: bytes counted, no time) and what a host hit
   // does.
   double host_capacity_tokens = 0;
-  std::string link;
+  std::string link{};  // {}: GCC warns where a designated initializer omits a member without one
   double link_to_device = 0;
   double link_to_host = 0;
   ReloadPolicy reload = ReloadPolicy::always;

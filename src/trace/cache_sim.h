@@ -46,7 +46,7 @@ struct CacheSimSetting {
   double host_capacity_tokens = 0;
   // With a host tier: the link its blocks cross and what a host hit does (ReloadTrade below).
   // No link (empty key): host hits are reloaded and only bytes are counted.
-  std::string link;            // configs/devices.json "links" key, as resolved by the caller
+  std::string link{};          // configs/devices.json "links" key, as resolved by the caller
   double link_to_device = 0;   // B/s host -> HBM
   double link_to_host = 0;     // B/s HBM -> host
   double link_overhead_s = 0;  // per transfer (one per request and direction)

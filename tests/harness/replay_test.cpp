@@ -77,7 +77,7 @@ TEST(Replay, SampledStepsPassValidationAndGiveTokensPerSecond) {
   const Trace trace = shared_prompt_trace();
   const ReplayPlan plan = tiny_plan({"cpu", "cascade"});
   const std::vector<ReplaySetting> settings = {
-      {std::int64_t{1} << 20, EvictionPolicy::lru, 0, DType::bf16}};
+      {.kv_pool_bytes = std::int64_t{1} << 20, .kv_dtype = DType::bf16}};
   const Report r = run_replay(*be, be->device_info(), trace, plan, settings);
   EXPECT_EQ(r.completion.state, Completion::State::complete) << r.completion.reason;
   ASSERT_EQ(r.results.size(), 6u);  // 3 steps x 2 kernels
@@ -115,7 +115,7 @@ TEST(Replay, AStepThatDoesNotRunLeavesNoTokensPerSecond) {
   ReplayPlan plan = tiny_plan({"no-such-kernel"});
   plan.sample_steps = 1;
   const Report r = run_replay(*be, be->device_info(), trace, plan,
-                              {{std::int64_t{1} << 20, EvictionPolicy::lru, 0, DType::bf16}});
+                              {{.kv_pool_bytes = std::int64_t{1} << 20, .kv_dtype = DType::bf16}});
   ASSERT_EQ(r.results.size(), 1u);
   EXPECT_EQ(r.results[0].status, PointStatus::skipped);
   const nlohmann::json& measured = r.replay.at("settings").at(0).at("kernels").at(0).at("measured");

@@ -150,8 +150,12 @@ TEST(Verdict, AGapNeedsTheIntervalToExcludeOne) {
     const auto base = lognormal_samples(rng, 2e-3, 0.1, 8);
     const auto cur = lognormal_samples(rng, 2e-3 * (s % 2 ? 1.15 : 1 / 1.15), 0.1, 8);
     const SpaceComparison c = compare_samples(base, cur, 0.05, 0.05);
-    if (c.verdict == Verdict::slower) EXPECT_GT(c.ci.lo, 1) << s;
-    if (c.verdict == Verdict::faster) EXPECT_LT(c.ci.hi, 1) << s;
+    if (c.verdict == Verdict::slower) {
+      EXPECT_GT(c.ci.lo, 1) << s;
+    }
+    if (c.verdict == Verdict::faster) {
+      EXPECT_LT(c.ci.hi, 1) << s;
+    }
   }
 }
 

@@ -74,9 +74,9 @@ TEST_P(FullTrace, CacheSimCeilingBoundsEverySetting) {
   const ModelShape model = load_model("llama-3.1-8b");
   std::vector<CacheSimSetting> settings;
   for (double capacity : {1e5, 1e6, 1e7}) {
-    settings.push_back({EvictionPolicy::lru, capacity, 0});
-    settings.push_back({EvictionPolicy::lfu, capacity, 0});
-    settings.push_back({EvictionPolicy::ttl, capacity, 300});
+    settings.push_back({.policy = EvictionPolicy::lru, .capacity_tokens = capacity});
+    settings.push_back({.policy = EvictionPolicy::lfu, .capacity_tokens = capacity});
+    settings.push_back({.policy = EvictionPolicy::ttl, .capacity_tokens = capacity, .ttl_s = 300});
   }
   const std::vector<CacheSimResult> results = simulate_cache(trace_, settings, model, DType::bf16);
   for (const CacheSimResult& r : results) {
@@ -91,11 +91,12 @@ TEST_P(FullTrace, CacheSimCeilingBoundsEverySetting) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Mooncake, FullTrace, ::testing::Values("conversation_trace.jsonl", "synthetic_trace.jsonl"),
-    [](const auto& info) {
-      return std::string(info.param).substr(0, std::string(info.param).find('_'));
-    });
+INSTANTIATE_TEST_SUITE_P(Mooncake, FullTrace,
+                         ::testing::Values("conversation_trace.jsonl", "synthetic_trace.jsonl"),
+                         [](const auto& param_info) {
+                           const std::string file = param_info.param;
+                           return file.substr(0, file.find('_'));
+                         });
 
 }  // namespace
 }  // namespace decodebench

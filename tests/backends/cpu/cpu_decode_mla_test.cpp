@@ -107,7 +107,7 @@ TEST_P(CpuMlaCase, EveryPathMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mla, CpuMlaCase, ::testing::ValuesIn(kCases),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // The faults: q.k scaled by 1/sqrt(576) (the absorbed width, what a generic kernel would use)
 // instead of the model's; the last token of every context dropped. Each is caught.

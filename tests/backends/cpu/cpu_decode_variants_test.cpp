@@ -109,7 +109,7 @@ TEST_P(CpuVariantCase, EveryPathMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, CpuVariantCase, ::testing::ValuesIn(kCases),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // The planted faults: the decode told a window one block too long (it walks one more block and
 // masks nothing of it), told no sinks, told no soft-cap. Each must fail the check on every path.

@@ -301,7 +301,9 @@ TEST(CpuLayer, StageSamplesKeepEveryStage) {
     EXPECT_EQ(layer->timing().warm_l2, warm);
     // The layer keeps the flush (its weights are not rotated) and says so.
     EXPECT_EQ(cold_method(layer->timing()), warm ? ColdMethod::warm : ColdMethod::flush);
-    if (!warm) EXPECT_NE(layer->timing().flush_reason.find("layer scope"), std::string::npos);
+    if (!warm) {
+      EXPECT_NE(layer->timing().flush_reason.find("layer scope"), std::string::npos);
+    }
   }
 }
 

@@ -120,7 +120,9 @@ TEST(CudaGpu, MeasuredLinksArePlausible) {
       EXPECT_LE(rate, l.best_Bps);
     }
     EXPECT_GT(l.best_Bps, 1e9);
-    if (l.direction != "peer") EXPECT_LT(l.best_Bps, 600e9);
+    if (l.direction != "peer") {
+      EXPECT_LT(l.best_Bps, 600e9);
+    }
     EXPECT_GE(l.overhead_s, 0);
     EXPECT_LT(l.overhead_s, 1e-3);
   }

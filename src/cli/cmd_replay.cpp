@@ -24,6 +24,7 @@
 #include "common/errors.h"
 #include "common/json_text.h"
 #include "harness/replay.h"
+#include "harness/replay_planner.h"
 #include "harness/runner.h"
 #include "report/replay_table.h"
 #include "trace/trace.h"
@@ -285,41 +286,16 @@ int run(CLI::App& cmd, ReplayOptions& o) {
     }
   }
 
-  // Scope: the whole layer step where the backend has it for this model, else the attention.
-  std::string scope_note;
-  if (o.scope == "auto") {
-    WorkloadSpec probe;
-    probe.model = model;
-    probe.q_dtype = plan.q_dtype;
-    probe.block_size = o.block_size;
-    probe.context = ContextSpec::fixed(o.block_size);
-    const std::string probe_kernel = backend->choose_kernel(probe);
-    std::string why = layer_support_error(model, weights, plan.q_dtype);
-    if (why.empty()) why = backend->layer_skip_reason(probe, probe_kernel, LayerOptions{weights});
-    plan.scope = why.empty() ? Scope::layer : Scope::attention;
-    if (!why.empty()) scope_note = "scope attention (no layer scope here: " + why + ")";
-  } else {
-    plan.scope = parse_scope(o.scope);
-  }
-
-  const std::int64_t params = model.num_params > 0      ? model.num_params
-                              : model.has_layer_shape() ? params_from_shape(model)
-                                                        : 0;
-  // The modeled device: this backend's (its memory, its measured read ceiling, its GEMM roof),
-  // or a datasheet row (configs/devices.json) for a schedule of another device.
-  DeviceInfo device = backend->device_info();
-  std::optional<Datasheet> sheet;
-  if (o.schedule_device != "this") sheet = datasheet_by_key(o.schedule_device);
-  const double mem = static_cast<double>(sheet ? sheet->mem_bytes : device.mem_bytes);
-  const double weight_bytes = static_cast<double>(model_weight_bytes(model, weights));
-  const auto default_pool = static_cast<std::int64_t>(mem - weight_bytes);
-  if (o.kv_pool.empty() && default_pool <= 0) {
-    throw InputError(fmt::format(
-        "the default KV pool (device memory {:.3g} GB minus the weights {:.3g} GB) is empty; "
-        "give --kv-pool BYTES",
-        mem / 1e9, weight_bytes / 1e9));
-  }
-  const std::vector<ReplaySetting> settings = expand_settings(o, default_pool);
+  const ReplayScopeChoice scope =
+      choose_replay_scope(*backend, model, weights, plan.q_dtype, o.block_size, o.scope);
+  plan.scope = scope.scope;
+  ReplayDeviceRequest request;
+  request.schedule_device = o.schedule_device;
+  request.prefill_tokens_per_s = o.prefill_rate;
+  request.decode_read_bytes_per_s = o.decode_read_rate;
+  request.kv_pool_given = !o.kv_pool.empty();
+  ReplayDevice modeled = plan_replay_device(*backend, model, weights, request);
+  const std::vector<ReplaySetting> settings = expand_settings(o, modeled.default_pool_bytes);
   // Every setting's input checked before anything is measured (the rates are checked with
   // placeholders here: they are measured or modeled below).
   for (const ReplaySetting& s : settings) {
@@ -328,69 +304,17 @@ int run(CLI::App& cmd, ReplayOptions& o) {
     c.decode_read_bytes_per_s = 1;
     validate(c, trace);
   }
-  if (o.prefill_rate <= 0 && params <= 0) {
-    throw InputError(
-        fmt::format("cannot model the prefill rate: model '{}' has no parameter count "
-                    "(num_params or the layer shape); give --prefill-rate TOKENS_PER_S",
-                    model.name));
-  }
 
   install_stop_handlers();
   if (!o.quiet) std::cerr << "measuring the ceilings of " << backend->name() << "...\n";
-  device.measured = backend->measure_ceilings();
-  if (!(device.flops_peak > 0)) device.flops_peak = device.measured.fma_flops;
-  double read = 0, flops = 0;
-  std::string flops_basis;
-  if (!sheet) {
-    read = device.measured.read;
-    plan.schedule_device = fmt::format("{} '{}' (this backend)", device.backend, device.name);
-    plan.read_rate_basis = "the measured read ceiling of this device";
-    if (o.prefill_rate <= 0) {
-      const Backend::GemmCeiling g = backend->gemm_ceiling(weights);
-      device.measured.gemm_flops = g.flops;
-      device.measured.gemm_ceiling_name = g.name;
-      flops = g.flops > 0 ? g.flops : device.flops_peak;
-      flops_basis = g.flops > 0 ? g.name : "the device's fp32 peak";
-    }
-  } else {
-    read = sheet->bandwidth;
-    flops = is_fp8(weights) && sheet->tensor_fp8_flops > 0 ? sheet->tensor_fp8_flops
-                                                           : sheet->tensor_f16_flops;
-    plan.schedule_device = fmt::format("{} (datasheet, configs/devices.json)", sheet->name);
-    plan.read_rate_basis = "the datasheet memory bandwidth";
-    flops_basis = "the datasheet dense tensor-core peak";
-  }
-  plan.schedule.decode_read_bytes_per_s = read;
-  if (o.decode_read_rate > 0) {
-    plan.schedule.decode_read_bytes_per_s = o.decode_read_rate;
-    plan.read_rate_basis = "given (--decode-read-rate)";
-  }
-  if (!(plan.schedule.decode_read_bytes_per_s > 0)) {
-    throw RuntimeFailure(
-        "no read rate for the modeled decode step (the read ceiling measured 0); "
-        "give --decode-read-rate BYTES_PER_S");
-  }
-  if (o.prefill_rate > 0) {
-    plan.schedule.prefill_tokens_per_s = o.prefill_rate;
-    plan.prefill_rate_basis = "given (--prefill-rate)";
-  } else {
-    if (!(flops > 0)) {
-      throw RuntimeFailure(
-          "no FLOP rate to model the prefill with on this device; give --prefill-rate "
-          "TOKENS_PER_S");
-    }
-    plan.schedule.prefill_tokens_per_s = flops / (2.0 * static_cast<double>(params));
-    plan.prefill_rate_basis = fmt::format(
-        "modeled: 2 x {:.3g} parameters per token at {:.3g} FLOP/s ({}); attention FLOPs left "
-        "out",
-        static_cast<double>(params), flops, flops_basis);
-  }
+  set_replay_rates(*backend, modeled, weights, request, plan);
+  const DeviceInfo& device = modeled.device;
   if (!o.quiet) {
     std::cerr << fmt::format(
         "replay of {} ({} requests) on {} '{}', scope {}, schedule modeled for {}\n", trace.source,
         trace.requests.size(), device.backend, device.name, scope_name(plan.scope),
         plan.schedule_device);
-    if (!scope_note.empty()) std::cerr << "note: " << scope_note << '\n';
+    if (!scope.note.empty()) std::cerr << "note: " << scope.note << '\n';
   }
 
   ReplayRunOptions run_options;

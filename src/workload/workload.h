@@ -154,6 +154,12 @@ PagedLayout build_layout(const WorkloadSpec& spec);
 // (blocks read by more than one row) from context_lens, block_tables, max_blocks_per_seq and
 // num_blocks: for layouts built elsewhere (the replay's steps).
 void fill_read_stats(PagedLayout& layout, int block_size);
+// The layout of `sequences` (rows of `layout`, each once) alone: the blocks they read packed into
+// a compact pool in order of first use, `source_block_ids[i]` the layout's id of pool block i.
+// The full batch in order keeps the layout's ids. Throws InputError for no rows, a row out of
+// range or one given twice.
+PagedLayout pack_layout(const PagedLayout& layout, std::span<const int> sequences, int block_size,
+                        std::vector<std::int32_t>& source_block_ids);
 
 // Per-tensor fp8 scales: the generator's values are bounded (|x| <= kGeneratorBound) and the
 // scale maps that bound to the format's largest finite value. 1 for non-fp8 dtypes.

@@ -1,4 +1,8 @@
 // The sweep runner: skip -> validate against the reference -> time -> roofline, per point.
+// Longer than most files on purpose: it is the one place a sweep's measurement is driven
+// (warm-up, samples and the stopping rule through measure.h, marks, progress and ETA,
+// checkpoints, interrupt and resume, device failure), so that a reader finds all of it here; the
+// validation against the reference is point_validation.cpp's.
 #include "harness/runner.h"
 
 #include <algorithm>
@@ -20,11 +24,11 @@
 #include "harness/abandon_watch.h"
 #include "harness/layer_step.h"
 #include "harness/measure.h"
+#include "harness/point_validation.h"
 #include "harness/roofline.h"
 #include "harness/stats.h"
 #include "harness/sweep_axes.h"
 #include "harness/utilization.h"
-#include "reference/reference.h"
 #include "results/knees.h"
 #include "results/point_identity.h"
 #include "results/self_check.h"
@@ -90,18 +94,6 @@ PointResult not_run_result(const SweepPoint& p, const std::string& backend) {
 
 namespace {
 
-// Rows `rows` of an output [batch][Hq][d].
-std::vector<float> gather_rows(const std::vector<float>& out, std::span<const int> rows,
-                               std::size_t row_elems) {
-  std::vector<float> g;
-  g.reserve(rows.size() * row_elems);
-  for (int r : rows) {
-    const auto first = out.begin() + static_cast<std::ptrdiff_t>(r * row_elems);
-    g.insert(g.end(), first, first + static_cast<std::ptrdiff_t>(row_elems));
-  }
-  return g;
-}
-
 // The full point without host data: spec, layout, block ids, scales; q/k_cache/v_cache empty
 // (backend.h's layout-only convention: a backend that can, e.g. cuda, fills them where they live
 // with the same counter-based values; others throw InputError).
@@ -123,80 +115,6 @@ std::vector<int> all_sequences(int batch) {
   std::vector<int> all(static_cast<std::size_t>(batch));
   std::iota(all.begin(), all.end(), 0);
   return all;
-}
-
-// Reference outputs by workload identity: a sweep over several kernels validates each of them
-// against the same workload, and the reference (double loops) is the slowest part of a GPU
-// sweep. Bounded; cleared when full.
-struct ReferenceCache {
-  struct Entry {
-    std::vector<float> ref;
-    double quant_rel = kNotAvailable;
-  };
-  static constexpr std::size_t kMaxFloats = std::size_t{128} << 20;  // 512 MB
-  std::map<std::string, Entry> entries;
-  std::size_t floats = 0;
-};
-
-std::string reference_key(const WorkloadSpec& s, std::size_t rows) {
-  return fmt::format("{}|rows={}", workload_key(s), rows);
-}
-
-// Runs the point once and compares rows `rows` of its output with the reference on `checked`
-// (the full workload when every row is validated, else the subset workload of those rows);
-// fills r.error. True when correct.
-bool validate_point(PreparedPoint& prepared, const Workload& checked, std::span<const int> rows,
-                    ReferenceCache* cache, PointResult& r) {
-  const WorkloadSpec& s = checked.spec;
-  prepared.run();
-  const std::vector<float> out = prepared.output();
-  const int dv = s.model.value_dim();  // the output's width per head
-  const std::size_t row_elems = static_cast<std::size_t>(s.model.num_q_heads) * dv;
-  const std::size_t want = static_cast<std::size_t>(s.batch) * row_elems;
-  if (out.size() != want) {
-    throw RuntimeFailure(
-        fmt::format("backend returned {} output values, expected {} "
-                    "([batch {}][Hq {}][dv {}])",
-                    out.size(), want, s.batch, s.model.num_q_heads, dv));
-  }
-  const bool all_rows = static_cast<int>(rows.size()) == s.batch;
-  const std::string key = reference_key(s, rows.size());
-  ReferenceCache::Entry computed;
-  const ReferenceCache::Entry* entry = nullptr;
-  if (cache && cache->entries.count(key)) {
-    entry = &cache->entries.at(key);
-  } else {
-    computed.ref = reference_decode(checked);
-    if (is_fp8(s.kv_dtype) || is_int_kv(s.kv_dtype)) {
-      computed.quant_rel = quantization_error(computed.ref, reference_decode_unquantized(checked));
-    }
-    entry = &computed;
-    if (cache) {
-      if (cache->floats + computed.ref.size() > ReferenceCache::kMaxFloats) {
-        cache->entries.clear();
-        cache->floats = 0;
-      }
-      cache->floats += computed.ref.size();
-      entry = &(cache->entries[key] = std::move(computed));
-    }
-  }
-  const std::vector<float>& ref = entry->ref;
-  const std::vector<float> got = all_rows ? out : gather_rows(out, rows, row_elems);
-  const Tolerance tol = tolerance_for(s.q_dtype, s.kv_dtype);
-  const Comparison cmp = compare_outputs(got, ref, s.model.num_q_heads, dv, tol);
-  r.error.max_abs = cmp.max_abs;
-  r.error.max_rel = cmp.max_rel;
-  r.error.rows_checked = static_cast<int>(rows.size());
-  r.error.quant_rel = entry->quant_rel;
-  if (cmp.ok) return true;
-  r.error.first_mismatch = cmp.report;
-  r.status = PointStatus::wrong;
-  r.reason = fmt::format(
-      "{} of {} checked elements outside |out - ref| <= {:g} + {:g}*|ref| ({} of {} sequences "
-      "checked){}{}",
-      cmp.mismatches, cmp.checked, tol.atol, tol.rtol, rows.size(), s.batch,
-      cmp.report.empty() ? "" : ": ", cmp.report);
-  return false;
 }
 
 // One kind of layer of a point made ready and validated: the prepared step and the host

@@ -4,6 +4,8 @@
 // (cli/cli_common.cpp) and the key of a point's workload (workload_key(), the runner's
 // reference cache).
 //
+// Long by design: one entry per axis and setting, so that each is written once.
+//
 // Adding an axis is one entry in kAxes, at the position it takes in the expansion, plus the
 // SweepConfig member it reads and the WorkloadSpec (or SweepPoint) field it sets. The
 // static_asserts at the end of this file fail to compile when a member or field has no entry,

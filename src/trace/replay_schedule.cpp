@@ -1,3 +1,7 @@
+// The replay's schedule (replay_schedule.h names every rule it follows). Long on purpose: the
+// Scheduler is one state machine (admission, prefill, decode steps, eviction and the links'
+// queues share its clock and pool), kept whole so its invariants are read in one place; the
+// checks of its inputs and the sampled steps' layouts sit around it.
 #include "trace/replay_schedule.h"
 
 #include <algorithm>

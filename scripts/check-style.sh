@@ -2,6 +2,8 @@
 # check-style.sh: the habits a reviewer would otherwise repeat, checked on the tracked files.
 #   format    every C++/CUDA file is as clang-format (.clang-format) writes it
 #   subjects  every commit subject after BASE is at most 72 characters
+#   length    a C++ file under src/ over 500 lines says why in its header: a line starting
+#             "// Long" in its first 20 lines (else split it by concern)
 #   words     no tracked file speaks of the project's own bookkeeping, its ticket numbers or its
 #             work periods (say what the thing is instead: "the CPU target point", a date, a commit)
 #
@@ -34,6 +36,15 @@ mapfile -t sources < <(git ls-files -- '*.cpp' '*.h' '*.cu' '*.cuh')
 for f in "${sources[@]}"; do
   clang-format --dry-run -Werror "$f" >/dev/null 2>&1 ||
     fail "$f is not clang-format clean (run: clang-format -i $f)"
+done
+
+# --- length ---
+mapfile -t long_sources < <(git ls-files -- 'src/*.cpp' 'src/*.h')
+for f in "${long_sources[@]}"; do
+  lines=$(wc -l <"$f")
+  if ((lines > 500)) && ! head -20 "$f" | grep -Eq '^// Long|^// .*Long (on purpose|by design)'; then
+    fail "$f has $lines lines (over 500) and no reason in its header (a '// Long ...' line in its first 20 lines), or split it by concern"
+  fi
 done
 
 # --- subjects ---

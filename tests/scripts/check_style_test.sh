@@ -2,7 +2,8 @@
 # The style check (scripts/check-style.sh) must be able to fail: in a scratch repository with the
 # project's .clang-format it passes a clean tree, and fails, naming the fault, on
 #   a C++ file clang-format would change;  a commit subject over 72 characters;
-#   a file that names a ticket number;  one that names a work period.
+#   a file that names a ticket number;  one that names a work period;
+#   a src/ file over 500 lines without a reason in its header (and with one: clean).
 # (The planted words are written in pieces so that this file itself stays clean.)
 #   check_style_test.sh CHECK CLANG_FORMAT_FILE WORKDIR
 set -euo pipefail
@@ -58,8 +59,20 @@ printf '// measured in the third %s\nint h();\n' "sess""ion" >period/h.h
 git -C period add h.h
 expect period 1 'speaks of tickets or work periods: h.h:1'
 
+new_repo long
+mkdir -p long/src
+for i in $(seq 501); do printf 'int v%d();\n' "$i"; done >long/src/big.h
+git -C long add src/big.h
+expect long 1 'src/big.h has 501 lines \(over 500\) and no reason'
+
+new_repo long_ok
+mkdir -p long_ok/src
+{ printf '// Long by design: one declaration per value.\n'; for i in $(seq 501); do printf 'int v%d();\n' "$i"; done; } >long_ok/src/big.h
+git -C long_ok add src/big.h
+expect long_ok 0 'formatted, subjects and wording clean'
+
 if ((failures > 0)); then
-  echo "check_style_test: $failures of 5 planted cases went wrong" >&2
+  echo "check_style_test: $failures of 7 planted cases went wrong" >&2
   exit 1
 fi
-echo "check_style_test: all 5 cases as expected"
+echo "check_style_test: all 7 cases as expected"

@@ -8,7 +8,7 @@
 # with the array's job id), multi-gpu.sh with two CPU shards, BUNDLE=DIR. Planted faults, each
 # caught: a merge of 2 of 3 shards, a re-queued task that restarts from scratch, decodebench not
 # exec'd (SIGTERM misses it), a point missing from the merge, a failing shard in multi-gpu.sh, an
-# sbatch that returns no job id. About 45 s on 2 busy cores.
+# sbatch that returns no job id. About 70 s on 2 busy cores.
 #
 #   tests/scripts/slurm_test.sh SCRIPTS_DIR DECODEBENCH WORKDIR
 set -euo pipefail
@@ -34,11 +34,13 @@ expect_fail() {
   pass "caught: $what"
 }
 
-# 6 points, 2 per shard; min_time_s makes each point take >= 0.3 s so a kill lands mid-shard.
+# 6 points, 2 per shard; min_time_s makes each point take >= 1.5 s of samples, so a kill or a TERM
+# sent once the first point is checkpointed lands in the second (cold by rotation, a 50 us step
+# reaches 0.3 s in ~0.35 s of wall time, less than a loaded host's polling takes).
 cat >tiny.json <<'JSON'
 {"name": "slurm-test", "model": ["llama-3.1-8b"], "batch": [1, 2], "context": [64, 96, 128],
  "kv_dtype": ["f16"], "q_dtype": ["f16"], "block_size": [16], "kernel": ["auto"], "backend": "cpu",
- "measure": {"min_samples": 2, "min_time_s": 0.3, "max_noise": 1, "timeout_s": 2, "warm_l2": false}}
+ "measure": {"min_samples": 2, "min_time_s": 1.5, "max_noise": 1, "timeout_s": 3, "warm_l2": false}}
 JSON
 "$bin" ceilings --backend cpu --out ceil.json >/dev/null 2>&1
 sweep_args=(--backend cpu --ceilings "$work/ceil.json" -q)

@@ -9,7 +9,8 @@
 #      kernel, or a kernel outside the known namespaces, fails (table: build/kernel-resources.md,
 #      followed by the static model's table of the same library: decodebench kernels --static);
 #   2. an AddressSanitizer+UBSan build of the emulated tests (ctest -L asan);
-#   3. a ThreadSanitizer build of the emulated tests (ctest -L tsan);
+#   3. a ThreadSanitizer build of the emulated tests and the harness suite, whose runner starts a
+#      thread of its own (ctest -L tsan);
 #   4. the fuzz stage: the libFuzzer targets of the file readers (tests/fuzz: sweep configs,
 #      reports, .npy, model presets, datasheets, request traces; clang, ASan+UBSan, only the
 #      reader libraries compiled), each run 30 s over its committed corpus (tests/fuzz/run.sh);
@@ -61,7 +62,8 @@ stamp "tests"
 ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" --timeout 900
 
 if [ "$quick" -eq 0 ]; then
-  # The sanitizer builds compile only what the emulated tests need (target decodebench_tests),
+  # The sanitizer builds compile only what their suites need (target decodebench_tests: the
+  # emulated ones, and under TSan the harness suite; never the whole binary),
   # with the kernels instantiated for one 16-bit and one 8-bit KV format (bf16 and fp8_e5m2
   # take the same code paths through other conversions); the normal build above runs every
   # instantiation through the emulator. ASan reads all three integer formats (each indexes its

@@ -6,20 +6,20 @@ quantizer (`decodebench quantize --kv-dtype X --tensor k|v IN.npy OUT.npy`, on t
 K or V in the paged layout [num_blocks, Hkv, P, d]) before the layer attends over them. The
 perturbation carries through the later layers, as it would in a served model.
 
-The formats are decodebench's (--formats; f32 is a lossless round trip, a check of the path).
+The formats are decodebench's (--kv-dtype; f32 is a lossless round trip, a check of the path).
 Per format, over the T positions of the text:
   kl_mean, kl_p99, kl_max  KL(unquantized || quantized) of the next-token distribution, nats
   top1_agreement           fraction of positions whose most likely next token is unchanged
   ppl, ppl_change(_pct)    perplexity of the text (tokens 1..T-1) quantized, and minus the
                            unquantized one (absolute, and in percent of it)
 
-A table goes to stdout; --json OUT writes {"kind": "decodebench-kv-quant-eval", "version": 1,
+A table goes to stdout; --out OUT writes {"kind": "decodebench-kv-quant-eval", "version": 1,
 "model", "model_file", "text", "tokens", "block_size", "decodebench", "unquantized": {"kv_dtype":
 "f32", "ppl"}, "formats": [{"kv_dtype", "kl_mean", "kl_p99", "kl_max", "top1_agreement", "ppl",
 "ppl_change", "ppl_change_pct"}]} (docs/report-schema.md); --figure OUT.svg|png draws KL and top-1
 per format.
 
-  python3 scripts/kv_quant_eval.py [--formats f16,int8,...] [--decodebench PATH] [--json OUT]
+  python3 scripts/kv_quant_eval.py [--kv-dtype f16,int8,...] [--decodebench PATH] [--out OUT]
                                    [--figure OUT.svg] [--model PATH.gguf] [--text FILE]
                                    [--tokens N] [--block-size P]
 """
@@ -47,7 +47,7 @@ DEFAULT_BINARY = os.path.join(os.path.dirname(HERE), "build", "src", "cli", "dec
 
 
 def format_names(binary: str) -> tuple[list[str], str]:
-    """The KV formats (every one, and the default --formats: f16, fp8_e4m3 and the integer ones)
+    """The KV formats (every one, and the default --kv-dtype: f16, fp8_e4m3 and the integer ones)
     from the export of kernels/kv_formats.h beside `binary`'s build (scripts/kv_formats.py)."""
     try:
         table = kv_formats.load(near=binary)
@@ -61,10 +61,10 @@ def parse_formats(text: str, valid: list[str]) -> list[str]:
     formats = [f.strip() for f in text.split(",") if f.strip()]
     bad = [f for f in formats if f not in valid]
     if bad or not formats:
-        raise InputError(f"--formats {text!r}: unknown {', '.join(bad) or '(empty)'} "
+        raise InputError(f"--kv-dtype {text!r}: unknown {', '.join(bad) or '(empty)'} "
                          f"(valid: {', '.join(valid)})")
     if len(set(formats)) != len(formats):
-        raise InputError(f"--formats {text!r}: a format appears twice")
+        raise InputError(f"--kv-dtype {text!r}: a format appears twice")
     return formats
 
 
@@ -190,24 +190,32 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         description="KL divergence, top-1 agreement and perplexity of a real model with its K/V "
                     "round-tripped through `decodebench quantize`, against float32 K/V.")
-    parser.add_argument("--formats", default=default_formats, metavar="LIST",
+    parser.add_argument("--kv-dtype", default=default_formats, metavar="LIST",
                         help=f"comma-separated KV dtypes (default: {default_formats}; valid: "
                              f"{', '.join(valid)})")
     parser.add_argument("--decodebench", default=DEFAULT_BINARY, metavar="PATH",
                         help="the decodebench binary with the quantize command (default: "
                              "build/src/cli/decodebench in this checkout)")
-    parser.add_argument("--json", metavar="OUT", help="write the results as JSON")
+    parser.add_argument("--out", metavar="OUT", help="the JSON document: the results")
+    # The old spellings, answered with the new names for one release (decodebench's language).
+    parser.add_argument("--formats", help=argparse.SUPPRESS)
+    parser.add_argument("--json", help=argparse.SUPPRESS)
     parser.add_argument("--figure", metavar="OUT.svg|png", help="draw KL and top-1 per format")
     llama_gguf.add_model_args(parser)
     llama_gguf.add_text_args(parser, tokens=1024)
     parser.add_argument("--block-size", type=int, default=16, metavar="P",
                         help="tokens per KV block, the quantizer's layout (default: 16)")
     args = parser.parse_args(argv)
+    for old, new in (("formats", "kv_dtype"), ("json", "out")):
+        if getattr(args, old) is not None:
+            print(f"kv_quant_eval: note: --{old} is now --{new.replace('_', '-')} (the old name "
+                  "goes in a later release)", file=sys.stderr)
+            setattr(args, new, getattr(args, old))
     try:
-        formats = parse_formats(args.formats, valid)
+        formats = parse_formats(args.kv_dtype, valid)
         if args.block_size < 1:
             raise InputError(f"--block-size {args.block_size}: need at least 1")
-        for opt, path in (("--json", args.json), ("--figure", args.figure)):
+        for opt, path in (("--out", args.out), ("--figure", args.figure)):
             if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
                 raise InputError(f"{opt} {path}: its directory does not exist")
         if args.figure:
@@ -247,8 +255,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"kv_quant_eval: done in {time.time() - start:.0f} s ({quantizer.calls} "
                   "quantizer calls)", file=sys.stderr)
         print_table(result)
-        if args.json:
-            with open(args.json, "w") as f:
+        if args.out:
+            with open(args.out, "w") as f:
                 json.dump(result, f, indent=2)
                 f.write("\n")
         if args.figure:

@@ -95,8 +95,6 @@ if [ ! -f "$baseline" ]; then
 fi
 
 echo "perf-gate: $current against $baseline (threshold $threshold)"
-"$bin" compare "$baseline" "$current" --threshold "$threshold" --format json \
-  --out "$out_dir/compare.json" "${compare_flags[@]}" >/dev/null || true
 "$bin" compare "$baseline" "$current" --threshold "$threshold" --format md \
-  --out "$out_dir/compare.md" "${compare_flags[@]}" >/dev/null || true
+  --out "$out_dir/compare.json" "${compare_flags[@]}" >"$out_dir/compare.md" || true
 exec "$bin" compare "$baseline" "$current" --threshold "$threshold" "${compare_flags[@]}"

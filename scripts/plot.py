@@ -219,9 +219,9 @@ FIELD_LABELS = {
     "q_dtype": lambda r: f"q={r['q_dtype']}",
     "block_size": lambda r: f"P={r['block_size']}",
     "prefix_groups": lambda r: f"G={r['prefix_groups']}",
-    "context": lambda r: f"L={context_label(r['context'])}",
+    "context": lambda r: f"ctx={context_label(r['context'])}",
     "hit_rate": lambda r: f"h={r['hit_rate']:g}",
-    "batch": lambda r: f"B={r['batch']}",
+    "batch": lambda r: f"b={r['batch']}",
 }
 
 
@@ -1176,11 +1176,15 @@ def write_html(binary, report_path, svgs, out):
     cmd = [binary, "report", report_path, "--format", "html"]
     for path in svgs.values():
         cmd += ["--figure", path]
-    cmd += ["--out", out]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise PlotError(f"{' '.join(cmd)} failed with exit status {done.returncode}: "
                         f"{done.stderr.strip() or done.stdout.strip()}", EXIT_COMMAND_FAILED)
+    # Written whole or not at all: a failed run leaves no half page.
+    tmp = f"{out}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(done.stdout)
+    os.replace(tmp, out)
 
 
 def plot_cache_sim(doc, args, prefix):

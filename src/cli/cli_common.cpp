@@ -97,6 +97,83 @@ void note_if_partial(const Report& r, const std::string& path, std::string_view 
 
 OutputFormat parse_format(std::string_view s) { return parse_output_format(s); }
 
+CLI::Option* add_out_option(CLI::App& cmd, std::string& out, std::string_view what) {
+  return cmd.add_option("--out", out,
+                        fmt::format("The JSON document: {} (written atomically)", what));
+}
+
+CLI::Option* add_format_option(CLI::App& cmd, std::string& format, std::string_view choices) {
+  return cmd.add_option("--format", format, fmt::format("What stdout prints: {}", choices))
+      ->capture_default_str();
+}
+
+void add_renamed_option(CLI::App& cmd, const std::string& old_name, const std::string& new_name,
+                        std::string& target) {
+  const std::string command = cmd.get_name();
+  cmd.add_option_function<std::string>(
+         old_name,
+         [&target, old_name, new_name, command](const std::string& value) {
+           std::cerr << fmt::format(
+               "decodebench: note: {} {} is now {} (the old name goes in a "
+               "later release)\n",
+               command, old_name, new_name);
+           target = value;
+         })
+      ->group("");  // hidden from --help
+}
+
+namespace {
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::vector<std::string> long_options(const CLI::App& cmd) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : cmd.get_options()) {
+    for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+  }
+  return names;
+}
+
+}  // namespace
+
+std::string nearest_option(const CLI::App& cmd, std::string_view word) {
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
+  for (const std::string& name : long_options(cmd)) {
+    // A prefix ("--kv" for "--kv-dtype") is as good as a typo of one character.
+    const std::size_t d = name.rfind(word, 0) == 0 ? 1 : edit_distance(word, name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = name;
+    }
+  }
+  return best;
+}
+
+std::string first_unknown_option(const CLI::App& cmd, const std::vector<std::string>& args) {
+  const std::vector<std::string> known = long_options(cmd);
+  for (const std::string& arg : args) {
+    if (arg == "--") break;  // what follows is positional
+    if (arg.size() < 3 || arg.rfind("--", 0) != 0) continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    if (std::find(known.begin(), known.end(), name) == known.end()) return name;
+  }
+  return {};
+}
+
 std::atomic<bool>& interrupted_flag() {
   static std::atomic<bool> flag{false};
   return flag;

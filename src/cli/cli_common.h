@@ -62,6 +62,21 @@ inline std::string or_na(double v, std::string (*format)(double)) {
 // --format: table|json|csv|md (InputError listing them).
 OutputFormat parse_format(std::string_view s);
 
+// The one command language (README.md "Commands"): --out FILE is always the command's JSON
+// document, written atomically, and --format always what stdout prints. Every command adds them
+// through these, so none words them its own way (a test holds each --help to README).
+CLI::Option* add_out_option(CLI::App& cmd, std::string& out, std::string_view what);
+CLI::Option* add_format_option(CLI::App& cmd, std::string& format, std::string_view choices);
+// An old spelling kept for one release: hidden from --help, it sets `target` and says the new
+// name on stderr, so a script that uses it keeps working and learns the new one.
+void add_renamed_option(CLI::App& cmd, const std::string& old_name, const std::string& new_name,
+                        std::string& target);
+// The long option of `cmd` nearest to `word` ("--kv-dtypes" -> "--kv-dtype"), "" when none is
+// close enough to be a likely typo.
+std::string nearest_option(const CLI::App& cmd, std::string_view word);
+// The first "--name" in `args` that `cmd` does not know, "" when all are known.
+std::string first_unknown_option(const CLI::App& cmd, const std::vector<std::string>& args);
+
 // SIGINT and SIGTERM: the first sets the flag and records the signal (the sweep stops within a
 // sample, keeping finished points); a second one ends the process at once with the signal's
 // default action.

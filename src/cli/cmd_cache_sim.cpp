@@ -421,9 +421,8 @@ void add_cache_sim_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV dtype of the cache's bytes")
       ->capture_default_str();
-  cmd->add_option("--out", o->out,
-                  "Also write the results as JSON (docs/report-schema.md \"cache_sim\")");
-  cmd->add_option("--format", o->format, "table, csv or json (stdout)")->capture_default_str();
+  add_out_option(*cmd, o->out, "the results (docs/report-schema.md \"cache_sim\")");
+  add_format_option(*cmd, o->format, "table, csv or json");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

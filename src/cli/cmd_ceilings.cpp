@@ -151,9 +151,8 @@ void add_ceilings_command(CLI::App& app, int& exit_code) {
       "read / copy / triad bandwidth and fp32 FMA peak (a few seconds).");
   cmd->add_option("--backend", o->backend, "auto, cpu, emu, cuda")->capture_default_str();
   cmd->add_option("--device", o->device, "CUDA device index");
-  cmd->add_option("--format", o->format, "table or json (csv, md: one row per ceiling)")
-      ->capture_default_str();
-  cmd->add_option("--out", o->out, "Also write the device record as JSON to this file");
+  add_format_option(*cmd, o->format, "table or json (csv, md: one row per ceiling)");
+  add_out_option(*cmd, o->out, "the device record");
   cmd->callback([o, &exit_code] { exit_code = run_ceilings(*o); });
 }
 

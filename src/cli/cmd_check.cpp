@@ -214,7 +214,7 @@ void add_check_command(CLI::App& app, int& exit_code) {
       "shapes, or on the axes given, and check the ceiling kernels' results. No timing. "
       "Exit 1 if anything is wrong.");
   add_sweep_flags(*cmd, o->flags, /*measure=*/false);
-  cmd->add_option("--out", o->out, "Also write the results as a JSON report");
+  add_out_option(*cmd, o->out, "the results as a report");
   cmd->add_flag("--verbose,-v", o->verbose, "List default cases this build does not support");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }

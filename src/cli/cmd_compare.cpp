@@ -17,11 +17,12 @@ struct CompareArgs {
   std::string baseline, current;
   CompareOptions options;
   std::string format = "table";
-  std::string out;  // also write the formatted output here (atomically)
+  std::string out;  // the verdicts as JSON
 };
 
 int run_compare(const CompareArgs& a) {
   const CompareFormat format = parse_compare_format(a.format);
+  check_output_file(a.out, "--out");
   const Report baseline = read_report(a.baseline);
   const Report current = read_report(a.current);
   note_if_partial(baseline, a.baseline, "only its finished points are compared");
@@ -34,7 +35,7 @@ int run_compare(const CompareArgs& a) {
   const std::string text = format_comparison(c, format);
   std::cout << text;
   std::cout.flush();
-  if (!a.out.empty()) write_text_atomic(a.out, text);
+  if (!a.out.empty()) write_text_atomic(a.out, format_comparison(c, CompareFormat::json));
   return c.failed() ? kExitWrongOrRegression : kExitOk;
 }
 
@@ -58,9 +59,8 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--alpha", a->options.alpha,
                   "Significance level of the test; intervals at confidence 1 - alpha")
       ->capture_default_str();
-  cmd->add_option("--format", a->format, "table | md (a pull-request comment) | json")
-      ->capture_default_str();
-  cmd->add_option("--out", a->out, "Also write the formatted output to FILE (atomically)");
+  add_format_option(*cmd, a->format, "table, md (a pull-request comment) or json");
+  add_out_option(*cmd, a->out, "the verdicts (what --format json prints)");
   cmd->add_flag("--allow-mismatch", a->options.allow_mismatch,
                 "Compare reports of different devices, host classes or schema versions (the "
                 "output lists what differs)");

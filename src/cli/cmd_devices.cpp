@@ -86,7 +86,7 @@ void add_devices_command(CLI::App& app, int& exit_code) {
       "devices",
       "List the backends of this build, the device each would use, and the datasheet rows.");
   cmd->add_option("--device", o->device, "CUDA device index");
-  cmd->add_option("--format", o->format, "table or json")->capture_default_str();
+  add_format_option(*cmd, o->format, "table or json");
   cmd->callback([o, &exit_code] { exit_code = run_devices(*o); });
 }
 

@@ -114,6 +114,7 @@ int run_static(const KernelsOptions& o) {
   if (o.summary && format != OutputFormat::md) {
     throw InputError("--summary: README.md's summary is Markdown; use it with --format md");
   }
+  check_output_file(o.out, "--out");
   const std::string binary = o.binary.empty() ? static_model::this_executable() : o.binary;
   if (!std::filesystem::is_regular_file(binary)) {
     throw InputError("--binary " + binary + ": no such file");
@@ -163,11 +164,11 @@ int run_static(const KernelsOptions& o) {
 
   static_model::ModelSettings settings;
   for (const char* key : kStaticDevices) settings.devices.push_back(device_figures(key));
+  nlohmann::json j = static_model::static_json(instances, settings);
+  j["binary"] = binary;
+  j["cuobjdump"] = cuobjdump;
   std::string text;
   if (format == OutputFormat::json) {
-    nlohmann::json j = static_model::static_json(instances, settings);
-    j["binary"] = binary;
-    j["cuobjdump"] = cuobjdump;
     text = j.dump(2) + "\n";
   } else if (format == OutputFormat::md && o.summary) {
     text = static_model::static_summary_markdown(instances, settings, kSummaryDevice);
@@ -180,7 +181,8 @@ int run_static(const KernelsOptions& o) {
     text = static_model::static_table(instances, settings) +
            fmt::format("  read from {} by {}\n", binary, cuobjdump);
   }
-  emit(text, o.out);
+  emit(text, "");
+  if (!o.out.empty()) emit(j.dump(2) + "\n", o.out);
   return kExitOk;
 #endif
 }
@@ -255,9 +257,8 @@ void add_kernels_command(CLI::App& app, int& exit_code) {
       "kernels",
       "List the kernel ladder of this build: idea, head dims, dtypes, block sizes, GQA "
       "groups, and which backend runs which kernels.");
-  cmd->add_option("--format", o->format,
-                  "table or json (this build), or md (the ladder as README.md's Markdown table)")
-      ->capture_default_str();
+  add_format_option(*cmd, o->format,
+                    "table or json (this build), or md (the ladder as README.md's Markdown table)");
   cmd->add_flag("--static", o->static_model,
                 "The static model instead: per decode kernel instance, its main loop read from "
                 "the SASS (cuobjdump): warp-instructions per KV byte, the issue-bound bandwidth "
@@ -269,7 +270,7 @@ void add_kernels_command(CLI::App& app, int& exit_code) {
                   "PATH, $CUDA_HOME/bin, beside nvcc, /usr/local/cuda/bin, the PyPI wheel)");
   cmd->add_flag("--summary", o->summary,
                 "--static --format md: README.md's summary table (head_dim 128, f16 / fp8_e4m3)");
-  cmd->add_option("--out", o->out, "--static: write the output to this file instead of stdout");
+  add_out_option(*cmd, o->out, "--static: the static model (what --format json prints)");
   cmd->callback([o, &exit_code] { exit_code = run_kernels(*o); });
 }
 

@@ -79,7 +79,7 @@ void add_merge_command(CLI::App& app, int& exit_code) {
       "Merge the reports of the shards of one sweep (--shard i/n) into the --out report. The "
       "set must be whole: shards 0..n-1 of one n, each once and each complete; else exit 2 "
       "naming what is missing.");
-  cmd->add_option("--out", o->out, "Merged report to write (atomically)");
+  add_out_option(*cmd, o->out, "the merged report");
   cmd->add_option("inputs", o->files, "Shard reports")->required();
   cmd->add_flag("--allow-partial", o->allow_partial,
                 "Merge an incomplete set anyway: the merged report's completion is partial and "

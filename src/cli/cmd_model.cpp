@@ -149,7 +149,7 @@ void add_model_command(CLI::App& app, int& exit_code) {
                   "Bytes of device memory taken by weights etc. for the max-batch calculation "
                   "(attention scope: default 0, KV only; layer scope: replaces the model's "
                   "weights, num_params x sizeof(weights dtype))");
-  cmd->add_option("--format", o->format, "table, json, csv, md")->capture_default_str();
+  add_format_option(*cmd, o->format, "table, json, csv or md");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

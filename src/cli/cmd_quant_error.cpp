@@ -19,7 +19,7 @@
 namespace decodebench::cli {
 namespace {
 
-// The default --formats: f16, fp8_e4m3 and every integer format of kernels/kv_formats.h.
+// The default --kv-dtype: f16, fp8_e4m3 and every integer format of kernels/kv_formats.h.
 std::string default_formats() {
   std::string s = "f16,fp8_e4m3";
   for (const KvFormatInfo& f : kKvFormats) {
@@ -30,19 +30,31 @@ std::string default_formats() {
 
 struct QuantErrorArgs {
   std::string data;
-  std::string formats = default_formats();
+  std::string formats = default_formats();  // --kv-dtype
   std::string model = "llama-3.1-8b";
-  int batch = 16;
-  int context = 4096;
+  std::string batch_text = "16";
+  std::string context_text = "4096";
+  int batch = 16;      // from batch_text, by the sweep's axis parser
+  int context = 4096;  // from context_text
   std::string backend = "auto";
   int tokens = 2048;    // built-in data
   int block_size = 16;  // built-in data
   bool no_speed = false;
   bool per_layer = false;
   std::string format = "table";
-  std::string out;
-  std::string json_out;  // --json FILE, beside the chosen format
+  std::string out;  // the JSON document
 };
+
+// One value of an axis, read by the sweep's parser (so 1k and 8k work as they do there).
+int one_value(std::vector<int> values, std::string_view flag, std::string_view text) {
+  if (values.size() != 1) {
+    throw InputError(
+        fmt::format("{} {}: quant-error measures one point per KV format (got {} "
+                    "values); `decodebench sweep` takes lists",
+                    flag, text, values.size()));
+  }
+  return values.front();
+}
 
 // The sweep's half: each format's bytes per attention step, and tokens/s where a kernel of the
 // backend reads that format.
@@ -106,12 +118,24 @@ void measure_speed(const QuantErrorArgs& a, const ModelShape& m, QuantErrorResul
   }
 }
 
-int run_quant_error(const QuantErrorArgs& a) {
+int run_quant_error(QuantErrorArgs a) {
   std::vector<quant::KvFormat> formats;
-  for (const std::string& name : split_list(a.formats, "--formats")) {
-    formats.push_back(quant::parse_format(name, "--formats"));
+  for (const std::string& name : split_list(a.formats, "--kv-dtype")) {
+    formats.push_back(quant::parse_format(name, "--kv-dtype"));
   }
-  if (formats.empty()) throw InputError("--formats: empty (valid: " + a.formats + ")");
+  if (formats.empty()) throw InputError("--kv-dtype: empty (valid: " + default_formats() + ")");
+  a.batch = one_value(parse_int_list(a.batch_text, "--batch"), "--batch", a.batch_text);
+  std::vector<int> contexts;
+  for (const ContextSpec& c : parse_context_list(a.context_text, "--context")) {
+    if (c.kind != ContextSpec::Kind::fixed) {
+      throw InputError(
+          fmt::format("--context {}: quant-error takes a fixed length (1024, 8k), "
+                      "not a ragged range",
+                      a.context_text));
+    }
+    contexts.push_back(c.lo);
+  }
+  a.context = one_value(contexts, "--context", a.context_text);
   if (a.batch < 1) throw InputError(fmt::format("--batch: {} must be >= 1", a.batch));
   if (a.context < 1) throw InputError(fmt::format("--context: {} must be >= 1", a.context));
   if (a.tokens < 2) throw InputError(fmt::format("--tokens: {} must be >= 2", a.tokens));
@@ -139,9 +163,8 @@ int run_quant_error(const QuantErrorArgs& a) {
         "layer)\n",
         a.data, s);
   }
-  // Before the sweep measures anything: both outputs can be written.
+  // Before the sweep measures anything: the document can be written.
   check_output_file(a.out, "--out");
-  check_output_file(a.json_out, "--json");
   QuantErrorResult r;
   r.data = a.data;
   r.num_q_heads = cases.front().num_q_heads;
@@ -175,8 +198,8 @@ int run_quant_error(const QuantErrorArgs& a) {
       text = quant_error_header(r) + render_text(quant_error_table(r, a.per_layer)) +
              quant_error_footer(r);
   }
-  emit(text, a.out);
-  if (!a.json_out.empty()) emit(quant_error_json(r).dump(2) + "\n", a.json_out);
+  emit(text, "");
+  if (!a.out.empty()) emit(quant_error_json(r).dump(2) + "\n", a.out);
   return interrupted_flag() ? interrupted_exit_code() : kExitOk;
 }
 
@@ -192,11 +215,13 @@ void add_quant_error_command(CLI::App& app, int& exit_code) {
                   "gaussian, outliers (keys with outlier channels), or a directory: one `sweep "
                   "--dump` or scripts/kv_dump.py's layer_NN/ directories")
       ->required();
-  cmd->add_option("--formats", o->formats, "KV formats, comma-separated")->capture_default_str();
+  cmd->add_option("--kv-dtype", o->formats, "KV formats (list)")->capture_default_str();
+  add_renamed_option(*cmd, "--formats", "--kv-dtype", o->formats);
   cmd->add_option("--model", o->model, "The sweep's model, and the heads of the built-in data")
       ->capture_default_str();
-  cmd->add_option("--batch", o->batch, "The sweep's batch")->capture_default_str();
-  cmd->add_option("--context", o->context, "The sweep's context")->capture_default_str();
+  cmd->add_option("--batch", o->batch_text, "The sweep's batch (one)")->capture_default_str();
+  cmd->add_option("--context", o->context_text, "The sweep's context (one: 4096, 8k)")
+      ->capture_default_str();
   cmd->add_option("--backend", o->backend, "The sweep's backend: auto, cpu, cuda, emu")
       ->capture_default_str();
   cmd->add_option("--tokens", o->tokens, "Tokens of the built-in data")->capture_default_str();
@@ -206,10 +231,9 @@ void add_quant_error_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--no-speed", o->no_speed, "Accuracy only: no sweep");
   cmd->add_flag("--per-layer", o->per_layer, "A row per layer under each format's overall row");
-  cmd->add_option("--format", o->format, "Output: table, json, csv, md")->capture_default_str();
-  cmd->add_option("--out", o->out, "Write the output to FILE (atomically) instead of stdout");
-  cmd->add_option("--json", o->json_out,
-                  "Also write the JSON to FILE (the table on stdout and the JSON from one run)");
+  add_format_option(*cmd, o->format, "table, json, csv or md");
+  add_out_option(*cmd, o->out, "each format's errors, bytes and tokens/s");
+  add_renamed_option(*cmd, "--json", "--out", o->out);
   cmd->callback([o, &exit_code] {
     install_stop_handlers();
     exit_code = run_quant_error(*o);

@@ -441,9 +441,8 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--warm", o->measure.warm_l2, "No cache flush before each sample");
   cmd->add_option("--seed", o->seed, "Seed of the workloads' values")->capture_default_str();
-  cmd->add_option("--format", o->format, "Output on stdout: table, json, csv, md")
-      ->capture_default_str();
-  cmd->add_option("--out", o->out, "JSON report (written atomically, after every step); '' none")
+  add_format_option(*cmd, o->format, "table, json, csv or md");
+  add_out_option(*cmd, o->out, "the replay report, after every step; '' for none")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   cmd->callback([cmd, o, &exit_code] { exit_code = run(*cmd, *o); });

@@ -104,8 +104,18 @@ void add_report_command(CLI::App& app, int& exit_code) {
       "(scripts/plot.py REPORT draws them; scripts/plot.py REPORT --html PAGE draws them and "
       "writes the page with all of them).");
   cmd->add_option("files", o->files, "Reports (JSON) written by sweep or merge")->required();
-  cmd->add_option("--format", o->format, "Output: table, md, csv, html")->capture_default_str();
-  cmd->add_option("--out", o->out, "Write to this file (atomically) instead of stdout");
+  add_format_option(*cmd, o->format, "table, md, csv or html");
+  // report writes no JSON document of its own, so --out has no meaning here; the spelling that
+  // wrote stdout to a file is answered for one release.
+  cmd->add_option_function<std::string>(
+         "--out",
+         [o](const std::string& path) {
+           std::cerr << "decodebench: note: report --out: --out is the JSON document in every "
+                        "command and report writes none; redirect stdout instead (> FILE). This "
+                        "spelling goes in a later release.\n";
+           o->out = path;
+         })
+      ->group("");
   cmd->add_option("--max-noise", o->max_noise,
                   "Mark points whose noise is above this fraction (default: each report's "
                   "measure.max_noise, else 0.005)");

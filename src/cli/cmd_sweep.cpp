@@ -400,11 +400,10 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
       "points (exit 130 / 143); a second one ends the process at once. --resume REPORT runs "
       "only the points REPORT lacks.");
   add_sweep_flags(*cmd, o->flags, /*measure=*/true);
-  cmd->add_option("--format", o->format, "Output on stdout: table, json, csv, md")
-      ->capture_default_str();
-  o->out_option = cmd->add_option("--out", o->out,
-                                  "JSON report path (written atomically, checkpointed after each "
-                                  "point; with --resume: REPORT); '' for none")
+  add_format_option(*cmd, o->format, "table, json, csv or md");
+  o->out_option = add_out_option(*cmd, o->out,
+                                 "the report, checkpointed after each point (with --resume: "
+                                 "REPORT); '' for none")
                       ->capture_default_str();
   cmd->add_option("--resume", o->resume,
                   "Resume the sweep that wrote REPORT (interrupted, killed or stopped at a "

@@ -6,9 +6,11 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/errors.h"
 #include "results/report.h"
@@ -55,6 +57,21 @@ int main(int argc, char** argv) {
     // --help and --version print and succeed; every other parse error (a number that does not
     // convert, a missing required option) is bad input, reported as an InputError is.
     if (e.get_exit_code() == 0) return app.exit(e);
+    // CLI11 says only "The following argument was not expected"; name the option and the one
+    // that was probably meant.
+    if (argc > 1) {
+      const std::vector<std::string> args(argv + 2, argv + argc);
+      for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+        if (sub->get_name() != argv[1]) continue;
+        const std::string unknown = cli::first_unknown_option(*sub, args);
+        if (unknown.empty()) break;
+        const std::string nearest = cli::nearest_option(*sub, unknown);
+        std::cerr << "decodebench: error: " << argv[1] << ": unknown option " << unknown
+                  << (nearest.empty() ? "" : "; did you mean " + nearest + "?") << " (decodebench "
+                  << argv[1] << " --help lists the options)\n";
+        return kExitBadInput;
+      }
+    }
     std::cerr << "decodebench: error: " << e.what() << " (--help lists the options)\n";
     return kExitBadInput;
   } catch (const InputError& e) {

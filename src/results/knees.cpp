@@ -159,7 +159,7 @@ std::string knee_series_label(const json& knee) {
   const std::string scope = knee.value("scope", "attention") == "layer"
                                 ? fmt::format("layer w={} ", knee.value("weights_dtype", "?"))
                                 : "";
-  return fmt::format("{}{} {} kv={} q={} P={} L={} h={:g} G={}", scope, knee.value("kernel", "?"),
+  return fmt::format("{}{} {} kv={} q={} P={} ctx={} h={:g} G={}", scope, knee.value("kernel", "?"),
                      knee.value("model", "?"), knee.value("kv_dtype", "?"),
                      knee.value("q_dtype", "?"), knee.value("block_size", 0), context,
                      knee.value("hit_rate", 0.0), knee.value("prefix_groups", 1));

@@ -9,7 +9,8 @@
 
 namespace decodebench {
 
-// "cpu/auto llama-3.1-8b kv=f16 q=f16 P=16 B=8 L=8192 h=0.5 G=1" (ragged context: L=lo:hi).
+// "cpu/auto llama-3.1-8b kv=f16 q=f16 P=16 b=8 ctx=8192 h=0.5 G=1" (ragged: ctx=lo:hi), the
+// label every command prints (cli point_label adds the resolved kernel).
 std::string point_identity(const PointResult& p);
 
 }  // namespace decodebench

@@ -144,7 +144,7 @@ TEST(CliQuantError, ReadsADumpAndADirectoryOfLayers) {
       dir.path());
   ASSERT_EQ(s.code, 0) << s.err;
   const CliResult printed = run_cli("quant-error --data '" + dump.string() +
-                                        "' --no-speed --json '" + (dir / "one.json").string() + "'",
+                                        "' --no-speed --out '" + (dir / "one.json").string() + "'",
                                     dir.path());
   ASSERT_EQ(printed.code, 0) << printed.err;
   EXPECT_NE(printed.out.find("K rel rms"), std::string::npos) << printed.out;
@@ -183,7 +183,7 @@ TEST(CliQuantError, ReadsADumpAndADirectoryOfLayers) {
 TEST(CliQuantError, SpeedFromASweepInTheSameRun) {
   TempDir dir;
   const json j = quant_error_json(
-      "--data gaussian --tokens 256 --formats f16,int8 --backend cpu "
+      "--data gaussian --tokens 256 --kv-dtype f16,int8 --backend cpu "
       "--model llama-3.1-8b --batch 1 --context 64",
       dir.path());
   ASSERT_TRUE(j.is_object());
@@ -208,7 +208,11 @@ TEST(CliQuantError, BadInputIsNamed) {
   };
   for (const Case& c : std::vector<Case>{
            {"quant-error --data uniform --no-speed", "valid: gaussian, outliers"},
-           {"quant-error --data gaussian --formats f16,int2 --no-speed", "unknown KV format"},
+           {"quant-error --data gaussian --kv-dtype f16,int2 --no-speed", "unknown KV format"},
+           {"quant-error --data gaussian --batch 1,2 --no-speed", "one point per KV format"},
+           {"quant-error --data gaussian --context 1k:2k --no-speed", "a fixed length"},
+           {"quant-error --data gaussian --kv-dtypes f16 --no-speed",
+            "unknown option --kv-dtypes; did you mean --kv-dtype?"},
            {"quant-error --data gaussian --block-size 12 --no-speed", "power of two"},
            {"quant-error --data '" + dir.path().string() + "' --no-speed", "neither a dump"},
        }) {
@@ -216,6 +220,26 @@ TEST(CliQuantError, BadInputIsNamed) {
     EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
   }
+}
+
+// The spellings before the one command language still run, and say the new names; the axis
+// values read as the sweep reads them.
+TEST(CliQuantError, OldSpellingsAnsweredWithTheNewNames) {
+  TempDir dir;
+  const fs::path js = dir / "old.json";
+  const CliResult r = run_cli(
+      "quant-error --data gaussian --tokens 64 --no-speed --formats int8 "
+      "--context 1k --json '" +
+          js.string() + "'",
+      dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("quant-error --formats is now --kv-dtype"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("quant-error --json is now --out"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("K rel rms"), std::string::npos) << "stdout prints the table";
+  ASSERT_TRUE(fs::exists(js));
+  const json j = json::parse(read_file(js));
+  ASSERT_EQ(j.at("formats").size(), 1u);
+  EXPECT_EQ(j.at("formats")[0].at("format"), "int8");
 }
 
 // A small dump in the --dump layout, written field by field so that each hostile input below
@@ -241,7 +265,7 @@ struct SmallDump {
 };
 
 // Each class of hostile dump the reader once let through: exit 2, "decodebench: error:" and a
-// message naming the file and what is wrong, and neither --out nor --json written (they are
+// message naming the file and what is wrong, and no --out written (it is
 // checked before anything is measured, and nothing is written before the input is whole).
 TEST(CliQuantError, HostileDumpsAreRefusedByName) {
   TempDir dir;
@@ -249,7 +273,7 @@ TEST(CliQuantError, HostileDumpsAreRefusedByName) {
     SmallDump good;
     good.write(dir / "good");
     const CliResult r = run_cli(
-        "quant-error --no-speed --formats f16,int8 --data '" + (dir / "good").string() + "'",
+        "quant-error --no-speed --kv-dtype f16,int8 --data '" + (dir / "good").string() + "'",
         dir.path());
     ASSERT_EQ(r.code, 0) << r.err;
   }
@@ -329,15 +353,13 @@ TEST(CliQuantError, HostileDumpsAreRefusedByName) {
     c.plant(d);
     const fs::path data = dir / c.name;
     d.write(data);
-    const fs::path out = dir / (c.name + ".txt"), js = dir / (c.name + ".json");
-    const CliResult r =
-        run_cli("quant-error --no-speed --formats f16,int8 --data '" + data.string() + "' --out '" +
-                    out.string() + "' --json '" + js.string() + "'",
-                dir.path());
+    const fs::path js = dir / (c.name + ".json");
+    const CliResult r = run_cli("quant-error --no-speed --kv-dtype f16,int8 --data '" +
+                                    data.string() + "' --out '" + js.string() + "'",
+                                dir.path());
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_EQ(r.err.rfind("decodebench: error: ", 0), 0u) << r.err;
     for (const std::string& says : c.says) EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
-    EXPECT_FALSE(fs::exists(out));
     EXPECT_FALSE(fs::exists(js));
   }
 }
@@ -353,7 +375,7 @@ TEST(CliQuantError, UnfinishedLayersAreRefusedOtherFoldersNoted) {
   fs::create_directories(layers / "plots");
   write_file(layers / "plots" / "readme.txt", "not a layer");
   const std::string args =
-      "quant-error --no-speed --formats int8 --format json --data '" + layers.string() + "'";
+      "quant-error --no-speed --kv-dtype int8 --format json --data '" + layers.string() + "'";
   const CliResult ok = run_cli(args, dir.path());
   ASSERT_EQ(ok.code, 0) << ok.err;
   EXPECT_EQ(json::parse(ok.out).at("layers"), json::array({"layer_00", "layer_01"}));

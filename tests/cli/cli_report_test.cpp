@@ -53,13 +53,15 @@ TEST(CliReport, PrintsOneReportAsTheSweepDoes) {
   const CliResult noisy = run_cli(fmt::format("report '{}' --max-noise 0.0001", f.a), f.dir.path());
   ASSERT_EQ(noisy.code, 0) << noisy.err;
   EXPECT_TRUE(has(noisy.out, "ok~: noise above the max noise (0.01%)")) << noisy.out;
-  // --out: written there (atomically), nothing on stdout.
+  // The old --out (stdout to a file) still writes there, atomically, for one release, and says
+  // that --out is the JSON document everywhere else.
   const std::filesystem::path out = f.dir / "table.txt";
   const CliResult o =
       run_cli(fmt::format("report '{}' --out '{}'", f.a, out.string()), f.dir.path());
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_TRUE(o.out.empty()) << o.out;
   EXPECT_EQ(read_file(out), t.out);
+  EXPECT_TRUE(has(o.err, "note: report --out: --out is the JSON document")) << o.err;
 }
 
 TEST(CliReport, SideBySideLabelledByStemOrLabel) {
@@ -176,9 +178,10 @@ TEST(CliReport, HasHelp) {
   TempDir dir;
   const CliResult r = run_cli("report --help", dir.path());
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* flag : {"--format", "--out", "--max-noise", "--figure", "--label"}) {
+  for (const char* flag : {"--format", "--max-noise", "--figure", "--label"}) {
     EXPECT_TRUE(has(r.out, flag)) << flag << ": " << r.out;
   }
+  EXPECT_FALSE(has(r.out, "--out")) << "report writes no JSON document: " << r.out;
 }
 
 }  // namespace

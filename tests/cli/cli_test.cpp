@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_run.h"
+#include "cli/command_language.h"
 #include "cli/dump_check.h"
 
 namespace decodebench::testing {
@@ -173,9 +174,9 @@ TEST(CliHelp, ReadmeCommandsNameOnlyFlagsTheCommandsHave) {
     text[command] += line + "\n";
   }
   const CliResult top = run_cli("--help", dir.path());
-  for (const char* cmd : {"sweep", "check", "ceilings", "devices", "kernels", "model", "compare",
-                          "merge", "report", "cache-sim", "replay", "quantize", "quant-error"}) {
-    EXPECT_NE(top.out.find(cmd), std::string::npos) << cmd;
+  const std::vector<std::string> commands = subcommands_in_help(top.out);
+  ASSERT_GE(commands.size(), 13u) << top.out;
+  for (const std::string& cmd : commands) {
     ASSERT_TRUE(text.count(cmd)) << "README.md Commands lacks " << cmd;
     std::string t = text[cmd];
     for (std::size_t q; (q = t.find('`')) != std::string::npos;) {
@@ -191,6 +192,75 @@ TEST(CliHelp, ReadmeCommandsNameOnlyFlagsTheCommandsHave) {
           << "README.md: " << cmd << " " << flag << " is not in its --help";
     }
   }
+}
+
+// The one command language, in every command's --help: --out is the JSON document, --format
+// what stdout prints, KV formats are --kv-dtype; README.md says so where it lists them.
+TEST(CliLanguage, EveryCommandSpeaksIt) {
+  TempDir dir;
+  const std::string readme = read_file(DECODEBENCH_README);
+  const std::string commands_section = readme.substr(readme.find("## Commands"));
+  for (const char* says : {"`--out FILE` is always the JSON document", "`--format` what stdout",
+                           "`--kv-dtype` the KV formats"}) {
+    EXPECT_NE(commands_section.find(says), std::string::npos) << "README.md Commands: " << says;
+  }
+  const std::vector<std::string> commands = subcommands_in_help(run_cli("--help", dir.path()).out);
+  ASSERT_GE(commands.size(), 13u);
+  for (const std::string& cmd : commands) {
+    const CliResult help = run_cli(cmd + " --help", dir.path());
+    ASSERT_EQ(help.code, 0) << cmd;
+    for (const std::string& problem : language_problems(cmd, help.out)) ADD_FAILURE() << problem;
+  }
+}
+
+// A mistyped option is named with the one meant; one far from every option is named alone.
+TEST(CliLanguage, UnknownOptionNamesTheNearest) {
+  TempDir dir;
+  const CliResult typo = run_cli("sweep --kv-dtypes f16 --plan", dir.path());
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_EQ(typo.err.rfind("decodebench: error: sweep: unknown option --kv-dtypes; did you mean "
+                           "--kv-dtype?",
+                           0),
+            0u)
+      << typo.err;
+  const CliResult prefix = run_cli("cache-sim --trac x", dir.path());
+  EXPECT_NE(prefix.err.find("unknown option --trac; did you mean --trace?"), std::string::npos)
+      << prefix.err;
+  const CliResult far = run_cli("model --zzzzzzzz 1", dir.path());
+  EXPECT_EQ(far.code, 2);
+  EXPECT_NE(far.err.find("model: unknown option --zzzzzzzz ("), std::string::npos) << far.err;
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}
+
+// The checks above catch each planted break of the language.
+TEST(CliLanguage, PlantedBreaksAreCaught) {
+  const std::string good =
+      "Usage: decodebench x [OPTIONS]\n\nOPTIONS:\n"
+      "  -h,--help                   Print this help message and exit\n"
+      "  --format TEXT [table]       What stdout prints: table or json\n"
+      "  --out TEXT                  The JSON document: the results (written atomically)\n"
+      "  --kv-dtype TEXT             KV formats (list)\n";
+  EXPECT_TRUE(language_problems("x", good).empty());
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    return s.replace(s.find(from), from.size(), to);
+  };
+  EXPECT_EQ(language_problems("x", replaced("The JSON document: the results",
+                                            "Write the output instead of stdout"))
+                .size(),
+            1u);
+  EXPECT_EQ(language_problems("x", replaced("What stdout prints:", "Output:")).size(), 1u);
+  EXPECT_EQ(language_problems("x", replaced("--kv-dtype TEXT  ", "--formats TEXT   ")).size(), 1u);
+  EXPECT_EQ(language_problems("x", good + "  --json TEXT                 Also write JSON\n").size(),
+            1u);
+  // A description CLI11 moved to the next line is read there.
+  EXPECT_EQ(
+      option_help("  --out VERY_LONG_TYPE_NAME_THAT_FILLS_THE_COLUMN\n      Write it\n", "--out"),
+      "Write it");
+  // The command list comes from the SUBCOMMANDS section only.
+  EXPECT_EQ(subcommands_in_help("x\nOPTIONS:\n  -h,--help  Help\nSUBCOMMANDS:\n  sweep  A sweep\n"
+                                "  check  Checks\n"),
+            (std::vector<std::string>{"sweep", "check"}));
 }
 
 // README.md is what a first-time user reads: short (16 KiB); long logs belong in results/ and

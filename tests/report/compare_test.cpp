@@ -172,7 +172,7 @@ TEST(Compare, APlantedTwentyPercentSlowdownIsSlower) {
   EXPECT_TRUE(c.failed());
   EXPECT_NEAR(c.geomean_all.ratio, std::cbrt(1.2), 0.02);
   const std::string table = format_comparison(c, CompareFormat::table);
-  const std::size_t line = table.rfind('\n', table.find(" B=2 ")) + 1;
+  const std::size_t line = table.rfind('\n', table.find(" b=2 ")) + 1;
   EXPECT_EQ(table.compare(line, 7, "SLOWER "), 0) << "verdict first\n" << table;
   EXPECT_NE(table.find("result: fail\n"), std::string::npos) << table;
   // A 20 % speed-up is FASTER and does not fail the gate.
@@ -276,14 +276,14 @@ TEST(Compare, MissingAddedAndWrongPoints) {
   const ReportComparison c = compare_reports(base, cur, {});
   EXPECT_TRUE(c.points.empty());
   ASSERT_EQ(c.missing.size(), 2u);
-  EXPECT_NE(c.missing[0].key.find("B=1 "), std::string::npos);
+  EXPECT_NE(c.missing[0].key.find("b=1 "), std::string::npos);
   EXPECT_EQ(c.missing[0].why, "not in the current report");
   EXPECT_EQ(c.missing[1].why, "skipped now: planted skip");
   ASSERT_EQ(c.wrong.size(), 1u);
   EXPECT_EQ(c.wrong[0].status, "wrong");
   EXPECT_EQ(c.wrong[0].reason, "planted mismatch");
   ASSERT_EQ(c.added.size(), 1u);
-  EXPECT_NE(c.added[0].find("B=64"), std::string::npos);
+  EXPECT_NE(c.added[0].find("b=64"), std::string::npos);
   EXPECT_TRUE(c.failed());
   const std::string table = format_comparison(c, CompareFormat::table);
   for (const char* s : {"MISSING", "WRONG", "ADDED", "planted skip", "result: fail"}) {
@@ -415,7 +415,7 @@ TEST(Compare, JsonCarriesTheAgreedKeys) {
         "current_median_s", "verdict", "decided_by", "raw", "normalized"}) {
     EXPECT_TRUE(p.contains(k)) << k;
   }
-  EXPECT_EQ(p["key"], "cpu/auto llama-3.1-8b kv=f16 q=f16 P=16 B=8 L=1024 h=0.5 G=1");
+  EXPECT_EQ(p["key"], "cpu/auto llama-3.1-8b kv=f16 q=f16 P=16 b=8 ctx=1024 h=0.5 G=1");
   EXPECT_EQ(p["context"], json({{"kind", "fixed"}, {"values", {1024}}}));
   EXPECT_EQ(p["verdict"], "SLOWER");
   EXPECT_EQ(p["decided_by"], "both");
@@ -429,7 +429,7 @@ TEST(Compare, JsonCarriesTheAgreedKeys) {
   EXPECT_EQ(j["geomean"]["all"]["points"], 1);
   EXPECT_EQ(j["geomean"]["by_kernel"][0]["kernel"], "cpu");
   EXPECT_EQ(j["counts"], json({{"SAME", 0}, {"SLOWER", 1}, {"FASTER", 0}, {"AMBIGUOUS", 0}}));
-  EXPECT_EQ(j["added"], json({"cpu/auto llama-3.1-8b kv=f16 q=f16 P=16 B=64 L=1024 h=0.5 G=1"}));
+  EXPECT_EQ(j["added"], json({"cpu/auto llama-3.1-8b kv=f16 q=f16 P=16 b=64 ctx=1024 h=0.5 G=1"}));
   ASSERT_EQ(j["missing"].size(), 1u);
   EXPECT_EQ(j["missing"][0]["why"], "not in the current report");
   ASSERT_EQ(j["wrong"].size(), 1u);

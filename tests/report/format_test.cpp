@@ -326,7 +326,7 @@ TEST(FormatKnees, ListedAfterTheTable) {
   const std::string knees = t.substr(at);
   EXPECT_TRUE(has(knees, "series")) << knees;
   EXPECT_TRUE(has(knees, "knee batch")) << knees;
-  EXPECT_TRUE(has(knees, "auto llama-3.1-8b kv=f16 q=f16 P=16 L=8192 h=0.5 G=1")) << knees;
+  EXPECT_TRUE(has(knees, "auto llama-3.1-8b kv=f16 q=f16 P=16 ctx=8192 h=0.5 G=1")) << knees;
   EXPECT_TRUE(has(knees, "4000.0")) << knees;
   const std::string md = format_results(r, OutputFormat::md);
   EXPECT_TRUE(has(md, "| series | knee batch | knee GB/s | max GB/s | at batch |")) << md;
@@ -361,7 +361,7 @@ TEST(FormatSideBySide, MatchedPointsOnceWithRatiosAndTheRestBelow) {
   EXPECT_TRUE(row_of_batch(t, 64).empty()) << "not in b: not in the table\n" << t;
   EXPECT_TRUE(has(t,
                   "points in only some reports:\n  cuda/auto llama-3.1-8b kv=f16 q=f16 P=16 "
-                  "B=64 L=8192 h=0.5 G=1: only in a\n"))
+                  "b=64 ctx=8192 h=0.5 G=1: only in a\n"))
       << t;
   EXPECT_TRUE(has(t, "a: device: cuda")) << t;
   EXPECT_TRUE(has(t, "b: point 3")) << "not-ok notes name their report: " << t;
@@ -380,7 +380,7 @@ TEST(FormatSideBySide, MatchedPointsOnceWithRatiosAndTheRestBelow) {
   int rows = 0, only_a = 0;
   while (std::getline(in, line)) {
     ++rows;
-    only_a += has(line, "B=64") && has(line, ",,,,,,,,,,");
+    only_a += has(line, "b=64") && has(line, ",,,,,,,,,,");
   }
   EXPECT_EQ(rows, 5);
   EXPECT_EQ(only_a, 1) << csv;

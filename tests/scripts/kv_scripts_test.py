@@ -299,8 +299,8 @@ def kv_eval(model, formats, binary, *extra):
     """(the run, the --json result or None)."""
     out = os.path.join(tempfile.mkdtemp(dir=Fixture.scratch()), "eval.json")
     done = run([KV_EVAL, "--model", model, "--text", Fixture.text, "--tokens", str(TOKENS),
-                "--block-size", str(BLOCK), "--formats", formats, "--decodebench", binary,
-                "--json", out] + list(extra))
+                "--block-size", str(BLOCK), "--kv-dtype", formats, "--decodebench", binary,
+                "--out", out] + list(extra))
     result = None
     if done.returncode == 0:
         with open(out) as f:

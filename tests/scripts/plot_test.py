@@ -687,7 +687,7 @@ def run_plot(*args, env=None):
 
 def fake_decodebench(directory, compare_exit=1):
     """A stand-in binary: `compare` prints the synthetic compare JSON and exits compare_exit;
-    `report` writes a stub page to --out; each call's arguments are appended to calls.txt."""
+    `report` prints a stub page; each call's arguments are appended to calls.txt."""
     path = os.path.join(directory, "fake-decodebench")
     with open(path, "w") as f:
         f.write(textwrap.dedent(f"""\
@@ -699,7 +699,7 @@ def fake_decodebench(directory, compare_exit=1):
                 print(open({os.path.join(FIXTURES, "compare-synthetic.json")!r}).read())
                 sys.exit({compare_exit})
             if sys.argv[1] == "report":
-                open(sys.argv[sys.argv.index("--out") + 1], "w").write("<html></html>")
+                print("<html></html>")
                 sys.exit(0)
             sys.exit(2)
             """))
@@ -791,7 +791,9 @@ class Cli(unittest.TestCase):
         self.assertTrue(os.path.isfile(page))
         self.assertEqual(calls(self.dir), [[
             "report", report, "--format", "html", "--figure", f"{prefix}-roofline.svg",
-            "--figure", f"{prefix}-hit-rate.svg", "--out", page]])
+            "--figure", f"{prefix}-hit-rate.svg"]])
+        with open(page) as f:
+            self.assertEqual(f.read(), "<html></html>\n", "the page is what report printed")
 
     def test_cache_sim_file(self):
         prefix = os.path.join(self.dir, "cs")

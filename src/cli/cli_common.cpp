@@ -20,6 +20,8 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "common/json_text.h"
+#include "common/units.h"
+#include "report/results_view.h"
 #include "results/report.h"
 
 namespace decodebench::cli {
@@ -57,6 +59,35 @@ void add_sweep_flags(CLI::App& cmd, SweepFlags& f, bool measure) {
            }
          }});
   });
+}
+
+void add_measure_flags(CLI::App& cmd, SweepFlags& f) {
+  for_each_setting([&](const auto& s) {
+    if (s.group != "measure") return;
+    using Cli = typename std::remove_cvref_t<decltype(s)>::Cli;
+    auto value = std::make_shared<Cli>();
+    CLI::Option* option = nullptr;
+    if constexpr (std::is_same_v<Cli, bool>) {
+      option = cmd.add_flag(std::string(s.flag), *value, std::string(s.help));
+    } else {
+      option = cmd.add_option(std::string(s.flag), *value, std::string(s.help));
+    }
+    using Value = typename std::remove_cvref_t<decltype(s)>::Value;
+    f.bound.push_back(
+        {std::string(s.flag), /*workload=*/false, option, [value, &s](SweepConfig& c) {
+           if constexpr (std::is_same_v<Value, Cli>) {
+             s.set(c, s.from_cli ? s.from_cli(*value) : *value);
+           } else {
+             s.set(c, s.from_cli(*value));
+           }
+         }});
+  });
+}
+
+void apply_given_flags(const SweepFlags& f, SweepConfig& c) {
+  for (const auto& b : f.bound) {
+    if (b.option->count() > 0) b.apply(c);
+  }
 }
 
 bool flag_given(const SweepFlags& f, std::string_view name) {
@@ -139,9 +170,11 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-std::vector<std::string> long_options(const CLI::App& cmd) {
+// `hidden`: also the old spellings kept for one release (known, but never suggested).
+std::vector<std::string> long_options(const CLI::App& cmd, bool hidden) {
   std::vector<std::string> names;
   for (const CLI::Option* o : cmd.get_options()) {
+    if (!hidden && o->get_group().empty()) continue;
     for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
   }
   return names;
@@ -152,7 +185,7 @@ std::vector<std::string> long_options(const CLI::App& cmd) {
 std::string nearest_option(const CLI::App& cmd, std::string_view word) {
   std::string best;
   std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
-  for (const std::string& name : long_options(cmd)) {
+  for (const std::string& name : long_options(cmd, false)) {
     // A prefix ("--kv" for "--kv-dtype") is as good as a typo of one character.
     const std::size_t d = name.rfind(word, 0) == 0 ? 1 : edit_distance(word, name);
     if (d < best_distance) {
@@ -164,7 +197,7 @@ std::string nearest_option(const CLI::App& cmd, std::string_view word) {
 }
 
 std::string first_unknown_option(const CLI::App& cmd, const std::vector<std::string>& args) {
-  const std::vector<std::string> known = long_options(cmd);
+  const std::vector<std::string> known = long_options(cmd, true);
   for (const std::string& arg : args) {
     if (arg == "--") break;  // what follows is positional
     if (arg.size() < 3 || arg.rfind("--", 0) != 0) continue;
@@ -172,6 +205,41 @@ std::string first_unknown_option(const CLI::App& cmd, const std::vector<std::str
     if (std::find(known.begin(), known.end(), name) == known.end()) return name;
   }
   return {};
+}
+
+Ceilings load_ceilings(const std::string& file, Backend& backend) {
+  std::ifstream in(file);
+  if (!in) throw InputError(file + ": cannot open the ceilings file (--ceilings)");
+  DeviceRecord rec;
+  try {
+    rec = device_record_from_json(nlohmann::json::parse(in));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(file +
+                     ": not a device record written by `decodebench ceilings --out`: " + e.what());
+  } catch (const InputError& e) {
+    throw InputError(file + ": " + e.what());
+  }
+  const DeviceInfo here = backend.device_info();
+  if (rec.backend != here.backend || rec.name != here.name) {
+    throw InputError(
+        fmt::format("{}: ceilings were measured on {} '{}', this sweep runs on {} '{}'", file,
+                    rec.backend, rec.name, here.backend, here.name));
+  }
+  return rec.measured;
+}
+
+void print_progress(int done, int kept, int total, double elapsed_s, const PointResult& r,
+                    const nlohmann::json& config, double max_noise) {
+  const int ran = done - kept;
+  const double eta = ran > 0 ? elapsed_s / ran * (total - done) : 0;
+  std::string result = status_text(r, config, max_noise);
+  if (r.status == PointStatus::ok) {
+    result += fmt::format(" {}", format_seconds(r.time_s.median));
+  } else if (!r.reason.empty()) {
+    result += ": " + r.reason;
+  }
+  std::cerr << fmt::format("[{}/{}] elapsed {:.1f} s, ETA {:.0f} s \u2014 {}: {}\n", done, total,
+                           elapsed_s, eta, point_label(r), result);
 }
 
 std::atomic<bool>& interrupted_flag() {

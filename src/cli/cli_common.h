@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "backends/backend.h"
 #include "backends/datasheet.h"  // LinkDatasheet
 #include "harness/sweep_axes.h"
 #include "harness/sweep_config.h"
@@ -44,6 +45,11 @@ struct SweepFlags {
 // `measure`: also add the measurement flags (settings of the "measure" group; sweep yes, check
 // no).
 void add_sweep_flags(CLI::App& cmd, SweepFlags& f, bool measure);
+// Only the measurement flags (the settings of the "measure" group: --min-time, --max-noise,
+// --min-samples, --timeout, --warm), for a command that runs sweep points of its own making.
+void add_measure_flags(CLI::App& cmd, SweepFlags& f);
+// Writes the flags given (and only those) into `c`.
+void apply_given_flags(const SweepFlags& f, SweepConfig& c);
 // Defaults, then --config, then the flags given. Not yet validate()d.
 SweepConfig resolve_sweep_config(const SweepFlags& f);
 bool flag_given(const SweepFlags& f, std::string_view name);
@@ -84,6 +90,20 @@ std::atomic<bool>& interrupted_flag();
 std::atomic<int>& interrupt_signal();  // the first signal received, 0 before any
 int interrupted_exit_code();           // 128 + that signal: 130 for SIGINT, 143 for SIGTERM
 void install_stop_handlers();
+
+// Ceilings measured earlier on this same device (`decodebench ceilings --out FILE`, a command's
+// --ceilings FILE), so a series of sweeps or shards on one machine measures them once. The file
+// must name this backend and device: ceilings of another device would make every roofline
+// fraction wrong. InputError naming the file otherwise.
+Ceilings load_ceilings(const std::string& file, Backend& backend);
+
+// The one progress line of every command that measures points, on stderr:
+// "[3/12] elapsed 4.1 s, ETA 12 s — gqa llama... ok*~ 1.20 ms". One line per finished point (not a
+// \r-updated line) so logs of CI jobs and Slurm arrays read well. `kept`: points a resumed sweep
+// took from its report (not part of the rate). The status is the table's (status_text), judged
+// by the run's config.
+void print_progress(int done, int kept, int total, double elapsed_s, const PointResult& r,
+                    const nlohmann::json& config, double max_noise);
 
 // "naive llama-3.1-8b kv=f16 b=8 ctx=8192 h=0.5" for progress and check lines.
 std::string point_label(const PointResult& r);

@@ -14,6 +14,7 @@
 #include "harness/runner.h"
 #include "quant/quant_error.h"
 #include "report/quant_error_view.h"
+#include "report/results_view.h"
 #include "workload/workload.h"
 
 namespace decodebench::cli {
@@ -42,7 +43,10 @@ struct QuantErrorArgs {
   bool no_speed = false;
   bool per_layer = false;
   std::string format = "table";
-  std::string out;  // the JSON document
+  std::string out;       // the JSON document
+  SweepFlags measure;    // the sweep's measurement flags (--min-time, --timeout, ...)
+  std::string ceilings;  // --ceilings FILE, as sweep takes it
+  bool quiet = false;
 };
 
 // One value of an axis, read by the sweep's parser (so 1k and 8k work as they do there).
@@ -68,15 +72,20 @@ void measure_speed(const QuantErrorArgs& a, const ModelShape& m, QuantErrorResul
   cfg.backend = backend->name();
   cfg.kv_dtypes.clear();
   for (const QuantFormatResult& f : r.formats) cfg.kv_dtypes.push_back(f.format);
+  apply_given_flags(a.measure, cfg);
   Report report;
   if (!cfg.kv_dtypes.empty()) {
     validate(cfg);
     RunOptions options;
     options.interrupted = &interrupted_flag();
-    options.progress = [](int done, int total, double elapsed, const PointResult& p) {
-      std::cerr << fmt::format("sweep point {}/{} ({:.0f} s): {} {}\n", done, total, elapsed,
-                               point_label(p), status_name(p.status));
-    };
+    if (!a.ceilings.empty()) options.ceilings = load_ceilings(a.ceilings, *backend);
+    if (!a.quiet) {
+      // The sweep's own progress line, its marks judged by this run's config.
+      options.progress = [config = to_json(cfg), max_noise = cfg.measure.max_noise](
+                             int done, int total, double elapsed, const PointResult& p) {
+        print_progress(done, 0, total, elapsed, p, config, max_noise);
+      };
+    }
     report = run_sweep(*backend, cfg, options);
   }
   const DeviceInfo device = report.devices.empty() ? backend->device_info() : report.devices[0];
@@ -107,6 +116,9 @@ void measure_speed(const QuantErrorArgs& a, const ModelShape& m, QuantErrorResul
     f.not_measured = "the sweep did not run it";
     for (const PointResult& p : report.results) {
       if (p.kv_dtype != f.format) continue;
+      // The results table's status: "ok*~" when the point stopped at the timeout or its noise
+      // is above the bound, so a tokens/s that cannot be trusted says so here too.
+      f.status = status_text(p, report.config, cfg.measure.max_noise);
       if (p.status == PointStatus::ok) {
         f.tokens_per_s = p.tokens_per_s;
         f.kernel = p.kernel;
@@ -230,6 +242,11 @@ void add_quant_error_command(CLI::App& app, int& exit_code) {
                   "per block); a directory's data keeps its own")
       ->capture_default_str();
   cmd->add_flag("--no-speed", o->no_speed, "Accuracy only: no sweep");
+  add_measure_flags(*cmd, o->measure);
+  cmd->add_option("--ceilings", o->ceilings,
+                  "Reuse the ceilings `decodebench ceilings --out FILE` measured on this device "
+                  "instead of measuring them again");
+  cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   cmd->add_flag("--per-layer", o->per_layer, "A row per layer under each format's overall row");
   add_format_option(*cmd, o->format, "table, json, csv or md");
   add_out_option(*cmd, o->out, "each format's errors, bytes and tokens/s");

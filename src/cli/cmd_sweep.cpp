@@ -52,48 +52,6 @@ struct SweepOptions {
   CLI::Option* out_option = nullptr;  // whether --out was given (a resume writes REPORT otherwise)
 };
 
-// Ceilings measured earlier on this same device (`decodebench ceilings --out FILE`), so a series
-// of sweeps or shards on one machine measures them once. The file must name this backend and
-// device: ceilings of another device would make every roofline fraction wrong.
-Ceilings load_ceilings(const std::string& file, Backend& backend) {
-  std::ifstream in(file);
-  if (!in) throw InputError(file + ": cannot open the ceilings file (--ceilings)");
-  DeviceRecord rec;
-  try {
-    rec = device_record_from_json(nlohmann::json::parse(in));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(file +
-                     ": not a device record written by `decodebench ceilings --out`: " + e.what());
-  } catch (const InputError& e) {
-    throw InputError(file + ": " + e.what());
-  }
-  const DeviceInfo here = backend.device_info();
-  if (rec.backend != here.backend || rec.name != here.name) {
-    throw InputError(
-        fmt::format("{}: ceilings were measured on {} '{}', this sweep runs on {} '{}'", file,
-                    rec.backend, rec.name, here.backend, here.name));
-  }
-  return rec.measured;
-}
-
-// One line per finished point on stderr: "[3/12] elapsed 4.1 s, ETA 12 s — gqa llama... ok".
-// One line per point (not a \r-updated line) so logs of CI jobs and Slurm arrays read well.
-// `kept`: points a resumed sweep took from its report (not part of the rate). The status is the
-// table's (status_text: "ok*~" where the table will say so), judged by the sweep's config.
-void print_progress(int done, int kept, int total, double elapsed_s, const PointResult& r,
-                    const nlohmann::json& config, double max_noise) {
-  const int ran = done - kept;
-  const double eta = ran > 0 ? elapsed_s / ran * (total - done) : 0;
-  std::string result = status_text(r, config, max_noise);
-  if (r.status == PointStatus::ok) {
-    result += fmt::format(" {}", format_seconds(r.time_s.median));
-  } else if (!r.reason.empty()) {
-    result += ": " + r.reason;
-  }
-  std::cerr << fmt::format("[{}/{}] elapsed {:.1f} s, ETA {:.0f} s \u2014 {}: {}\n", done, total,
-                           elapsed_s, eta, point_label(r), result);
-}
-
 // --plan's per-sample figure where nothing better is known: a few cores of a small VM read
 // about this much (README's results: 19-27 GB/s on 2 vCPUs).
 constexpr double kNominalHostBandwidth = 20e9;

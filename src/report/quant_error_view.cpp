@@ -35,6 +35,7 @@ Table quant_error_table(const QuantErrorResult& r, bool per_layer) {
                             "KL max", "bytes/step", "tok/s roof", "tok/s"}) {
     t.columns.push_back({title, true});
   }
+  t.columns.push_back({"status"});
   t.columns.push_back({"kernel"});
   t.rule = true;
   for (const QuantFormatResult& f : r.formats) {
@@ -45,6 +46,7 @@ Table quant_error_table(const QuantErrorResult& r, bool per_layer) {
     row.push_back(f.bytes_per_step > 0 ? format_bytes(f.bytes_per_step) : "-");
     row.push_back(tokens(f.tokens_per_s_roof));
     row.push_back(tokens(f.tokens_per_s));
+    row.push_back(f.status.empty() ? "-" : f.status);
     row.push_back(f.not_measured.empty() ? f.kernel : "not run");
     t.add_row(std::move(row));
     if (!per_layer) continue;
@@ -75,6 +77,15 @@ std::string quant_error_footer(const QuantErrorResult& r) {
       "measured by a sweep in this run\n",
       r.model, r.num_layers, r.batch, r.context, r.backend, r.device, r.num_layers,
       format_bandwidth(r.read_ceiling_Bps));
+  bool marked = false;
+  for (const QuantFormatResult& f : r.formats) {
+    marked |= f.status.rfind("ok", 0) == 0 && f.status.size() > 2;
+  }
+  if (marked) {
+    s += "status: as the sweep marks a point: * stopped at the timeout before its stopping rule "
+         "held, ~ noise above the max noise, ! flagged by a self-check; such a tok/s is not a "
+         "measurement to quote (rerun with a longer --timeout or on a quieter machine)\n";
+  }
   for (const QuantFormatResult& f : r.formats) {
     if (!f.not_measured.empty()) {
       s += fmt::format("  {}: tok/s not measured: {}\n", quant::format_name(f.format),
@@ -100,6 +111,7 @@ nlohmann::json quant_error_json(const QuantErrorResult& r) {
                        {"tokens_per_s_roof", positive_or_null(f.tokens_per_s_roof)},
                        {"tokens_per_s", positive_or_null(f.tokens_per_s)},
                        {"kernel", f.kernel},
+                       {"status", f.status},
                        {"not_measured", f.not_measured}});
   }
   nlohmann::json speed = nullptr;

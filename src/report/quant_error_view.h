@@ -23,6 +23,7 @@ struct QuantFormatResult {
   double tokens_per_s_roof = 0;
   double tokens_per_s = 0;   // measured by the sweep (batch / (step time x layers)); 0: not
   std::string kernel;        // the kernel that ran
+  std::string status;        // the sweep table's status with its marks ("ok", "ok*~"); "" no sweep
   std::string not_measured;  // why tokens_per_s is 0 (empty when measured)
 };
 

@@ -63,6 +63,10 @@ constexpr Column kWaitColumns[] = {{"link wait p99 s"}, {"TTFT p50 s"}};
 constexpr Column kRateColumns[] = {{"tok/s modeled"}, {"tok/s measured"}};
 
 std::string percent(double x) { return std::isfinite(x) ? fmt::format("{:.1f}%", 100 * x) : "-"; }
+// Hit rates as cache-sim prints them: a percentage with two decimals.
+std::string hit_percent(double x) {
+  return std::isfinite(x) ? fmt::format("{:.2f}%", 100 * x) : "-";
+}
 
 }  // namespace
 
@@ -99,7 +103,7 @@ std::string format_replay(const Report& r, OutputFormat out) {
           std::isfinite(ttl_s) ? fixed(ttl_s, 0) : "-",
           str(s, "kv_dtype"),
           str(k, "kernel"),
-          fixed(num(sch, "hit_rate"), 3),
+          hit_percent(num(sch, "hit_rate")),
           fixed(num(obj(sch, "blocks"), "evicted"), 0),
           fixed(num(sch, "prefill_flops_saved") / 1e15, 1),
           fixed(num(sch, "recomputed_tokens"), 0),
@@ -125,8 +129,8 @@ std::string format_replay(const Report& r, OutputFormat out) {
         row.insert(row.end(), {tier ? fmt::format("{:.3g}", num(t, "host_capacity_tokens")) : "-",
                                tier && member(s, "link").is_string() ? str(s, "link") : "-",
                                tier ? str(s, "reload_policy") : "-",
-                               tier ? percent(num(obj(t, "hit_rate_by_tier"), "hbm")) : "-",
-                               tier ? percent(num(obj(t, "hit_rate_by_tier"), "host")) : "-",
+                               tier ? hit_percent(num(obj(t, "hit_rate_by_tier"), "hbm")) : "-",
+                               tier ? hit_percent(num(obj(t, "hit_rate_by_tier"), "host")) : "-",
                                gb("to_hbm"), gb("to_host"), busy("to_hbm"), busy("to_host")});
       }
       if (has_prefill_link) {

@@ -184,7 +184,7 @@ TEST(CliQuantError, SpeedFromASweepInTheSameRun) {
   TempDir dir;
   const json j = quant_error_json(
       "--data gaussian --tokens 256 --kv-dtype f16,int8 --backend cpu "
-      "--model llama-3.1-8b --batch 1 --context 64",
+      "--model llama-3.1-8b --batch 1 --context 64 --min-samples 3 --min-time 0 --max-noise 1",
       dir.path());
   ASSERT_TRUE(j.is_object());
   EXPECT_EQ(j.at("speed").at("backend"), "cpu");
@@ -195,10 +195,32 @@ TEST(CliQuantError, SpeedFromASweepInTheSameRun) {
   EXPECT_EQ(f16.at("not_measured"), "");
   EXPECT_GT(int8.at("tokens_per_s").get<double>(), 0);  // the cpu decode reads int8
   EXPECT_EQ(int8.at("not_measured"), "");
+  EXPECT_EQ(f16.at("status"), "ok");  // the rule the flags set held
+  EXPECT_EQ(int8.at("status"), "ok");
   // Bytes per step: one layer's KV at 64 tokens x 8 KV heads (+ q and out in f16).
   const double q_out = 2.0 * 32 * 128 * 2;
   EXPECT_DOUBLE_EQ(f16.at("bytes_per_step").get<double>(), 64.0 * 8 * 2 * 256 + q_out);
   EXPECT_DOUBLE_EQ(int8.at("bytes_per_step").get<double>(), 64.0 * 8 * 2 * 130 + q_out);
+}
+
+// A tokens/s the stopping rule did not stand behind carries the sweep's marks, in the table, the
+// JSON and the progress line, with a line saying what they mean.
+TEST(CliQuantError, ATokensPerSecondCutShortIsMarked) {
+  TempDir dir;
+  const fs::path js = dir / "q.json";
+  const CliResult r = run_cli(
+      "quant-error --data gaussian --tokens 64 --kv-dtype f16 --backend cpu --model llama-3.1-8b "
+      "--batch 1 --context 64 --min-samples 1000000 --timeout 0.3 --out '" +
+          js.string() + "'",
+      dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(read_file(js));
+  const std::string status = format_entry(j, "f16").at("status").get<std::string>();
+  EXPECT_EQ(status.rfind("ok*", 0), 0u) << status;
+  EXPECT_NE(r.out.find(" " + status + " "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("* stopped at the timeout"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("[1/1] elapsed "), std::string::npos)
+      << "the sweep's progress line: " << r.err;
 }
 
 TEST(CliQuantError, BadInputIsNamed) {

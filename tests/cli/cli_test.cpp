@@ -226,6 +226,10 @@ TEST(CliLanguage, UnknownOptionNamesTheNearest) {
   const CliResult prefix = run_cli("cache-sim --trac x", dir.path());
   EXPECT_NE(prefix.err.find("unknown option --trac; did you mean --trace?"), std::string::npos)
       << prefix.err;
+  // An old spelling kept for one release is known but never suggested.
+  const CliResult hidden = run_cli("quant-error --data gaussian --formatz f16", dir.path());
+  EXPECT_NE(hidden.err.find("unknown option --formatz; did you mean --format?"), std::string::npos)
+      << hidden.err;
   const CliResult far = run_cli("model --zzzzzzzz 1", dir.path());
   EXPECT_EQ(far.code, 2);
   EXPECT_NE(far.err.find("model: unknown option --zzzzzzzz ("), std::string::npos) << far.err;

@@ -155,6 +155,19 @@ int run_quant_error(QuantErrorArgs a) {
     throw InputError(fmt::format("--block-size: {} must be a power of two", a.block_size));
   }
   const OutputFormat out_format = parse_format(a.format);
+  // The measurement options are checked before the accuracy half runs, and refused where no
+  // sweep will read them.
+  for (const auto& b : a.measure.bound) {
+    if (a.no_speed && b.option->count() > 0) {
+      throw InputError(b.flag + ": --no-speed measures nothing (drop one of the two)");
+    }
+  }
+  if (a.no_speed && !a.ceilings.empty()) {
+    throw InputError("--ceilings: --no-speed measures nothing (drop one of the two)");
+  }
+  SweepConfig measured;
+  apply_given_flags(a.measure, measured);
+  validate(measured);
   const ModelShape model = load_model(a.model);
   if (model.is_mla()) {
     throw InputError(fmt::format(

@@ -232,6 +232,8 @@ TEST(CliQuantError, BadInputIsNamed) {
            {"quant-error --data uniform --no-speed", "valid: gaussian, outliers"},
            {"quant-error --data gaussian --kv-dtype f16,int2 --no-speed", "unknown KV format"},
            {"quant-error --data gaussian --batch 1,2 --no-speed", "one point per KV format"},
+           {"quant-error --data gaussian --timeout 5 --no-speed", "--no-speed measures nothing"},
+           {"quant-error --data gaussian --min-time -1", "min"},
            {"quant-error --data gaussian --context 1k:2k --no-speed", "a fixed length"},
            {"quant-error --data gaussian --kv-dtypes f16 --no-speed",
             "unknown option --kv-dtypes; did you mean --kv-dtype?"},

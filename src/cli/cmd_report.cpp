@@ -1,8 +1,11 @@
 // `decodebench report FILE...`: print saved reports again (several side by side), as a table,
-// Markdown, CSV or one self-contained HTML page. Reads reports only, never runs a kernel.
+// Markdown, CSV or one self-contained HTML page, and a saved quant-error document as
+// quant-error printed it. Reads documents only, never runs a kernel.
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include "common/errors.h"
 #include "report/format.h"
 #include "report/format_html.h"
+#include "report/quant_error_view.h"
 #include "report/replay_table.h"
 #include "results/report.h"
 
@@ -49,6 +53,41 @@ std::vector<std::string> labels_for(const ReportOptions& o) {
   return labels;
 }
 
+// A file whose JSON says it is a quant-error document ("kind": "quant-error"); nullopt for
+// anything else, which read_report then reads or refuses by name.
+std::optional<nlohmann::json> quant_error_document(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("kind") || j["kind"] != "quant-error") return std::nullopt;
+  return j;
+}
+
+// quant-error's own view of its document, in the formats both commands print.
+int reprint_quant_error(const ReportOptions& o, const nlohmann::json& j) {
+  if (o.files.size() != 1) {
+    throw InputError(fmt::format("{}: a quant-error document is printed alone (got {} files)",
+                                 o.files.front(), o.files.size()));
+  }
+  const QuantErrorResult r = quant_error_from_json(j, o.files.front());
+  const bool per_layer = r.layers.size() > 1;
+  std::string text;
+  if (o.format == "csv") {
+    text = render_csv(quant_error_table(r, per_layer));
+  } else if (o.format == "md") {
+    text = quant_error_header(r) + "\n" + render_md(quant_error_table(r, per_layer)) + "\n" +
+           quant_error_footer(r);
+  } else if (o.format == "table") {
+    text = quant_error_header(r) + render_text(quant_error_table(r, per_layer)) +
+           quant_error_footer(r);
+  } else {
+    throw InputError(
+        fmt::format("--format {}: a quant-error document prints as table, md or csv", o.format));
+  }
+  emit(text, o.out);
+  return kExitOk;
+}
+
 int run(const ReportOptions& o) {
   const bool html = o.format == "html";
   OutputFormat format = OutputFormat::table;
@@ -66,6 +105,7 @@ int run(const ReportOptions& o) {
   if (available(o.max_noise) && o.max_noise < 0) {
     throw InputError(fmt::format("--max-noise must be >= 0 (0.005 = 0.5 %), got {}", o.max_noise));
   }
+  if (const auto doc = quant_error_document(o.files.front())) return reprint_quant_error(o, *doc);
   // Every input is checked before anything is written.
   std::vector<Report> reports;
   for (const std::string& f : o.files) {

@@ -25,6 +25,19 @@ nlohmann::json measures_json(const quant::ErrorMeasures& m) {
           {"attn_kl_max", number_or_null(m.attn_kl_max)}};
 }
 
+quant::ErrorMeasures measures_from(const JsonIn& in) {
+  in.reject_unknown_keys({"k_rel_rms", "v_rel_rms", "out_rel_l2", "out_max_rel", "attn_kl_mean",
+                          "attn_kl_max", "layer"});
+  quant::ErrorMeasures m;
+  m.k_rel_rms = in.at("k_rel_rms").number_or_nan();
+  m.v_rel_rms = in.at("v_rel_rms").number_or_nan();
+  m.out_rel_l2 = in.at("out_rel_l2").number_or_nan();
+  m.out_max_rel = in.at("out_max_rel").number_or_nan();
+  m.attn_kl_mean = in.at("attn_kl_mean").number_or_nan();
+  m.attn_kl_max = in.at("attn_kl_max").number_or_nan();
+  return m;
+}
+
 }  // namespace
 
 Table quant_error_table(const QuantErrorResult& r, bool per_layer) {
@@ -133,6 +146,66 @@ nlohmann::json quant_error_json(const QuantErrorResult& r) {
           {"block_size", r.block_size},
           {"speed", std::move(speed)},
           {"formats", std::move(formats)}};
+}
+
+}  // namespace decodebench
+
+namespace decodebench {
+
+QuantErrorResult quant_error_from_json(const nlohmann::json& j, const std::string& source) {
+  const JsonIn in(j, source);
+  in.reject_unknown_keys({"kind", "data", "layers", "num_q_heads", "num_kv_heads", "head_dim",
+                          "block_size", "speed", "formats"});
+  if (in.at("kind").string() != "quant-error") in.at("kind").fail("expected \"quant-error\"");
+  QuantErrorResult r;
+  r.data = in.at("data").string();
+  const JsonIn layers = in.at("layers");
+  for (std::size_t i = 0; i < layers.size(); ++i) r.layers.push_back(layers.at(i).string());
+  r.num_q_heads = in.at("num_q_heads").int32();
+  r.num_kv_heads = in.at("num_kv_heads").int32();
+  r.head_dim = in.at("head_dim").int32();
+  r.block_size = in.at("block_size").int32();
+  const JsonIn speed = in.at("speed");
+  if (!speed.json().is_null()) {
+    speed.reject_unknown_keys(
+        {"backend", "device", "model", "batch", "context", "num_layers", "read_ceiling_Bps"});
+    r.backend = speed.at("backend").string();
+    r.device = speed.at("device").string();
+    r.model = speed.at("model").string();
+    r.batch = speed.at("batch").int32();
+    r.context = speed.at("context").int32();
+    r.num_layers = speed.at("num_layers").int32();
+    r.read_ceiling_Bps = speed.at("read_ceiling_Bps").number_or_zero();
+  }
+  const JsonIn formats = in.at("formats");
+  for (std::size_t i = 0; i < formats.size(); ++i) {
+    const JsonIn f = formats.at(i);
+    f.reject_unknown_keys({"format", "overall", "layers", "bytes_per_step", "tokens_per_s_roof",
+                           "tokens_per_s", "kernel", "status", "not_measured"});
+    QuantFormatResult fr;
+    try {
+      fr.format = quant::parse_format(f.at("format").string(), "format");
+    } catch (const InputError& e) {
+      f.at("format").fail(e.what());
+    }
+    fr.overall = measures_from(f.at("overall"));
+    const JsonIn per_layer = f.at("layers");
+    if (per_layer.size() != r.layers.size()) {
+      per_layer.fail(fmt::format("{} entries for {} layers", per_layer.size(), r.layers.size()));
+    }
+    for (std::size_t l = 0; l < per_layer.size(); ++l) {
+      fr.layers.push_back(measures_from(per_layer.at(l)));
+    }
+    fr.bytes_per_step = f.at("bytes_per_step").number_or_zero();
+    fr.tokens_per_s_roof = f.at("tokens_per_s_roof").number_or_zero();
+    fr.tokens_per_s = f.at("tokens_per_s").number_or_zero();
+    fr.kernel = f.at("kernel").string();
+    // Documents written before the status column have none: no marks were recorded.
+    if (f.has("status")) fr.status = f.at("status").string();
+    fr.not_measured = f.at("not_measured").string();
+    r.formats.push_back(std::move(fr));
+  }
+  return r;
 }
 
 }  // namespace decodebench

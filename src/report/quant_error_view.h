@@ -42,6 +42,9 @@ struct QuantErrorResult {
 Table quant_error_table(const QuantErrorResult& r, bool per_layer);
 // The JSON of docs/report-schema.md "quant-error".
 nlohmann::json quant_error_json(const QuantErrorResult& r);
+// Its reader, strict (every key, unknown keys refused), so `decodebench report` re-prints a
+// saved document as the command printed it. InputError naming `source` and the key.
+QuantErrorResult quant_error_from_json(const nlohmann::json& j, const std::string& source);
 // The lines above and below the table: what the data and the speed point were.
 std::string quant_error_header(const QuantErrorResult& r);
 std::string quant_error_footer(const QuantErrorResult& r);

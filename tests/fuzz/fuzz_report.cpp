@@ -1,8 +1,10 @@
 // parse_report (what compare, merge and report read) and everything those commands do with a
 // report once read: the printers (results view, every format, html, a replay's table), merge,
 // compare against itself. Bad input is an InputError; a report that reads writes back (to_json)
-// to one that reads.
+// to one that reads. The same text through quant-error's document reader, which `report` also
+// reads, and its table.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/errors.h"
@@ -10,6 +12,7 @@
 #include "report/compare.h"
 #include "report/format.h"
 #include "report/format_html.h"
+#include "report/quant_error_view.h"
 #include "report/replay_table.h"
 #include "results/merge.h"
 #include "results/report.h"
@@ -30,7 +33,28 @@ void use(F&& f) {
 
 }  // namespace
 
+// quant-error's document: accepted ones print and write back to one that reads.
+void quant_error_document(std::string_view text) {
+  const nlohmann::json j =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return;
+  QuantErrorResult q;
+  try {
+    q = quant_error_from_json(j, "fuzz.json");
+  } catch (const InputError&) {
+    return;
+  }
+  (void)render_text(quant_error_table(q, true));
+  (void)quant_error_footer(q);
+  try {
+    (void)quant_error_from_json(quant_error_json(q), "written");
+  } catch (const InputError& e) {
+    fuzz::property_failed("quant_error_json of an accepted document is rejected", e.what());
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  quant_error_document(fuzz::as_text(data, size));
   Report r;
   try {
     r = parse_report(fuzz::as_text(data, size), "fuzz.json");

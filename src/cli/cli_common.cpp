@@ -228,6 +228,12 @@ Ceilings load_ceilings(const std::string& file, Backend& backend) {
   return rec.measured;
 }
 
+CLI::Option* add_ceilings_option(CLI::App& cmd, std::string& file) {
+  return cmd.add_option("--ceilings", file,
+                        "Reuse the ceilings `decodebench ceilings --out FILE` measured on this "
+                        "device instead of measuring them again");
+}
+
 void print_progress(int done, int kept, int total, double elapsed_s, const PointResult& r,
                     const nlohmann::json& config, double max_noise) {
   const int ran = done - kept;

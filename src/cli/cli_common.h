@@ -96,6 +96,8 @@ void install_stop_handlers();
 // must name this backend and device: ceilings of another device would make every roofline
 // fraction wrong. InputError naming the file otherwise.
 Ceilings load_ceilings(const std::string& file, Backend& backend);
+// --ceilings FILE, as every measuring command (sweep, replay, quant-error) takes it.
+CLI::Option* add_ceilings_option(CLI::App& cmd, std::string& file);
 
 // The one progress line of every command that measures points, on stderr:
 // "[3/12] elapsed 4.1 s, ETA 12 s — gqa llama... ok*~ 1.20 ms". One line per finished point (not a

@@ -256,9 +256,7 @@ void add_quant_error_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--no-speed", o->no_speed, "Accuracy only: no sweep");
   add_measure_flags(*cmd, o->measure);
-  cmd->add_option("--ceilings", o->ceilings,
-                  "Reuse the ceilings `decodebench ceilings --out FILE` measured on this device "
-                  "instead of measuring them again");
+  add_ceilings_option(*cmd, o->ceilings);
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   cmd->add_flag("--per-layer", o->per_layer, "A row per layer under each format's overall row");
   add_format_option(*cmd, o->format, "table, json, csv or md");

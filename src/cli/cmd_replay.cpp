@@ -59,6 +59,7 @@ struct ReplayOptions {
   int max_batch = 256;
   double prefill_rate = 0;      // tokens/s; 0: modeled from the device's FLOP rate
   double decode_read_rate = 0;  // bytes/s; 0: the modeled device's read rate
+  std::string ceilings;         // --ceilings FILE, as sweep takes it
   std::string schedule_device = "this";
   int sample_steps = 8;
   std::int64_t max_steps = 0;
@@ -294,6 +295,7 @@ int run(CLI::App& cmd, ReplayOptions& o) {
   request.prefill_tokens_per_s = o.prefill_rate;
   request.decode_read_bytes_per_s = o.decode_read_rate;
   request.kv_pool_given = !o.kv_pool.empty();
+  if (!o.ceilings.empty()) request.ceilings = load_ceilings(o.ceilings, *backend);
   ReplayDevice modeled = plan_replay_device(*backend, model, weights, request);
   const std::vector<ReplaySetting> settings = expand_settings(o, modeled.default_pool_bytes);
   // Every setting's input checked before anything is measured (the rates are checked with
@@ -306,7 +308,8 @@ int run(CLI::App& cmd, ReplayOptions& o) {
   }
 
   install_stop_handlers();
-  if (!o.quiet) std::cerr << "measuring the ceilings of " << backend->name() << "...\n";
+  if (!o.quiet && !request.ceilings)
+    std::cerr << "measuring the ceilings of " << backend->name() << "...\n";
   set_replay_rates(*backend, modeled, weights, request, plan);
   const DeviceInfo& device = modeled.device;
   if (!o.quiet) {
@@ -440,6 +443,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--timeout", o->measure.timeout_s, "Seconds per step at most")
       ->capture_default_str();
   cmd->add_flag("--warm", o->measure.warm_l2, "No cache flush before each sample");
+  add_ceilings_option(*cmd, o->ceilings);
   cmd->add_option("--seed", o->seed, "Seed of the workloads' values")->capture_default_str();
   add_format_option(*cmd, o->format, "table, json, csv or md");
   add_out_option(*cmd, o->out, "the replay report, after every step; '' for none")

@@ -370,9 +370,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   cmd->add_option(
       "--dump", o->dump,
       "Directory: write the single point's inputs, output and reference as .npy plus meta.json");
-  cmd->add_option("--ceilings", o->ceilings,
-                  "Reuse the ceilings `decodebench ceilings --out FILE` measured on this device "
-                  "instead of measuring them again");
+  add_ceilings_option(*cmd, o->ceilings);
   cmd->add_option("--timing", o->timing,
                   "With --warm, how a sample's steps are launched: graph (a CUDA graph of them, "
                   "the default; plain launches where capture fails) or eager (plain launches). "

@@ -51,7 +51,7 @@ ReplayDevice plan_replay_device(Backend& backend, const ModelShape& model, DType
 void set_replay_rates(Backend& backend, ReplayDevice& d, DType weights,
                       const ReplayDeviceRequest& request, ReplayPlan& plan) {
   DeviceInfo& device = d.device;
-  device.measured = backend.measure_ceilings();
+  device.measured = request.ceilings ? *request.ceilings : backend.measure_ceilings();
   if (!(device.flops_peak > 0)) device.flops_peak = device.measured.fma_flops;
   double read = 0, flops = 0;
   std::string flops_basis;

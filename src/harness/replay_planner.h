@@ -32,6 +32,8 @@ struct ReplayDeviceRequest {
   double prefill_tokens_per_s = 0;
   double decode_read_bytes_per_s = 0;
   bool kv_pool_given = false;  // the default pool (memory minus weights) is needed only without
+  // Ceilings measured earlier on this device (--ceilings FILE); absent: measured here.
+  std::optional<Ceilings> ceilings;
 };
 
 // The modeled device before anything is measured; refuses what could not be modeled: an empty

@@ -137,10 +137,10 @@ TEST(CliQuantError, ReadsADumpAndADirectoryOfLayers) {
   TempDir dir;
   const fs::path dump = dir / "dump";
   const CliResult s = run_cli(
-      "sweep --backend cpu --model llama-3.1-8b --batch 2 --context 128 "
-      "--kv-dtype f16 --min-samples 2 --min-time 0 --max-noise 1 --timeout 5 -q --format json "
-      "--dump '" +
-          dump.string() + "'",
+      "sweep --backend cpu --model llama-3.1-8b --batch 2 --context 128 --kv-dtype f16 "
+      "--min-samples 2 --min-time 0 --max-noise 1 --timeout 5 --warm -q --format json "
+      "--ceilings '" +
+          fake_cpu_ceilings(dir).string() + "' --dump '" + dump.string() + "'",
       dir.path());
   ASSERT_EQ(s.code, 0) << s.err;
   const CliResult printed = run_cli("quant-error --data '" + dump.string() +
@@ -184,7 +184,9 @@ TEST(CliQuantError, SpeedFromASweepInTheSameRun) {
   TempDir dir;
   const json j = quant_error_json(
       "--data gaussian --tokens 256 --kv-dtype f16,int8 --backend cpu "
-      "--model llama-3.1-8b --batch 1 --context 64 --min-samples 3 --min-time 0 --max-noise 1",
+      "--model llama-3.1-8b --batch 1 --context 64 --min-samples 3 --min-time 0 --max-noise 1 "
+      "--warm --ceilings '" +
+          fake_cpu_ceilings(dir).string() + "'",
       dir.path());
   ASSERT_TRUE(j.is_object());
   EXPECT_EQ(j.at("speed").at("backend"), "cpu");
@@ -210,8 +212,8 @@ TEST(CliQuantError, ATokensPerSecondCutShortIsMarked) {
   const fs::path js = dir / "q.json";
   const CliResult r = run_cli(
       "quant-error --data gaussian --tokens 64 --kv-dtype f16 --backend cpu --model llama-3.1-8b "
-      "--batch 1 --context 64 --min-samples 1000000 --timeout 0.3 --out '" +
-          js.string() + "'",
+      "--batch 1 --context 64 --min-samples 1000000 --timeout 0.3 --warm --ceilings '" +
+          fake_cpu_ceilings(dir).string() + "' --out '" + js.string() + "'",
       dir.path());
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = json::parse(read_file(js));
@@ -491,9 +493,9 @@ TEST(CliQuantDump, QuantizedPointKeepsItsCodesScalesAndSource) {
     const CliResult s = run_cli(
         std::string("sweep --backend cpu --model llama-3.1-8b --batch 2 --context 40 --kv-dtype ") +
             format +
-            " --min-samples 2 --min-time 0 --max-noise 1 --timeout 5 -q --format json "
-            "--dump '" +
-            dump.string() + "'",
+            " --min-samples 2 --min-time 0 --max-noise 1 --timeout 5 --warm -q --format json "
+            "--ceilings '" +
+            fake_cpu_ceilings(dir).string() + "' --dump '" + dump.string() + "'",
         dir.path());
     ASSERT_EQ(s.code, 0) << s.err;
     const json meta = json::parse(read_file(dump / "meta.json"));
@@ -553,8 +555,9 @@ TEST(CliQuantDump, EveryTableFormatDumpsAndQuantizes) {
     const CliResult s = run_cli(
         std::string("sweep --backend cpu --model llama-3.1-8b --batch 1 --context 40 --kv-dtype ") +
             f.name +
-            " --min-samples 2 --min-time 0 --max-noise 1 --timeout 5 -q --format json --dump '" +
-            dump.string() + "'",
+            " --min-samples 2 --min-time 0 --max-noise 1 --timeout 5 --warm -q --format json "
+            "--ceilings '" +
+            fake_cpu_ceilings(dir).string() + "' --dump '" + dump.string() + "'",
         dir.path());
     ASSERT_EQ(s.code, 0) << s.err;
     const json meta = json::parse(read_file(dump / "meta.json"));

@@ -20,13 +20,18 @@ const std::string kSlice = std::string(DECODEBENCH_TRACES) + "/mooncake-conversa
 // Small and quick: 12 requests, the attention alone, two samples per step.
 const std::string kSmall =
     " --backend cpu --max-requests 12 --scope attention --sample-steps 2"
-    " --min-samples 2 --min-time 0 --timeout 1 --kv-pool 4e9 -q";
+    " --min-samples 2 --min-time 0 --timeout 1 --warm --kv-pool 4e9 -q";
+
+// The measured steps' roofline against made-up ceilings: skips their ~10 s measurement.
+std::string ceilings(const TempDir& dir) {
+  return " --ceilings '" + fake_cpu_ceilings(dir).string() + "'";
+}
 
 TEST(CliReplay, TableAndReportOnTheCommittedSlice) {
   TempDir dir;
   const std::string out = (dir / "replay.json").string();
   const CliResult r =
-      run_cli("replay --trace '" + kSlice + "'" + kSmall +
+      run_cli("replay --trace '" + kSlice + "'" + kSmall + ceilings(dir) +
                   " --kernel cpu,cascade --policy lru,ttl --ttl 60 --out '" + out + "'",
               dir.path());
   ASSERT_EQ(r.code, 0) << r.err << r.out;
@@ -62,8 +67,8 @@ TEST(CliReplay, ConfigFileTakesOptionsAndTheCommandLineWins) {
               {"max-requests", 12}, {"out", (dir / "from-config.json").string()}}
              .dump();
   }
-  const CliResult r =
-      run_cli("replay --config '" + config + "'" + kSmall + " --format json", dir.path());
+  const CliResult r = run_cli(
+      "replay --config '" + config + "'" + kSmall + ceilings(dir) + " --format json", dir.path());
   ASSERT_EQ(r.code, 0) << r.err;
   const json replay = json::parse(r.out);
   // --kv-pool 4e9 on the command line wins over the file's two pools.
@@ -90,8 +95,8 @@ TEST(CliReplay, ActivationsFollowSixteenBitWeights) {
                                    {"bf16", "bf16"},
                                    {"fp8_e4m3", "bf16"}}) {
     const CliResult r =
-        run_cli("replay --trace '" + kSlice + "'" + kSmall + " --kernel cpu --weights-dtype " +
-                    weights + " --out '" + out + "'",
+        run_cli("replay --trace '" + kSlice + "'" + kSmall + ceilings(dir) +
+                    " --kernel cpu --weights-dtype " + weights + " --out '" + out + "'",
                 dir.path());
     ASSERT_EQ(r.code, 0) << weights << "\n" << r.err;
     const json report = json::parse(read_file(out));
@@ -106,15 +111,16 @@ TEST(CliReplay, ActivationsFollowSixteenBitWeights) {
 TEST(CliReplay, HostTierAndPrefillLink) {
   TempDir dir;
   const std::string out = (dir / "tiers.json").string();
-  const CliResult r = run_cli("replay --trace '" + kSlice +
-                                  "' --backend cpu --max-requests 200 --scope attention"
-                                  " --sample-steps 1 --min-samples 2 --min-time 0 --timeout 1"
-                                  " --kv-pool 4e9 -q --kernel cpu"
-                                  " --host-capacity 1e6 --link pcie-gen5-x16"
-                                  " --reload-policy always,never --prefill-link rdma-400g"
-                                  " --link-overhead 1e-5 --out '" +
-                                  out + "'",
-                              dir.path());
+  const CliResult r =
+      run_cli("replay --trace '" + kSlice +
+                  "' --backend cpu --max-requests 200 --scope attention"
+                  " --sample-steps 1 --min-samples 2 --min-time 0 --timeout 1 --warm"
+                  " --kv-pool 4e9 -q --kernel cpu"
+                  " --host-capacity 1e6 --link pcie-gen5-x16"
+                  " --reload-policy always,never --prefill-link rdma-400g"
+                  " --link-overhead 1e-5" +
+                  ceilings(dir) + " --out '" + out + "'",
+              dir.path());
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   for (const char* col : {"host tokens", "HBM hits", "host hits", "to HBM GB", "busy to host",
                           "prefill link", "binds", "link wait p99 s", "TTFT p50 s"}) {
@@ -286,8 +292,8 @@ TEST(CliReplay, ShippedTraceConfigsRun) {
                                     "--max-requests 2 "
                                     "--max-steps 16 --sample-steps 1 --scope attention "
                                     "--validate-max-rows 1 --min-samples 1 --min-time 0 "
-                                    "--timeout 0.2 --warm -q --out '" +
-                                    out + "'",
+                                    "--timeout 0.2 --warm -q" +
+                                    ceilings(dir) + " --out '" + out + "'",
                                 dir.path());
     ASSERT_EQ(r.code, 0) << name << "\n" << r.err;
     const json report = json::parse(read_file(out));

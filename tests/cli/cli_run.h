@@ -70,4 +70,27 @@ inline void write_file(const std::filesystem::path& p, const std::string& text) 
   std::ofstream(p) << text;
 }
 
+// A ceilings file for this machine's CPU device, as `decodebench ceilings --out` writes it, with
+// made-up values: a measuring command given it (--ceilings) skips the ~10 s measurement, and its
+// report shows exactly these values.
+inline std::filesystem::path fake_cpu_ceilings(const TempDir& dir) {
+  const CliResult r = run_cli("devices --format json", dir.path());
+  EXPECT_EQ(r.code, 0) << r.err;
+  const nlohmann::json devices = nlohmann::json::parse(r.out);
+  nlohmann::json record;
+  for (const nlohmann::json& b : devices.at("backends")) {
+    if (b.at("name") == "cpu") record = b.at("device");
+  }
+  EXPECT_FALSE(record.is_null()) << r.out << r.err;
+  record["bandwidth"]["measured"] = {{"read", 1.0e10},
+                                     {"copy", 0.9e10},
+                                     {"triad", 0.8e10},
+                                     {"buffer_bytes", 1 << 30},
+                                     {"note", "fake, for tests"}};
+  record["flops_measured"] = 1.0e11;
+  const std::filesystem::path path = dir / "ceilings.json";
+  write_file(path, record.dump());
+  return path;
+}
+
 }  // namespace decodebench::testing

@@ -49,7 +49,7 @@ onednn_root="${DECODEBENCH_ONEDNN_PYPI_ROOT:-$HOME/.cache/decodebench/onednn}"
 # What is needed -> the Debian package that provides it, and what it is for.
 declare -A command_package=(
   [cmake]=cmake [ninja]=ninja-build [g++]=g++ [python3]=python3 [git]=git
-  [clang-format]=clang-format
+  [clang-format]=clang-format [ccache]=ccache
 )
 declare -A cmake_package=(
   [fmt]=libfmt-dev [nlohmann_json]=nlohmann-json3-dev [CLI11]=libcli11-dev
@@ -60,6 +60,7 @@ declare -A purpose=(
   [cmake]="the build" [ninja]="the build" [g++]="the build"
   [git]="the build stamps each report with the checkout's commit"
   [python3]="scripts/plot.py and the script tests" [clang-format]="the style check"
+  [ccache]="the GPU-bundle test, whose build reuses the normal build's objects"
   [fmt]="the build" [nlohmann_json]="the build" [CLI11]="the build"
   [GTest]="the test suites" [benchmark]="the microbenchmarks (bench/)"
   [dnnl]="the cpu backend's layer GEMMs (oneDNN; its CMake config needs OpenCL's dev files)"
@@ -68,7 +69,7 @@ command_order=(cmake ninja g++ git)
 cmake_order=(fmt nlohmann_json CLI11)
 if [ "$onednn" = debian ]; then cmake_order+=(dnnl); fi
 if ((tests)); then
-  command_order+=(python3 clang-format)
+  command_order+=(python3 clang-format ccache)
   cmake_order+=(GTest benchmark)
 fi
 

@@ -60,6 +60,8 @@ if [ -d "$build_dir/kernels/CMakeFiles/decodebench_kernels_cuda.dir" ]; then  # 
 fi
 stamp "tests"
 ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" --timeout 900
+# How much of the GPU-bundle test's build came from the normal build's objects.
+if command -v ccache >/dev/null 2>&1; then ccache --show-stats 2>/dev/null | grep -iE 'hits|misses' || true; fi
 
 if [ "$quick" -eq 0 ]; then
   # The sanitizer builds compile only what their suites need (target decodebench_tests: the

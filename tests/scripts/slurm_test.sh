@@ -40,7 +40,7 @@ expect_fail() {
 cat >tiny.json <<'JSON'
 {"name": "slurm-test", "model": ["llama-3.1-8b"], "batch": [1, 2], "context": [64, 96, 128],
  "kv_dtype": ["f16"], "q_dtype": ["f16"], "block_size": [16], "kernel": ["auto"], "backend": "cpu",
- "measure": {"min_samples": 2, "min_time_s": 1.5, "max_noise": 1, "timeout_s": 3, "warm_l2": false}}
+ "measure": {"min_samples": 2, "min_time_s": 1.5, "max_noise": 1, "timeout_s": 3, "warm_l2": true}}
 JSON
 "$bin" ceilings --backend cpu --out ceil.json >/dev/null 2>&1
 sweep_args=(--backend cpu --ceilings "$work/ceil.json" -q)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/dtype.h"
 #include "common/errors.h"
@@ -25,6 +26,41 @@
 #include "results/report.h"
 
 namespace decodebench::cli {
+namespace {
+
+// One setting of kSettings as a flag. Its value is checked as the flag is applied, so that the
+// error names the flag as given ("--min-samples 0: ..."), not only the config key.
+template <typename Setting>
+void add_setting_flag(CLI::App& cmd, SweepFlags& f, const Setting& s) {
+  using Cli = typename Setting::Cli;
+  using Value = typename Setting::Value;
+  auto value = std::make_shared<Cli>();
+  CLI::Option* option = nullptr;
+  if constexpr (std::is_same_v<Cli, bool>) {
+    option = cmd.add_flag(std::string(s.flag), *value, std::string(s.help));
+  } else {
+    option = cmd.add_option(std::string(s.flag), *value, std::string(s.help));
+  }
+  f.bound.push_back(
+      {std::string(s.flag), /*workload=*/false, option, [value, &s, option](SweepConfig& c) {
+         const Value v = [&]() -> Value {
+           if constexpr (std::is_same_v<Value, Cli>) {
+             return s.from_cli ? s.from_cli(*value) : *value;
+           } else {
+             return s.from_cli(*value);
+           }
+         }();
+         if (s.check) {
+           if (const std::string why = s.check(v); !why.empty()) {
+             throw InputError(
+                 fmt::format("{} {}: {}", s.flag, fmt::join(option->results(), " "), why));
+           }
+         }
+         s.set(c, v);
+       }});
+}
+
+}  // namespace
 
 void add_sweep_flags(CLI::App& cmd, SweepFlags& f, bool measure) {
   cmd.add_option("--config", f.config,
@@ -41,46 +77,13 @@ void add_sweep_flags(CLI::App& cmd, SweepFlags& f, bool measure) {
   cmd.add_option("--device", f.device, "CUDA device index (cuda backend)");
   for_each_setting([&](const auto& s) {
     if (!s.group.empty() && !measure) return;
-    using Cli = typename std::remove_cvref_t<decltype(s)>::Cli;
-    auto value = std::make_shared<Cli>();
-    CLI::Option* option = nullptr;
-    if constexpr (std::is_same_v<Cli, bool>) {
-      option = cmd.add_flag(std::string(s.flag), *value, std::string(s.help));
-    } else {
-      option = cmd.add_option(std::string(s.flag), *value, std::string(s.help));
-    }
-    using Value = typename std::remove_cvref_t<decltype(s)>::Value;
-    f.bound.push_back(
-        {std::string(s.flag), /*workload=*/false, option, [value, &s](SweepConfig& c) {
-           if constexpr (std::is_same_v<Value, Cli>) {
-             s.set(c, s.from_cli ? s.from_cli(*value) : *value);
-           } else {
-             s.set(c, s.from_cli(*value));
-           }
-         }});
+    add_setting_flag(cmd, f, s);
   });
 }
 
 void add_measure_flags(CLI::App& cmd, SweepFlags& f) {
   for_each_setting([&](const auto& s) {
-    if (s.group != "measure") return;
-    using Cli = typename std::remove_cvref_t<decltype(s)>::Cli;
-    auto value = std::make_shared<Cli>();
-    CLI::Option* option = nullptr;
-    if constexpr (std::is_same_v<Cli, bool>) {
-      option = cmd.add_flag(std::string(s.flag), *value, std::string(s.help));
-    } else {
-      option = cmd.add_option(std::string(s.flag), *value, std::string(s.help));
-    }
-    using Value = typename std::remove_cvref_t<decltype(s)>::Value;
-    f.bound.push_back(
-        {std::string(s.flag), /*workload=*/false, option, [value, &s](SweepConfig& c) {
-           if constexpr (std::is_same_v<Value, Cli>) {
-             s.set(c, s.from_cli ? s.from_cli(*value) : *value);
-           } else {
-             s.set(c, s.from_cli(*value));
-           }
-         }});
+    if (s.group == "measure") add_setting_flag(cmd, f, s);
   });
 }
 

@@ -64,7 +64,7 @@ struct ReplayOptions {
   int sample_steps = 8;
   std::int64_t max_steps = 0;
   int validate_max_rows = 64;
-  MeasureOptions measure;
+  SweepFlags measure;  // the sweep's measurement flags (--min-samples ... --warm)
   std::uint64_t seed = 0;
   std::string format = "table";
   std::string out = "results/replay.json";
@@ -144,21 +144,6 @@ void check_numbers(const CLI::App& cmd, const ReplayOptions& o) {
           "{} {}: not a rate; valid: a finite number of {} > 0 (leave it out to model it)", flag,
           value, unit));
     }
-  }
-  if (o.measure.min_samples < 1) {
-    throw InputError(
-        fmt::format("--min-samples {}; valid: an integer >= 1", o.measure.min_samples));
-  }
-  for (const auto& [flag, value, what] :
-       {std::tuple{"--min-time", o.measure.min_time_s, "a finite number of seconds >= 0"},
-        std::tuple{"--max-noise", o.measure.max_noise, "a finite fraction >= 0 (e.g. 0.02)"}}) {
-    if (!(std::isfinite(value) && value >= 0)) {
-      throw InputError(fmt::format("{} {}; valid: {}", flag, value, what));
-    }
-  }
-  if (!(std::isfinite(o.measure.timeout_s) && o.measure.timeout_s > 0)) {
-    throw InputError(
-        fmt::format("--timeout {}; valid: a finite number of seconds > 0", o.measure.timeout_s));
   }
   if (o.validate_max_rows < 1) {
     throw InputError(
@@ -250,6 +235,8 @@ int run(CLI::App& cmd, ReplayOptions& o) {
   if (!o.config.empty()) apply_json_config(cmd, o.config);
   if (o.trace.empty()) throw InputError("--trace is required (a .jsonl or .csv request trace)");
   check_numbers(cmd, o);
+  SweepConfig measured;  // the sweep's measurement defaults, then the flags given
+  apply_given_flags(o.measure, measured);
   const OutputFormat format = parse_format(o.format);
   check_output_file(o.out, "--out");
   const Trace trace = load_trace(o.trace, o.trace_format, o.trace_block_tokens, o.max_requests);
@@ -269,7 +256,7 @@ int run(CLI::App& cmd, ReplayOptions& o) {
   plan.block_size = o.block_size;
   plan.sample_steps = o.sample_steps;
   plan.q_dtype = default_activation_dtype(weights, DType::bf16);
-  plan.measure.measure = o.measure;
+  plan.measure.measure = measured.measure;
   plan.measure.validate_max_rows = o.validate_max_rows;
   plan.measure.weights_dtype = weights;
   plan.measure.seed = o.seed;
@@ -434,15 +421,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--validate-max-rows", o->validate_max_rows,
                   "Validate every sequence of a step up to this batch, else a subset")
       ->capture_default_str();
-  cmd->add_option("--min-samples", o->measure.min_samples, "Samples per step, at least")
-      ->capture_default_str();
-  cmd->add_option("--min-time", o->measure.min_time_s, "Seconds of samples per step, at least")
-      ->capture_default_str();
-  cmd->add_option("--max-noise", o->measure.max_noise, "Relative noise to stop at")
-      ->capture_default_str();
-  cmd->add_option("--timeout", o->measure.timeout_s, "Seconds per step at most")
-      ->capture_default_str();
-  cmd->add_flag("--warm", o->measure.warm_l2, "No cache flush before each sample");
+  add_measure_flags(*cmd, o->measure);
   add_ceilings_option(*cmd, o->ceilings);
   cmd->add_option("--seed", o->seed, "Seed of the workloads' values")->capture_default_str();
   add_format_option(*cmd, o->format, "table, json, csv or md");

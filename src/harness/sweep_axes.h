@@ -19,6 +19,7 @@
 // report's per-point record (report/point_result.h, filled by the runner's describe()).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -405,7 +406,9 @@ inline constexpr auto kSettings = std::tuple{
         .set = [](SweepConfig& c, const double& v) { c.measure.min_time_s = v; },
         .read_json = axis_values::read_number,
         .check = [](const double& v) -> std::string {
-          return v >= 0 ? "" : fmt::format("measure.min_time_s must be >= 0, got {}", v);
+          if (std::isfinite(v) && v >= 0) return "";
+          return fmt::format("measure.min_time_s must be a finite number of seconds >= 0, got {}",
+                             v);
         },
         .write_json = axis_values::plain<double>,
         .example = "0.25",
@@ -420,8 +423,9 @@ inline constexpr auto kSettings = std::tuple{
         .set = [](SweepConfig& c, const double& v) { c.measure.max_noise = v; },
         .read_json = axis_values::read_number,
         .check = [](const double& v) -> std::string {
-          if (v >= 0) return "";
-          return fmt::format("measure.max_noise must be >= 0 (0.005 = 0.5 %), got {}", v);
+          if (std::isfinite(v) && v >= 0) return "";
+          return fmt::format(
+              "measure.max_noise must be a finite fraction >= 0 (0.005 = 0.5 %), got {}", v);
         },
         .write_json = axis_values::plain<double>,
         .example = "0.02",
@@ -451,7 +455,8 @@ inline constexpr auto kSettings = std::tuple{
         .set = [](SweepConfig& c, const double& v) { c.measure.timeout_s = v; },
         .read_json = axis_values::read_number,
         .check = [](const double& v) -> std::string {
-          return v > 0 ? "" : fmt::format("measure.timeout_s must be > 0, got {}", v);
+          if (std::isfinite(v) && v > 0) return "";
+          return fmt::format("measure.timeout_s must be a finite number of seconds > 0, got {}", v);
         },
         .write_json = axis_values::plain<double>,
         .example = "2",

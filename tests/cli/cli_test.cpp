@@ -186,10 +186,36 @@ TEST(CliLanguage, EveryCommandSpeaksIt) {
   }
   const std::vector<std::string> commands = subcommands_in_help(run_cli("--help", dir.path()).out);
   ASSERT_GE(commands.size(), 13u);
+  const std::string sweep_help = run_cli("sweep --help", dir.path()).out;
+  int measuring = 0;
   for (const std::string& cmd : commands) {
     const CliResult help = run_cli(cmd + " --help", dir.path());
     ASSERT_EQ(help.code, 0) << cmd;
     for (const std::string& problem : language_problems(cmd, help.out)) ADD_FAILURE() << problem;
+    for (const std::string& problem : measurement_problems(cmd, help.out, sweep_help))
+      ADD_FAILURE() << problem;
+    measuring += !option_help(help.out, "--min-samples").empty();
+  }
+  EXPECT_GE(measuring, 3) << "sweep, replay and quant-error take the measurement options";
+}
+
+// A measurement option out of range is refused by every measuring command in the same words,
+// naming the flag as given, before anything is measured.
+TEST(CliLanguage, MeasurementOptionsAreCheckedAlikeNamingTheFlag) {
+  TempDir dir;
+  const std::string trace = std::string(DECODEBENCH_TRACES) + "/mooncake-conversation-2k.jsonl";
+  for (const std::string& command :
+       {std::string("sweep --backend cpu --plan"), std::string("quant-error --data gaussian"),
+        "replay --backend cpu --out '' --trace '" + trace + "'"}) {
+    for (const char* bad :
+         {"--min-samples 0", "--min-time -1", "--max-noise nan", "--timeout inf"}) {
+      SCOPED_TRACE(command + " " + bad);
+      const CliResult r = run_cli(command + " " + bad, dir.path());
+      EXPECT_EQ(r.code, 2) << r.err;
+      EXPECT_EQ(r.err.rfind(std::string("decodebench: error: ") + bad + ": measure.", 0), 0u)
+          << r.err;
+      EXPECT_EQ(r.err.find("measuring"), std::string::npos) << r.err;
+    }
   }
 }
 
@@ -237,6 +263,24 @@ TEST(CliLanguage, PlantedBreaksAreCaught) {
   EXPECT_EQ(language_problems("x", replaced("--kv-dtype TEXT  ", "--formats TEXT   ")).size(), 1u);
   EXPECT_EQ(language_problems("x", good + "  --json TEXT                 Also write JSON\n").size(),
             1u);
+  // A measuring command whose options differ from the sweep's, or lack one of them.
+  const std::string sweep =
+      "  --min-samples INT           Stop rule: at least this many samples\n"
+      "  --min-time FLOAT            Stop rule: seconds\n  --max-noise FLOAT  Stop rule: noise\n"
+      "  --timeout FLOAT             Per-point time limit\n  --warm  Do not flush\n"
+      "  --ceilings TEXT             Reuse the ceilings\n";
+  EXPECT_TRUE(measurement_problems("x", sweep, sweep).empty());
+  EXPECT_TRUE(measurement_problems("x", good, sweep).empty());  // measures nothing
+  std::string other = sweep;
+  other.replace(other.find("Stop rule: seconds"), 18, "Seconds per step");
+  EXPECT_EQ(measurement_problems("x", other, sweep).size(), 1u);
+  std::string lacking = sweep;
+  lacking.erase(lacking.find("  --ceilings"));
+  EXPECT_EQ(measurement_problems("x", lacking, sweep).size(), 1u);
+  // Without the stopping rule a command measures nothing: its --max-noise may mean another thing.
+  std::string reader = other;
+  reader.erase(0, reader.find("  --min-time"));
+  EXPECT_TRUE(measurement_problems("x", reader, sweep).empty());
   // A description CLI11 moved to the next line is read there.
   EXPECT_EQ(
       option_help("  --out VERY_LONG_TYPE_NAME_THAT_FILLS_THE_COLUMN\n      Write it\n", "--out"),

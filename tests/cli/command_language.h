@@ -67,4 +67,24 @@ inline std::vector<std::string> language_problems(const std::string& command,
   return problems;
 }
 
+// What in a measuring command's --help differs from the sweep's measurement options: a command
+// that measures (it takes the stopping rule's --min-samples) takes all of them, each described as
+// `sweep --help` describes it. (`report --max-noise` and `model --ceilings` read, not measure.)
+inline std::vector<std::string> measurement_problems(const std::string& command,
+                                                     const std::string& help,
+                                                     const std::string& sweep_help) {
+  const char* flags[] = {"--min-samples", "--min-time", "--max-noise",
+                         "--timeout",     "--warm",     "--ceilings"};
+  std::vector<std::string> problems;
+  if (option_help(help, "--min-samples").empty()) return problems;
+  for (const char* flag : flags) {
+    const std::string here = option_help(help, flag);
+    const std::string sweep = option_help(sweep_help, flag);
+    if (here != sweep) {
+      problems.push_back(command + " " + flag + ": \"" + here + "\" (sweep: \"" + sweep + "\")");
+    }
+  }
+  return problems;
+}
+
 }  // namespace decodebench::testing

@@ -17,6 +17,7 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "common/units.h"
+#include "report/cache_sim_view.h"
 #include "report/format.h"
 #include "report/table.h"
 #include "results/report.h"
@@ -155,148 +156,6 @@ std::vector<CacheSimSetting> settings_of(const CacheSimOptions& o) {
   return out;
 }
 
-std::string tokens_label(double tokens) {
-  if (std::isinf(tokens)) return "inf";
-  return tokens == std::floor(tokens) && tokens < 1e15 ? fmt::format("{:.0f}", tokens)
-                                                       : fmt::format("{:g}", tokens);
-}
-
-std::string ttl_label(const CacheSimSetting& s) {
-  return s.policy == EvictionPolicy::ttl ? fmt::format("{:g} s", s.ttl_s) : "-";
-}
-
-std::string table_text(const Trace& trace, const ModelShape& model, DType kv,
-                       const std::vector<CacheSimResult>& results) {
-  const nlohmann::json summary = trace_summary_json(trace);
-  std::string s =
-      fmt::format("trace: {} ({}, {} requests over {}, {}-token blocks{})\n", trace.source,
-                  trace_format_name(trace.format), trace.requests.size(),
-                  format_seconds(summary["span_s"].get<double>()), trace.block_tokens,
-                  trace.has_prefix_info ? "" : "; no prefix information: every request is a miss");
-  s += fmt::format("model: {}, KV {} ({} per token over {} layers)\n", model.name, dtype_name(kv),
-                   format_bytes(kv_bytes_per_token_all_layers(model, kv)), model.num_layers);
-  s += "definition: requests in arrival order, no concurrency; hit = min(leading run of its "
-       "blocks cached x block tokens, prompt); hit rate = hit / prompt tokens; ceiling = "
-       "infinite capacity\n\n";
-  // Numbers right-aligned, the policy and ttl left. With a host tier: its capacity, the hits by
-  // tier, the tier traffic and the link bytes each way.
-  const bool tiered = std::any_of(results.begin(), results.end(), [](const CacheSimResult& r) {
-    return r.setting.host_capacity_tokens > 0;
-  });
-  Table table;
-  std::vector<const char*> titles = {"capacity tokens", "policy", "ttl", "hit rate", "ceiling"};
-  if (tiered) {
-    titles.insert(titles.begin() + 1, "host tokens");
-    for (const char* t :
-         {"HBM hits", "host hits", "promoted", "demoted", "dropped", "to HBM GB", "to host GB"})
-      titles.push_back(t);
-  }
-  const bool priced = std::any_of(results.begin(), results.end(),
-                                  [](const CacheSimResult& r) { return !r.setting.link.empty(); });
-  if (priced) {
-    for (const char* t : {"link", "reload", "recomputed", "busy to HBM", "busy to host"})
-      titles.push_back(t);
-  }
-  for (const char* t : {"inserted", "evicted", "expired", "prefill computed", "saved",
-                        "PFLOP saved", "cache GB", "replay s"})
-    titles.push_back(t);
-  for (const char* title : titles) {
-    const std::string_view name(title);
-    table.columns.push_back(
-        {title, /*right=*/name != "policy" && name != "ttl" && name != "link" && name != "reload"});
-  }
-  for (const CacheSimResult& r : results) {
-    std::vector<std::string> row = {tokens_label(r.setting.capacity_tokens),
-                                    std::string(policy_name(r.setting.policy)),
-                                    ttl_label(r.setting), fmt::format("{:.2f}%", 100 * r.hit_rate),
-                                    fmt::format("{:.2f}%", 100 * r.hit_rate_ceiling)};
-    if (tiered) {
-      const CacheSimTiers& t = r.tiers;
-      row.insert(row.begin() + 1, tokens_label(r.setting.host_capacity_tokens));
-      for (std::string cell :
-           {fmt::format("{:.2f}%",
-                        100 * (r.setting.host_capacity_tokens > 0 ? t.hit_rate_hbm : r.hit_rate)),
-            fmt::format("{:.2f}%", 100 * t.hit_rate_host), std::to_string(t.blocks.promoted),
-            std::to_string(t.blocks.demoted), std::to_string(t.blocks.dropped),
-            fmt::format("{:.2f}", t.link_bytes_to_hbm / 1e9),
-            fmt::format("{:.2f}", t.link_bytes_to_host / 1e9)})
-        row.push_back(std::move(cell));
-    }
-    if (priced) {
-      const CacheSimTiers& tiers = r.tiers;
-      const bool has = !r.setting.link.empty();
-      for (std::string cell :
-           {has ? r.setting.link : "-",
-            has ? std::string(reload_policy_name(r.setting.reload)) : "-",
-            has ? std::to_string(tiers.recomputed_tokens) : "-",
-            has ? fmt::format("{:.2f}%", 100 * tiers.link_busy_fraction_to_hbm) : "-",
-            has ? fmt::format("{:.2f}%", 100 * tiers.link_busy_fraction_to_host) : "-"})
-        row.push_back(std::move(cell));
-    }
-    for (std::string cell :
-         {std::to_string(r.blocks.inserted), std::to_string(r.blocks.evicted),
-          std::to_string(r.blocks.expired), std::to_string(r.prefill_tokens_computed),
-          std::to_string(r.prefill_tokens_saved),
-          fmt::format("{:.2f}", r.prefill_flops_saved / 1e15),
-          fmt::format("{:.2f}", r.cache_bytes / 1e9), fmt::format("{:.3f}", r.elapsed_s)})
-      row.push_back(std::move(cell));
-    table.add_row(std::move(row));
-  }
-  s += render_text(table);
-  // The trade behind --reload-policy cheaper, once per link.
-  std::vector<std::string> seen;
-  for (const CacheSimResult& r : results) {
-    if (r.setting.link.empty() || std::find(seen.begin(), seen.end(), r.setting.link) != seen.end())
-      continue;
-    seen.push_back(r.setting.link);
-    const ReloadTrade& t = r.tiers.trade;
-    s += fmt::format(
-        "{}: reloading a host prefix costs {} per token ({} to HBM) + {} per transfer, "
-        "recomputing it {} per token ({:.0f} TFLOP/s); ",
-        r.setting.link, format_seconds(t.load_per_token_s),
-        format_bandwidth(r.setting.link_to_device), format_seconds(t.overhead_s),
-        format_seconds(t.recompute_per_token_s), r.setting.prefill_flops / 1e12);
-    s += std::isinf(t.break_even_tokens)
-             ? "recomputing is cheaper at every length\n"
-             : fmt::format("reloading is cheaper from {:.0f} tokens on\n",
-                           std::ceil(t.break_even_tokens));
-  }
-  return s;
-}
-
-std::string csv_text(const std::vector<CacheSimResult>& results) {
-  // With a host tier the tier columns come last (elapsed_s stays where it was without one).
-  const bool tiered = std::any_of(results.begin(), results.end(), [](const CacheSimResult& r) {
-    return r.setting.host_capacity_tokens > 0;
-  });
-  std::string s =
-      "policy,capacity_tokens,capacity_blocks,ttl_s,requests,input_tokens,hit_tokens,hit_rate,"
-      "hit_rate_ceiling,inserted,evicted,expired,peak_blocks,prefill_tokens_computed,"
-      "prefill_tokens_saved,prefill_flops_saved,cache_bytes,elapsed_s";
-  s += tiered ? ",host_capacity_tokens,hit_rate_hbm,hit_rate_host,promoted,demoted,dropped,"
-                "link_bytes_to_hbm,link_bytes_to_host\n"
-              : "\n";
-  for (const CacheSimResult& r : results) {
-    const CacheSimTiers& t = r.tiers;
-    const std::string tier_cells =
-        tiered ? fmt::format(",{},{:.6g},{:.6g},{},{},{},{:.6g},{:.6g}",
-                             tokens_label(r.setting.host_capacity_tokens),
-                             r.setting.host_capacity_tokens > 0 ? t.hit_rate_hbm : r.hit_rate,
-                             t.hit_rate_host, t.blocks.promoted, t.blocks.demoted, t.blocks.dropped,
-                             t.link_bytes_to_hbm, t.link_bytes_to_host)
-               : "";
-    s += fmt::format(
-        "{},{},{},{},{},{},{},{:.6g},{:.6g},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g}{}\n",
-        policy_name(r.setting.policy), tokens_label(r.setting.capacity_tokens),
-        r.capacity_blocks == kUnboundedBlocks ? "inf" : std::to_string(r.capacity_blocks),
-        r.setting.policy == EvictionPolicy::ttl ? fmt::format("{:g}", r.setting.ttl_s) : "",
-        r.requests, r.input_tokens, r.hit_tokens, r.hit_rate, r.hit_rate_ceiling, r.blocks.inserted,
-        r.blocks.evicted, r.blocks.expired, r.blocks.peak_blocks, r.prefill_tokens_computed,
-        r.prefill_tokens_saved, r.prefill_flops_saved, r.cache_bytes, r.elapsed_s, tier_cells);
-  }
-  return s;
-}
-
 nlohmann::json document(const Trace& trace, const ModelShape& model, DType kv,
                         const std::vector<CacheSimResult>& results) {
   const ToolInfo tool = this_tool();
@@ -357,9 +216,9 @@ int run(const CacheSimOptions& o) {
   if (o.format == "json") {
     emit(json, "");
   } else if (o.format == "csv") {
-    emit(csv_text(results), "");
+    emit(cache_sim_csv_text(results), "");
   } else {
-    emit(table_text(trace, model, kv, results), "");
+    emit(cache_sim_table_text(cache_sim_document(trace, model, kv, results)), "");
   }
   return kExitOk;
 }

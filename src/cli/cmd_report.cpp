@@ -14,6 +14,8 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/errors.h"
+#include "common/json_in.h"
+#include "report/cache_sim_view.h"
 #include "report/format.h"
 #include "report/format_html.h"
 #include "report/quant_error_view.h"
@@ -53,22 +55,38 @@ std::vector<std::string> labels_for(const ReportOptions& o) {
   return labels;
 }
 
-// A file whose JSON says it is a quant-error document ("kind": "quant-error"); nullopt for
-// anything else, which read_report then reads or refuses by name.
-std::optional<nlohmann::json> quant_error_document(const std::string& path) {
+// A file that is another command's document: quant-error's ("kind": "quant-error") or
+// cache-sim's (a "cache_sim" section); nullopt for anything else, which read_report then reads or
+// refuses by name.
+std::optional<nlohmann::json> other_document(const std::string& path) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("kind") || j["kind"] != "quant-error") return std::nullopt;
-  return j;
+  if (!j.is_object()) return std::nullopt;
+  if (j.contains("kind") && j["kind"] == "quant-error") return j;
+  if (j.contains("cache_sim") && !j.contains("results")) return j;
+  return std::nullopt;
+}
+
+// cache-sim's own view of its document, in the formats both commands print.
+int reprint_cache_sim(const ReportOptions& o, const nlohmann::json& j) {
+  const std::string& file = o.files.front();
+  const JsonIn in(j, file);
+  in.reject_unknown_keys({"schema_version", "tool", "created", "host", "cache_sim"});
+  const CacheSimDocument d = cache_sim_from_json(j.at("cache_sim"), file);
+  if (o.format == "csv") {
+    emit(cache_sim_csv_text(d.settings), o.out);
+  } else if (o.format == "table" || o.format == "md") {
+    emit(cache_sim_table_text(d, o.format == "md"), o.out);
+  } else {
+    throw InputError(
+        fmt::format("--format {}: a cache-sim document prints as table, md or csv", o.format));
+  }
+  return kExitOk;
 }
 
 // quant-error's own view of its document, in the formats both commands print.
 int reprint_quant_error(const ReportOptions& o, const nlohmann::json& j) {
-  if (o.files.size() != 1) {
-    throw InputError(fmt::format("{}: a quant-error document is printed alone (got {} files)",
-                                 o.files.front(), o.files.size()));
-  }
   const QuantErrorResult r = quant_error_from_json(j, o.files.front());
   const bool per_layer = r.layers.size() > 1;
   std::string text;
@@ -105,7 +123,15 @@ int run(const ReportOptions& o) {
   if (available(o.max_noise) && o.max_noise < 0) {
     throw InputError(fmt::format("--max-noise must be >= 0 (0.005 = 0.5 %), got {}", o.max_noise));
   }
-  if (const auto doc = quant_error_document(o.files.front())) return reprint_quant_error(o, *doc);
+  if (const auto doc = other_document(o.files.front())) {
+    if (o.files.size() != 1) {
+      throw InputError(
+          fmt::format("{}: a quant-error or cache-sim document is printed alone (got "
+                      "{} files)",
+                      o.files.front(), o.files.size()));
+    }
+    return doc->contains("cache_sim") ? reprint_cache_sim(o, *doc) : reprint_quant_error(o, *doc);
+  }
   // Every input is checked before anything is written.
   std::vector<Report> reports;
   for (const std::string& f : o.files) {

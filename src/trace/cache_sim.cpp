@@ -393,7 +393,8 @@ nlohmann::json cache_sim_json(const Trace& trace, const ModelShape& model, DType
   j["model"] = {{"name", model.name},
                 {"params", model_params(model)},
                 {"params_source", std::string(params_source(model))},
-                {"kv_bytes_per_token", kv_bytes_per_token_all_layers(model, kv_dtype)}};
+                {"kv_bytes_per_token", kv_bytes_per_token_all_layers(model, kv_dtype)},
+                {"num_layers", model.num_layers}};
   j["kv_dtype"] = std::string(dtype_name(kv_dtype));
   j["definitions"] = {
       {"replay",

@@ -1,14 +1,15 @@
 // parse_report (what compare, merge and report read) and everything those commands do with a
 // report once read: the printers (results view, every format, html, a replay's table), merge,
 // compare against itself. Bad input is an InputError; a report that reads writes back (to_json)
-// to one that reads. The same text through quant-error's document reader, which `report` also
-// reads, and its table.
+// to one that reads. The same text through quant-error's and cache-sim's document readers, which
+// `report` also reads, and their tables.
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/errors.h"
 #include "fuzz_util.h"
+#include "report/cache_sim_view.h"
 #include "report/compare.h"
 #include "report/format.h"
 #include "report/format_html.h"
@@ -53,8 +54,34 @@ void quant_error_document(std::string_view text) {
   }
 }
 
+// cache-sim's document (its "cache_sim" section): accepted ones print, and their settings written
+// back (to_json) read again.
+void cache_sim_document(std::string_view text) {
+  nlohmann::json j =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("cache_sim")) return;
+  CacheSimDocument d;
+  try {
+    d = cache_sim_from_json(j["cache_sim"], "fuzz.json");
+  } catch (const InputError&) {
+    return;
+  }
+  (void)cache_sim_table_text(d);
+  (void)cache_sim_table_text(d, /*markdown=*/true);
+  (void)cache_sim_csv_text(d.settings);
+  nlohmann::json& settings = j["cache_sim"]["settings"];
+  settings = nlohmann::json::array();
+  for (const CacheSimResult& r : d.settings) settings.push_back(to_json(r));
+  try {
+    (void)cache_sim_from_json(j["cache_sim"], "written");
+  } catch (const InputError& e) {
+    fuzz::property_failed("to_json of an accepted cache-sim setting is rejected", e.what());
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   quant_error_document(fuzz::as_text(data, size));
+  cache_sim_document(fuzz::as_text(data, size));
   Report r;
   try {
     r = parse_report(fuzz::as_text(data, size), "fuzz.json");

@@ -40,6 +40,12 @@ struct Case {
   DType q = DType::bf16;
 };
 
+// A failing case prints its name and shape, not gtest's byte dump of the struct.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name << " (Hq " << c.hq << ", B " << c.batch << ", P " << c.block_size << ", kv "
+      << dtype_name(c.kv) << ")";
+}
+
 Workload workload_of(const Case& c) {
   WorkloadSpec s;
   s.model = mla_model(c.hq);

@@ -36,6 +36,12 @@ struct Case {
   int num_splits = 0;   // 0: planned
 };
 
+// A failing case prints its name and shape, not gtest's byte dump of the struct.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name << " (Hq " << c.hq << ", Hkv " << c.hkv << ", d " << c.head_dim << ", B " << c.batch
+      << ", P " << c.block_size << ", kv " << dtype_name(c.kv) << ")";
+}
+
 WorkloadSpec spec_of(const Case& c) {
   WorkloadSpec s;
   s.model = ModelShape{"test", c.hq, c.hkv, c.head_dim, 1, ""};

@@ -33,6 +33,13 @@ struct Case {
   double hit_rate = 0;
 };
 
+// A failing case prints its name and shape, not gtest's byte dump of the struct.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name << " (Hq " << c.hq << ", Hkv " << c.hkv << ", d " << c.head_dim << ", B " << c.batch
+      << ", kv " << dtype_name(c.kv) << ", window " << c.window << ", sinks " << c.sinks
+      << ", soft-cap " << c.softcap << ")";
+}
+
 Workload workload_of(const Case& c) {
   WorkloadSpec s;
   s.model = ModelShape{"variants", c.hq, c.hkv, c.head_dim, 1, ""}.with_window(c.window);

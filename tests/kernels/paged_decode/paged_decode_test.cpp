@@ -85,6 +85,11 @@ std::vector<Target> targets() {
   return out;
 }
 
+// A failing target prints as its test name does, not as gtest's byte dump of the struct.
+void PrintTo(const Target& t, std::ostream* os) {
+  *os << t.kernel << " d" << t.head_dim << " " << dtype_name(t.kv_dtype);
+}
+
 std::string target_name(const testing::TestParamInfo<Target>& info) {
   return info.param.kernel + "_d" + std::to_string(info.param.head_dim) + "_" +
          std::string(dtype_name(info.param.kv_dtype));

@@ -41,6 +41,13 @@ struct Case {
   double hit_rate = 0;
 };
 
+// A failing case prints its name and shape, not gtest's byte dump of the struct.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name << " (Hq " << c.hq << ", Hkv " << c.hkv << ", d " << c.head_dim << ", B " << c.batch
+      << ", kv " << dtype_name(c.kv) << ", window " << c.window << ", sinks " << c.sinks
+      << ", soft-cap " << c.softcap << ", splits " << c.num_splits << ")";
+}
+
 const kernels::KernelInfo* rung(const char* name) { return kernels::find_kernel(name); }
 
 // The compiled (head_dim, KV dtype) a case can run with on `k`: its own when compiled, else the

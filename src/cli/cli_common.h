@@ -13,6 +13,7 @@
 
 #include "backends/backend.h"
 #include "backends/datasheet.h"  // LinkDatasheet
+#include "common/units.h"        // or_na
 #include "harness/sweep_axes.h"
 #include "harness/sweep_config.h"
 #include "report/format.h"
@@ -59,11 +60,6 @@ bool workload_axis_given(const SweepFlags& f);
 // "note: FILE is partial: ...; CONSEQUENCE" on stderr for a report that is not whole
 // (results/report.h partial_note).
 void note_if_partial(const Report& r, const std::string& path, std::string_view consequence);
-
-// `format(v)` for a positive value, "n/a" for an unknown one (0).
-inline std::string or_na(double v, std::string (*format)(double)) {
-  return v > 0 ? format(v) : "n/a";
-}
 
 // --format: table|json|csv|md (InputError listing them).
 OutputFormat parse_format(std::string_view s);

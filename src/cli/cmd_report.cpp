@@ -16,6 +16,7 @@
 #include "common/errors.h"
 #include "common/json_in.h"
 #include "report/cache_sim_view.h"
+#include "report/ceilings_view.h"
 #include "report/format.h"
 #include "report/format_html.h"
 #include "report/quant_error_view.h"
@@ -55,9 +56,9 @@ std::vector<std::string> labels_for(const ReportOptions& o) {
   return labels;
 }
 
-// A file that is another command's document: quant-error's ("kind": "quant-error") or
-// cache-sim's (a "cache_sim" section); nullopt for anything else, which read_report then reads or
-// refuses by name.
+// A file that is another command's document: quant-error's ("kind": "quant-error"), cache-sim's
+// (a "cache_sim" section) or ceilings' (a device record with its links); nullopt for anything else,
+// which read_report then reads or refuses by name.
 std::optional<nlohmann::json> other_document(const std::string& path) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
@@ -65,7 +66,22 @@ std::optional<nlohmann::json> other_document(const std::string& path) {
   if (!j.is_object()) return std::nullopt;
   if (j.contains("kind") && j["kind"] == "quant-error") return j;
   if (j.contains("cache_sim") && !j.contains("results")) return j;
+  if (is_ceilings_document(j)) return j;
   return std::nullopt;
+}
+
+// ceilings' own view of its document, in the formats both commands print.
+int reprint_ceilings(const ReportOptions& o, const nlohmann::json& j) {
+  const CeilingsDocument d = ceilings_from_json(j, o.files.front());
+  if (o.format == "table") {
+    emit(ceilings_text(d), o.out);
+  } else if (o.format == "csv" || o.format == "md") {
+    emit(ceilings_rows(d, o.format == "md"), o.out);
+  } else {
+    throw InputError(
+        fmt::format("--format {}: a ceilings document prints as table, md or csv", o.format));
+  }
+  return kExitOk;
 }
 
 // cache-sim's own view of its document, in the formats both commands print.
@@ -125,12 +141,13 @@ int run(const ReportOptions& o) {
   }
   if (const auto doc = other_document(o.files.front())) {
     if (o.files.size() != 1) {
-      throw InputError(
-          fmt::format("{}: a quant-error or cache-sim document is printed alone (got "
-                      "{} files)",
-                      o.files.front(), o.files.size()));
+      throw InputError(fmt::format(
+          "{}: a quant-error, cache-sim or ceilings document is printed alone (got {} files)",
+          o.files.front(), o.files.size()));
     }
-    return doc->contains("cache_sim") ? reprint_cache_sim(o, *doc) : reprint_quant_error(o, *doc);
+    if (doc->contains("cache_sim")) return reprint_cache_sim(o, *doc);
+    if (is_ceilings_document(*doc)) return reprint_ceilings(o, *doc);
+    return reprint_quant_error(o, *doc);
   }
   // Every input is checked before anything is written.
   std::vector<Report> reports;

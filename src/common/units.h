@@ -17,5 +17,9 @@ std::string format_percent(double fraction);  // "80.0%", "-" for NaN
 std::string format_flops(double flops_per_s);
 // Memory sizes in messages about what fits: "12.35 GB" (two decimals, whatever the size).
 std::string format_gb(double bytes);
+// `format(v)` for a positive value, "n/a" for an unknown one (0).
+inline std::string or_na(double v, std::string (*format)(double)) {
+  return v > 0 ? format(v) : "n/a";
+}
 
 }  // namespace decodebench

@@ -204,7 +204,9 @@ json to_json(const DeviceRecord& d) {
   };
 }
 
-DeviceRecord device_record_from_json(const json& j) { return device_from(JsonIn(j, "device")); }
+DeviceRecord device_record_from_json(const json& j, const std::string& source) {
+  return device_from(JsonIn(j, source));
+}
 
 json to_json(const Report& r) {
   json devices = json::array();

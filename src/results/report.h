@@ -90,7 +90,7 @@ std::string iso8601_utc_now();
 nlohmann::json to_json(const PointResult& r);
 PointResult point_result_from_json(const nlohmann::json& j);  // throws InputError naming the key
 nlohmann::json to_json(const DeviceRecord& d);
-DeviceRecord device_record_from_json(const nlohmann::json& j);
+DeviceRecord device_record_from_json(const nlohmann::json& j, const std::string& source = "device");
 nlohmann::json to_json(const Report& r);
 // Throws InputError when schema_version is missing or not kSchemaVersion, or a key is missing
 // or of the wrong type (the message names the key path, e.g. "results[3].time_s.median").

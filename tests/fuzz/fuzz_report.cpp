@@ -1,8 +1,8 @@
 // parse_report (what compare, merge and report read) and everything those commands do with a
 // report once read: the printers (results view, every format, html, a replay's table), merge,
 // compare against itself. Bad input is an InputError; a report that reads writes back (to_json)
-// to one that reads. The same text through quant-error's and cache-sim's document readers, which
-// `report` also reads, and their tables.
+// to one that reads. The same text through quant-error's, cache-sim's and ceilings' document
+// readers, which `report` also reads, and their tables.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +10,7 @@
 #include "common/errors.h"
 #include "fuzz_util.h"
 #include "report/cache_sim_view.h"
+#include "report/ceilings_view.h"
 #include "report/compare.h"
 #include "report/format.h"
 #include "report/format_html.h"
@@ -79,9 +80,30 @@ void cache_sim_document(std::string_view text) {
   }
 }
 
+// A ceilings document: accepted ones print and write back (ceilings_json) to one that reads.
+void ceilings_document(std::string_view text) {
+  const nlohmann::json j =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !is_ceilings_document(j)) return;
+  CeilingsDocument d;
+  try {
+    d = ceilings_from_json(j, "fuzz.json");
+  } catch (const InputError&) {
+    return;
+  }
+  (void)ceilings_text(d);
+  (void)ceilings_rows(d, /*markdown=*/true);
+  try {
+    (void)ceilings_from_json(ceilings_json(d), "written");
+  } catch (const InputError& e) {
+    fuzz::property_failed("ceilings_json of an accepted document is rejected", e.what());
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   quant_error_document(fuzz::as_text(data, size));
   cache_sim_document(fuzz::as_text(data, size));
+  ceilings_document(fuzz::as_text(data, size));
   Report r;
   try {
     r = parse_report(fuzz::as_text(data, size), "fuzz.json");

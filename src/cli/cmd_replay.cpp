@@ -319,7 +319,15 @@ int run(CLI::App& cmd, ReplayOptions& o) {
       interrupted_flag() = true;
     }
   };
-  if (!o.quiet) run_options.progress = [](const std::string& line) { std::cerr << line << '\n'; };
+  if (!o.quiet) {
+    run_options.progress = [](const std::string& line) { std::cerr << line << '\n'; };
+    // Each measured step as the sweep prints a point: its status with the sweep's marks.
+    run_options.step_progress = [config = to_json(measured),
+                                 max_noise = measured.measure.max_noise](
+                                    int done, int total, double elapsed, const PointResult& r) {
+      print_progress(done, 0, total, elapsed, r, config, max_noise);
+    };
+  }
   const Report report = run_replay(*backend, device, trace, plan, settings, run_options);
   if (write_error.empty()) {
     try {

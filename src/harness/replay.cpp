@@ -327,6 +327,9 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
   publish(nullptr);
   if (options.checkpoint) options.checkpoint(report);
 
+  // The steps to measure: each simulated setting's sampled count, sample_steps for the rest.
+  const auto start = std::chrono::steady_clock::now();
+  int steps_planned = static_cast<int>(settings.size() * plan.kernels.size()) * plan.sample_steps;
   try {
     int index = 0;
     bool stopped = false;
@@ -337,6 +340,8 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
       const ReplaySchedule schedule = simulate_schedule(trace, sc);
       const double simulate_s = seconds_since(t0);
       const std::vector<std::int64_t> sampled = sample_steps(schedule, plan.sample_steps);
+      steps_planned -= static_cast<int>(plan.kernels.size()) *
+                       (plan.sample_steps - static_cast<int>(sampled.size()));
       json cell = {{"setting", setting_json(setting, schedule, trace.block_tokens)},
                    {"schedule", schedule_json(trace, schedule, plan, simulate_s)},
                    {"kernels", json::array()}};
@@ -394,12 +399,9 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
                                  r.reason.empty() ? "" : ": ", r.reason);
           }
           times.push_back(t);
-          if (options.progress) {
-            options.progress(fmt::format("  [{}] step {} b={} ctx={} {}: {}", kernel, step,
-                                         st.batch, context_label(sp.point.spec.context), r.kernel,
-                                         !std::isfinite(t)
-                                             ? std::string(status_name(r.status)) + " " + r.reason
-                                             : fmt::format("{:.4g} s/step", t)));
+          if (options.step_progress) {
+            options.step_progress(static_cast<int>(report.results.size()) + 1, steps_planned,
+                                  seconds_since(start), r);
           }
           report.results.push_back(std::move(r));
           json current = cell;

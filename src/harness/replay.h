@@ -64,8 +64,12 @@ struct ReplayRunOptions {
   std::atomic<bool>* interrupted = nullptr;  // polled between and inside steps
   // After each measured step (the report so far, completion running), to write it to disk.
   std::function<void(const Report&)> checkpoint;
-  // A line per measured step, per schedule: for the CLI's progress on stderr.
+  // A line per setting (its schedule simulated): for the CLI's progress on stderr.
   std::function<void(const std::string&)> progress;
+  // After each measured step, as the sweep's runner reports a point (RunOptions::progress): the
+  // steps measured so far, of how many (those of the settings not yet simulated counted at
+  // sample_steps), the seconds since the first, and the step's result.
+  std::function<void(int done, int total, double elapsed_s, const PointResult&)> step_progress;
 };
 
 // The report of the whole table. devices[0] is `device` (its ceilings measured: the rooflines of

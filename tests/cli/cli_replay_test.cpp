@@ -105,6 +105,23 @@ TEST(CliReplay, ActivationsFollowSixteenBitWeights) {
   }
 }
 
+// Each measured step is reported as the sweep reports a point: "[k/N] elapsed ..., ETA ..." and
+// its status with the sweep's marks (here ok*: the stopping rule's timeout cut it short).
+TEST(CliReplay, ProgressIsTheSweepsLineWithItsMarks) {
+  TempDir dir;
+  const CliResult r = run_cli(
+      "replay --trace '" + kSlice +
+          "' --backend cpu --kernel cpu --max-requests 12 --scope attention --sample-steps 2 "
+          "--min-samples 1000000 --min-time 0 --timeout 0.2 --warm --kv-pool 4e9 --out ''" +
+          ceilings(dir),
+      dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("[1/2] elapsed "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[2/2] elapsed "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" b=1 ctx="), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(": ok*"), std::string::npos) << r.err;
+}
+
 // A host tier behind a small pool, priced on a PCIe link with both reload policies, and the
 // prompts' KV arriving from a prefill node: the first 200 requests of the slice put blocks in the
 // host tier and find some of them again.

@@ -364,20 +364,17 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
           }
           const StepPoint sp =
               step_point(trace, schedule, step, plan, setting.kv_dtype, kernel, index);
-          PointResult r;
-          try {
-            r = run_layout_point(backend, sp.point, sp.layout, plan.measure, device,
-                                 options.interrupted);
-          } catch (const Interrupted&) {
+          PointResult r = not_run_result(sp.point, backend.name());
+          const PointEnd end = measure_guarded(r, [&](PointResult& out) {
+            out = run_layout_point(backend, sp.point, sp.layout, plan.measure, device,
+                                   options.interrupted);
+          });
+          if (end == PointEnd::interrupted) {
             stopped = true;
             break;
-          } catch (const RuntimeFailure& e) {
-            r = not_run_result(sp.point, backend.name());
-            r.status = PointStatus::error;
-            r.reason = e.what();
-            report.completion.state = Completion::State::device_failure;
-            report.completion.reason =
-                fmt::format("device failure at replay step {}: {}", step, e.what());
+          }
+          if (end == PointEnd::device_failed) {
+            mark_device_failure(report, fmt::format("replay step {}", step), r.reason);
             stopped = true;
           }
           r.index = index++;

@@ -518,35 +518,23 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
       watch.publish(report, fmt::format("point {}", p.index));
       const PagedLayout layout = build_layout(p.spec);
       PointResult r = describe(p, backend.name(), layout, config.weights_dtype);
-      bool device_failed = false;
-      try {
+      const PointEnd end = measure_guarded(r, [&](PointResult& out) {
         run_point(backend, p, layout, config, device, /*time_it=*/true,
-                  options.layout_only_above_bytes, &references, options.interrupted, r);
-      } catch (const Interrupted&) {
+                  options.layout_only_above_bytes, &references, options.interrupted, out);
+      });
+      if (end == PointEnd::interrupted) {
         interrupted(fmt::format("interrupted during point {} ({} of {} points finished)", p.index,
                                 done, total));
         break;  // the point stays not_run: nothing half-measured is published
-      } catch (const RuntimeFailure& e) {
-        // A device failure may leave the device unusable (a sticky CUDA error): stop here.
-        r.status = PointStatus::error;
-        r.reason = e.what();
-        device_failed = true;
-      } catch (const std::exception& e) {
-        r.status = PointStatus::error;
-        r.reason = e.what();
       }
-      if (r.status != PointStatus::ok) {
-        r.samples.clear();
-        r.timing.reset();
-      }
+      const bool device_failed = end == PointEnd::device_failed;
       report.results[k] = std::move(r);
       finished[k] = true;
       ++done;
       if (device_failed) {
-        report.completion.state = Completion::State::device_failure;
-        report.completion.reason =
-            fmt::format("device failure at point {} ({} of {} points done): {}", p.index, done,
-                        total, report.results[k].reason);
+        mark_device_failure(report,
+                            fmt::format("point {} ({} of {} points done)", p.index, done, total),
+                            report.results[k].reason);
       }
       report.knees = compute_knees(report.results);
       if (options.checkpoint) options.checkpoint(report);
@@ -566,6 +554,32 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
     record_failure(report, e, options.checkpoint);
     throw;
   }
+}
+
+PointEnd measure_guarded(PointResult& r, const std::function<void(PointResult&)>& measure) {
+  PointEnd end = PointEnd::measured;
+  try {
+    measure(r);
+  } catch (const Interrupted&) {
+    return PointEnd::interrupted;
+  } catch (const RuntimeFailure& e) {
+    r.status = PointStatus::error;
+    r.reason = e.what();
+    end = PointEnd::device_failed;
+  } catch (const std::exception& e) {
+    r.status = PointStatus::error;
+    r.reason = e.what();
+  }
+  if (r.status != PointStatus::ok) {
+    r.samples.clear();
+    r.timing.reset();
+  }
+  return end;
+}
+
+void mark_device_failure(Report& report, const std::string& where, const std::string& reason) {
+  report.completion.state = Completion::State::device_failure;
+  report.completion.reason = fmt::format("device failure at {}: {}", where, reason);
 }
 
 PointResult run_layout_point(Backend& backend, const SweepPoint& point, const PagedLayout& layout,

@@ -164,6 +164,38 @@ class RunnerTest : public ::testing::Test {
 // The self-checks run on every timed point: a timer around nothing (1 ns steps: far above the
 // fake's 20 GB/s datasheet) and a flush of one byte against a 100-byte cache are both flagged,
 // the row kept ok with its figures, and left out of the knees. Warm points are not held to it.
+// The one rule for how a point's measurement ends (sweep and replay both use it): each way out
+// of `measure`, and a point that is not ok keeps no samples.
+TEST(MeasureGuarded, EachWayAPointEnds) {
+  const auto with_samples = [] {
+    PointResult r;
+    r.status = PointStatus::ok;
+    r.samples = {1e-3, 2e-3};
+    return r;
+  };
+  PointResult ok = with_samples();
+  EXPECT_EQ(measure_guarded(ok, [](PointResult&) {}), PointEnd::measured);
+  EXPECT_EQ(ok.samples.size(), 2u);
+  PointResult device = with_samples();
+  EXPECT_EQ(measure_guarded(device, [](PointResult&) { throw RuntimeFailure("sticky error"); }),
+            PointEnd::device_failed);
+  EXPECT_EQ(device.status, PointStatus::error);
+  EXPECT_EQ(device.reason, "sticky error");
+  EXPECT_TRUE(device.samples.empty());
+  PointResult own = with_samples();
+  EXPECT_EQ(measure_guarded(own, [](PointResult&) { throw std::runtime_error("bad shape"); }),
+            PointEnd::measured);
+  EXPECT_EQ(own.status, PointStatus::error);
+  EXPECT_TRUE(own.samples.empty());
+  PointResult stopped = with_samples();
+  EXPECT_EQ(measure_guarded(stopped, [](PointResult&) { throw Interrupted(); }),
+            PointEnd::interrupted);
+  Report report;
+  mark_device_failure(report, "replay step 7", "sticky error");
+  EXPECT_EQ(report.completion.state, Completion::State::device_failure);
+  EXPECT_EQ(report.completion.reason, "device failure at replay step 7: sticky error");
+}
+
 TEST_F(RunnerTest, PlantedImpossibleBandwidthAndSmallFlushAreFlagged) {
   FakeBackend be;
   be.cold = true;

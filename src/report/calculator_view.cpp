@@ -137,11 +137,11 @@ std::string attention_csv(const AttentionResult& a) {
     s += fmt::format(
         "{},{},{},{},{:g},{:.6g},{},{},{},{},{},{},{},{:.0f},{:.0f},{:.0f},{:.0f},{:.6g},{:.6g},"
         "{:.6g},{:.6g},{},{:.6g},{:.6g},{}\n",
-        r.model, r.device, r.kv_dtype, r.context, r.hit_rate, r.hit_rate_actual, r.batch,
-        r.num_layers, r.kv_bytes_per_token_layer, r.kv_bytes_per_token_all, r.kernel_kind,
+        csv_cell(r.model), csv_cell(r.device), r.kv_dtype, r.context, r.hit_rate, r.hit_rate_actual,
+        r.batch, r.num_layers, r.kv_bytes_per_token_layer, r.kv_bytes_per_token_all, r.kernel_kind,
         r.prefix_aware ? 1 : 0, compute_unit_name(r.compute), r.bytes_step_layer, r.bytes_step_all,
         r.streamed_step_layer, r.streamed_step_all, r.flops_step_all, r.intensity,
-        r.intensity_streamed, r.flop_roof, r.bound_by, r.t_roof_s, r.tokens_per_s,
+        r.intensity_streamed, r.flop_roof, csv_cell(r.bound_by), r.t_roof_s, r.tokens_per_s,
         r.max_batch ? std::to_string(*r.max_batch) : "");
   }
   return s;
@@ -317,11 +317,12 @@ std::string layer_csv(const LayerResult& l) {
     s += fmt::format(
         "{},{},{},{},{},{},{:g},{:.6g},{},{},{},{},{:.0f},{:.0f},{:.0f},{:.0f},{:.0f},{:.0f},"
         "{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{}\n",
-        r.model, l.roofs.sheet.key, dtype_name(l.weights_dtype), dtype_name(l.activation_dtype),
-        r.kv_dtype, r.context, r.hit_rate, r.hit_rate_actual, r.batch, r.num_layers, r.kernel_kind,
-        r.prefix_aware ? 1 : 0, r.weight_bytes_step, r.kv_unique_step, r.kv_logical_step,
-        r.kv_streamed_step, r.activation_bytes_step, r.bytes_step, r.flops_step, r.t_layer_s,
-        r.lm_head.t_s, r.t_step_s, r.tokens_per_s, r.weight_share, r.kv_share, r.bound_by,
+        csv_cell(r.model), csv_cell(l.roofs.sheet.key), dtype_name(l.weights_dtype),
+        dtype_name(l.activation_dtype), r.kv_dtype, r.context, r.hit_rate, r.hit_rate_actual,
+        r.batch, r.num_layers, r.kernel_kind, r.prefix_aware ? 1 : 0, r.weight_bytes_step,
+        r.kv_unique_step, r.kv_logical_step, r.kv_streamed_step, r.activation_bytes_step,
+        r.bytes_step, r.flops_step, r.t_layer_s, r.lm_head.t_s, r.t_step_s, r.tokens_per_s,
+        r.weight_share, r.kv_share, csv_cell(r.bound_by),
         r.max_batch ? std::to_string(*r.max_batch) : "",
         se.knee ? std::to_string(se.knee->knee_batch) : "",
         se.knee ? fmt::format("{:.6g}", se.knee->plateau) : "");

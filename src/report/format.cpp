@@ -96,13 +96,6 @@ std::string format_md(std::span<const LabelledReport> reports, const ResultsView
 
 std::string csv_number(double x) { return std::isfinite(x) ? fmt::format("{}", x) : ""; }
 
-std::string csv_text(std::string_view s) {
-  if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
 // The self-checks' flags of a point, ';'-separated ("" where none).
 std::string flag_names(const PointResult& p) {
   std::string out;
@@ -138,8 +131,8 @@ std::string format_csv(const Report& r, const FormatOptions& o) {
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
         "{},{},{},{},{},{}\n",
-        p.index, csv_text(p.kernel), csv_text(p.kernel_requested), csv_text(p.backend),
-        csv_text(p.model), dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
+        p.index, csv_cell(p.kernel), csv_cell(p.kernel_requested), csv_cell(p.backend),
+        csv_cell(p.model), dtype_name(p.kv_dtype), dtype_name(p.q_dtype), p.block_size, p.batch,
         p.context.kind == ContextSpec::Kind::fixed ? "fixed" : "ragged", p.context.lo, p.context.hi,
         p.hit_rate, p.hit_rate_actual, p.prefix_groups, status_name(p.status),
         csv_number(p.time_s.median), csv_number(p.time_s.min), csv_number(p.time_s.max),
@@ -147,7 +140,7 @@ std::string format_csv(const Report& r, const FormatOptions& o) {
         csv_number(p.time_s.rel_noise), p.time_s.samples, p.bytes.min, p.bytes.kv_logical,
         p.bytes.kv_unique, p.flops, p.arithmetic_intensity, csv_number(p.bandwidth.achieved),
         csv_number(p.bandwidth.logical), ok ? bound_name(p.roofline.bound) : "",
-        ceiling ? compute_unit_name(ceiling->unit) : "", ceiling ? csv_text(ceiling->name) : "",
+        ceiling ? compute_unit_name(ceiling->unit) : "", ceiling ? csv_cell(ceiling->name) : "",
         csv_number(ceiling ? ceiling->flops : kNotAvailable), csv_number(p.roofline.t_roof_s),
         csv_number(p.roofline.fraction_measured), csv_number(p.roofline.fraction_datasheet),
         csv_number(p.roofline.paired_read_Bps), csv_number(p.roofline.fraction_paired),
@@ -162,11 +155,11 @@ std::string format_csv(const Report& r, const FormatOptions& o) {
         csv_number(u ? u->busy : kNotAvailable), u ? busy_source_name(u->source) : "",
         csv_number(u ? u->power_W : kNotAvailable),
         csv_number(u ? u->energy_J_per_step : kNotAvailable),
-        csv_number(u ? u->energy_J_per_token : kNotAvailable), csv_text(flag_names(p)),
-        csv_text(flag_reasons(p)), csv_number(p.flush ? p.flush->flush_bytes : kNotAvailable),
+        csv_number(u ? u->energy_J_per_token : kNotAvailable), csv_cell(flag_names(p)),
+        csv_cell(flag_reasons(p)), csv_number(p.flush ? p.flush->flush_bytes : kNotAvailable),
         csv_number(p.flush ? p.flush->cache_bytes : kNotAvailable),
         noise_exceeded(p, max_noise) ? 1 : 0, stopped_at_timeout(p, r.config) ? 1 : 0,
-        csv_text(p.reason));
+        csv_cell(p.reason));
   }
   return out;
 }
@@ -194,16 +187,16 @@ std::string format_csv(std::span<const LabelledReport> reports, const FormatOpti
          {"status", "kernel", "median_s", "rel_noise", "samples", "achieved_bandwidth_Bps",
           "logical_bandwidth_Bps", "tokens_per_s_attention_only", "flags", "noise_exceeded",
           "stopped_at_timeout"}) {
-      out += fmt::format(",{}", csv_text(lr.label + "_" + col));
+      out += fmt::format(",{}", csv_cell(lr.label + "_" + col));
     }
   }
   for (std::size_t i = 1; i < reports.size(); ++i) {
-    out += fmt::format(",{}", csv_text(reports[i].label + "_median_over_" + reports[0].label));
+    out += fmt::format(",{}", csv_cell(reports[i].label + "_median_over_" + reports[0].label));
   }
   out += "\n";
   for (const auto& [id, p] : order) {
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", csv_text(id), csv_text(p->backend),
-                       csv_text(p->kernel_requested), csv_text(p->model), dtype_name(p->kv_dtype),
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", csv_cell(id), csv_cell(p->backend),
+                       csv_cell(p->kernel_requested), csv_cell(p->model), dtype_name(p->kv_dtype),
                        dtype_name(p->q_dtype), p->block_size, p->batch,
                        p->context.kind == ContextSpec::Kind::fixed ? "fixed" : "ragged",
                        p->context.lo, p->context.hi, p->hit_rate, p->prefix_groups);
@@ -217,10 +210,10 @@ std::string format_csv(std::span<const LabelledReport> reports, const FormatOpti
         continue;
       }
       out += fmt::format(",{},{},{},{},{},{},{},{},{},{},{}", status_name(q->status),
-                         csv_text(q->kernel), csv_number(q->time_s.median),
+                         csv_cell(q->kernel), csv_number(q->time_s.median),
                          csv_number(q->time_s.rel_noise), q->time_s.samples,
                          csv_number(q->bandwidth.achieved), csv_number(q->bandwidth.logical),
-                         csv_number(q->tokens_per_s), csv_text(flag_names(*q)),
+                         csv_number(q->tokens_per_s), csv_cell(flag_names(*q)),
                          noise_exceeded(*q, max_noise_for(*reports[i].report, o)) ? 1 : 0,
                          stopped_at_timeout(*q, reports[i].report->config) ? 1 : 0);
     }

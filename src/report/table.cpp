@@ -81,16 +81,12 @@ std::string render_md(const Table& t, MdStyle style) {
   return out;
 }
 
-namespace {
-
 std::string csv_cell(std::string_view s) {
   if (s.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(s);
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
-
-}  // namespace
 
 std::string render_csv(const Table& t) {
   auto line = [](auto begin, auto end, auto text_of) {

@@ -34,6 +34,8 @@ enum class MdStyle {
 std::string render_md(const Table& t, MdStyle style = MdStyle::padded);
 // RFC 4180: a header row, then one row per row; cells with a comma, quote or newline are quoted.
 std::string render_csv(const Table& t);
+// One cell as render_csv writes it: the one CSV escaper, for the report's wide CSV too.
+std::string csv_cell(std::string_view s);
 // <table class="css_class"> with a <thead>; right-aligned cells get class "num"; text escaped.
 std::string render_html(const Table& t, std::string_view css_class);
 

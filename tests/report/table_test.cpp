@@ -62,6 +62,16 @@ TEST(Table, CsvQuotesCommasAndQuotes) {
             "<tag>,12.25,\n");
 }
 
+// The one escaper, which the report's wide CSV and the calculator's CSV also write their text
+// cells with (a model or device name may hold a comma).
+TEST(Table, CsvCellQuotesWhatWouldSplitARow) {
+  EXPECT_EQ(csv_cell("llama-3.1-8b"), "llama-3.1-8b");
+  EXPECT_EQ(csv_cell("Xeon, 2 vCPU"), "\"Xeon, 2 vCPU\"");
+  EXPECT_EQ(csv_cell("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(csv_cell("a\nb"), "\"a\nb\"");
+  EXPECT_EQ(csv_cell("a\rb"), "\"a\rb\"");
+}
+
 TEST(Table, HtmlEscapesTextAndClassesNumbers) {
   const std::string html = render_html(sample(), "points");
   EXPECT_NE(html.find("<table class=\"points\">"), std::string::npos) << html;

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "common/dtype.h"
+#include "common/errors.h"
+#include "results/point_json.h"
 #include "results/self_check.h"
 
 namespace decodebench {
@@ -111,9 +113,6 @@ json compute_knees(std::span<const PointResult> results) {
       bandwidth.push_back(p->bandwidth.achieved);
     }
     const PointResult& first = *points.front();
-    json context = first.context.kind == ContextSpec::Kind::fixed
-                       ? json{{"kind", "fixed"}, {"values", {first.context.lo}}}
-                       : json{{"kind", "ragged"}, {"values", {first.context.lo, first.context.hi}}};
     json entry = {
         {"scope", scope_name(first.scope)},
         {"metric", first.scope == Scope::layer ? "tokens_per_s" : "bandwidth"},
@@ -122,7 +121,7 @@ json compute_knees(std::span<const PointResult> results) {
         {"kv_dtype", dtype_name(first.kv_dtype)},
         {"q_dtype", dtype_name(first.q_dtype)},
         {"block_size", first.block_size},
-        {"context", context},
+        {"context", context_to_json(first.context)},
         {"hit_rate", first.hit_rate},
         {"prefix_groups", first.prefix_groups},
         {"knee_batch", knee->batch},
@@ -152,10 +151,12 @@ json compute_knees(std::span<const PointResult> results) {
 std::string knee_series_label(const json& knee) {
   // value(): knees are kept as read, so a hand-edited or older entry may lack a key.
   std::string context = "?";
-  const json values =
-      knee.contains("context") ? knee["context"].value("values", json::array()) : json::array();
-  if (values.size() == 1) context = fmt::format("{}", values[0].dump());
-  if (values.size() == 2) context = fmt::format("{}:{}", values[0].dump(), values[1].dump());
+  if (knee.contains("context")) {
+    try {
+      context = context_label(context_from(JsonIn(knee["context"], "knee", "context")));
+    } catch (const InputError&) {
+    }
+  }
   const std::string scope = knee.value("scope", "attention") == "layer"
                                 ? fmt::format("layer w={} ", knee.value("weights_dtype", "?"))
                                 : "";

@@ -27,25 +27,6 @@ DType dtype_from(const JsonIn& in) {
   }
 }
 
-json context_to_json(const ContextSpec& c) {
-  if (c.kind == ContextSpec::Kind::fixed) return {{"kind", "fixed"}, {"values", {c.lo}}};
-  return {{"kind", "ragged"}, {"values", {c.lo, c.hi}}};
-}
-
-ContextSpec context_from(const JsonIn& in) {
-  const std::string kind = in.at("kind").string();
-  const JsonIn values = in.at("values");
-  if (kind == "fixed") {
-    if (values.size() != 1) values.fail("a fixed context has exactly one value");
-    return ContextSpec::fixed(values.at(0).int32());
-  }
-  if (kind == "ragged") {
-    if (values.size() != 2) values.fail("a ragged context has two values [lo, hi]");
-    return ContextSpec::ragged(values.at(0).int32(), values.at(1).int32());
-  }
-  in.at("kind").fail(fmt::format("'{}' is not a context kind; valid: fixed, ragged", kind));
-}
-
 json ceiling_to_json(const std::optional<ComputeCeiling>& c) {
   if (!c) return nullptr;
   return {
@@ -262,6 +243,25 @@ LayerRecord layer_from(const JsonIn& in) {
 }
 
 }  // namespace
+
+json context_to_json(const ContextSpec& c) {
+  if (c.kind == ContextSpec::Kind::fixed) return {{"kind", "fixed"}, {"values", {c.lo}}};
+  return {{"kind", "ragged"}, {"values", {c.lo, c.hi}}};
+}
+
+ContextSpec context_from(const JsonIn& in) {
+  const std::string kind = in.at("kind").string();
+  const JsonIn values = in.at("values");
+  if (kind == "fixed") {
+    if (values.size() != 1) values.fail("a fixed context has exactly one value");
+    return ContextSpec::fixed(values.at(0).int32());
+  }
+  if (kind == "ragged") {
+    if (values.size() != 2) values.fail("a ragged context has two values [lo, hi]");
+    return ContextSpec::ragged(values.at(0).int32(), values.at(1).int32());
+  }
+  in.at("kind").fail(fmt::format("'{}' is not a context kind; valid: fixed, ragged", kind));
+}
 
 json to_json(const PointResult& r) {
   json samples = json::array();

@@ -10,4 +10,9 @@ namespace decodebench {
 // Throws InputError naming the key's path where a key is missing or a value is not valid.
 PointResult point_from(const JsonIn& in);
 
+// ContextSpec's one codec, for points and knees: {"kind": "fixed", "values": [n]} or
+// {"kind": "ragged", "values": [lo, hi]}.
+nlohmann::json context_to_json(const ContextSpec& c);
+ContextSpec context_from(const JsonIn& in);
+
 }  // namespace decodebench

@@ -442,7 +442,19 @@ TEST(ParseReport, HostileValuesAreInputErrorsOrHarmless) {
               std::string::npos)
         << e.what();
   }
+  // A knee's context reads with the points' codec: a ragged context needs [lo, hi].
   j["knees"][0]["knee_bandwidth"] = 1e12;
+  j["knees"][0]["context"] = {{"kind", "ragged"}, {"values", {512}}};
+  try {
+    parse_report(j.dump(), "r.json");
+    FAIL() << "a ragged context of one value was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("knees[0].context.values"), std::string::npos) << e.what();
+  }
+  j["knees"][0]["context"] = {{"kind", "ragged"}, {"values", {512, 4096}}};
+  EXPECT_NO_THROW(parse_report(j.dump(), "r.json"));
+  EXPECT_NE(knee_series_label(parse_report(j.dump(), "r.json").knees[0]).find("ctx=512:4096"),
+            std::string::npos);
   j["knees"][0]["knee_batch"] = 1e300;
   EXPECT_THROW(parse_report(j.dump(), "r.json"), InputError);
   j["knees"] = nlohmann::json::array({3});

@@ -226,6 +226,7 @@ ModelShape parse_model_json(std::string_view text, const std::string& file) {
                                               "window_layers",
                                               "sinks",
                                               "attn_logit_softcapping",
+                                              "query_pre_attn_scalar",
                                               "mla",
                                               "source"};
   for (const auto& [key, value] : j.items()) {
@@ -235,7 +236,7 @@ ModelShape parse_model_json(std::string_view text, const std::string& file) {
           "hidden_size, intermediate_size, vocab_size, num_params, tie_word_embeddings, "
           "num_local_experts, num_experts_per_tok, n_shared_experts, first_k_dense_replace, "
           "dense_intermediate_size, sliding_window, window_layers, sinks, "
-          "attn_logit_softcapping, mla, source",
+          "attn_logit_softcapping, query_pre_attn_scalar, mla, source",
           file, key));
     }
   }
@@ -281,6 +282,24 @@ ModelShape parse_model_json(std::string_view text, const std::string& file) {
   }
   parse_moe(j, file, m);
   parse_attention_pattern(j, file, m);
+  // Gemma's query_pre_attn_scalar: q.k is scaled by its inverse square root instead of head_dim's
+  // (Gemma 3 27B: 168 with head_dim 128).
+  if (j.contains("query_pre_attn_scalar")) {
+    const nlohmann::json& v = j.at("query_pre_attn_scalar");
+    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>())) {
+      throw InputError(fmt::format(
+          "{}: key 'query_pre_attn_scalar' must be a positive number (the softmax scale is its "
+          "inverse square root), got {}",
+          file, v.dump()));
+    }
+    if (m.is_mla()) {
+      throw InputError(fmt::format(
+          "{}: key 'query_pre_attn_scalar': an MLA model's softmax scale comes from its 'mla' "
+          "section (qk_nope_head_dim + qk_rope_head_dim, rope_scaling); give one of the two",
+          file));
+    }
+    m.attention_scale = 1.0 / std::sqrt(v.get<double>());
+  }
   if (m.num_q_heads % m.num_kv_heads != 0) {
     throw InputError(fmt::format(
         "{}: key 'num_kv_heads' ({}) must divide num_q_heads ({}) for grouped-query attention",

@@ -62,8 +62,9 @@ struct ModelShape {
   int qk_nope_head_dim = 0;
   int v_head_dim = 0;
   int q_lora_rank = 0;  // q through a rank-q_lora_rank bottleneck (q_a_proj, q_b_proj); 0: none
-  // The model's own softmax scale, 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim) times YaRN's
-  // mscale squared (the loader computes it from the config's rope_scaling); 0: 1 / sqrt(head_dim).
+  // The model's own softmax scale: MLA's 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim) times
+  // YaRN's mscale squared (the loader computes it from the config's rope_scaling), or Gemma's
+  // 1 / sqrt(query_pre_attn_scalar); 0: 1 / sqrt(head_dim).
   double attention_scale = 0;
   bool is_mla() const { return kv_lora_rank > 0; }
   // Width of a value row and of the output per head: kv_lora_rank for MLA, else head_dim.

@@ -558,6 +558,12 @@ TEST_F(ModelFiles, AttentionPatternErrorsNameTheKeyAndTheValid) {
   msg = error_of("cap.json", R"("attn_logit_softcapping":-5)");
   EXPECT_NE(msg.find("'attn_logit_softcapping' must be a positive number"), std::string::npos)
       << msg;
+  msg = error_of("scalar.json", R"("query_pre_attn_scalar":0)");
+  EXPECT_NE(msg.find("'query_pre_attn_scalar' must be a positive number"), std::string::npos)
+      << msg;
+  msg = error_of("scalar_word.json", R"("query_pre_attn_scalar":"168")");
+  EXPECT_NE(msg.find("'query_pre_attn_scalar' must be a positive number"), std::string::npos)
+      << msg;
   msg = error_of("moe.json", R"("num_local_experts":8)");
   EXPECT_NE(msg.find("needs both 'num_local_experts' and 'num_experts_per_tok'"), std::string::npos)
       << msg;
@@ -608,6 +614,9 @@ TEST(Models, MlaPresetsHaveTheirLatentAndScale) {
   EXPECT_FLOAT_EQ(llama.softmax_scale(), 1.0f / std::sqrt(128.0f));
   EXPECT_EQ(llama.value_dim(), 128);
   EXPECT_EQ(llama.kv_tensors(), 2);
+  // Gemma 3 scales q.k by query_pre_attn_scalar 168, not head_dim 128; Gemma 2's equals its d.
+  EXPECT_FLOAT_EQ(load_model("gemma-3-27b").softmax_scale(), 1.0f / std::sqrt(168.0f));
+  EXPECT_FLOAT_EQ(load_model("gemma-2-9b").softmax_scale(), 1.0f / std::sqrt(256.0f));
 }
 
 TEST_F(ModelFiles, MlaErrorsNameTheKeyAndTheValid) {

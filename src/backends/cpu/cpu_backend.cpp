@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -74,17 +76,25 @@ void apply_forced_copies(cpu::ColdRotationPlan& plan) {
 
 class CpuPoint final : public PreparedPoint {
  public:
-  // `flusher` (owned by the backend) empties the caches before every timed sample of a point
-  // that does not rotate; nullptr times warm samples (--warm). `cascade`: the prefix-aware
-  // decode, planned here from w's block tables (the plan is host work a serving engine does
-  // once per batch, not timed).
-  CpuPoint(const Workload& w, cpu::CacheFlusher* flusher, bool cascade)
-      : attention_(w, cascade), flusher_(flusher), busy_(omp_get_max_threads()) {
-    if (!flusher_) return;
-    rotation_ = rotation_plan(w.spec, w.layout, attention_.copy_bytes(),
-                              workload_host_bytes(w.spec, w.layout));
+  // Cold points (`cold`) rotate over copies kept in `copies` where they fit, else empty the
+  // caches before every timed sample with the backend's flusher, which `flusher` makes on first
+  // use (its regions are 2x the LLC each: a sweep whose points all rotate never maps them);
+  // warm points do neither (--warm). `cascade`: the prefix-aware decode, planned here from w's
+  // block tables (the plan is host work a serving engine does once per batch, not timed).
+  CpuPoint(const Workload& w, bool cascade, bool cold,
+           const std::function<cpu::CacheFlusher*()>& flusher,
+           std::shared_ptr<cpu::HostBufferCache> copies)
+      : attention_(w, cascade), cold_(cold), busy_(omp_get_max_threads()) {
+    if (!cold_) return;
+    // The kept buffer is this point's to reuse, so it counts as available.
+    rotation_ = rotation_plan(
+        w.spec, w.layout, attention_.copy_bytes(),
+        workload_host_bytes(w.spec, w.layout) + static_cast<std::int64_t>(copies->kept_bytes()));
     apply_forced_copies(rotation_);
-    if (rotation_.copies == 0) return;
+    if (rotation_.copies == 0) {
+      flusher_ = flusher();
+      return;
+    }
     // The plan verified by the checker on the bytes the samples really touch, before any copy
     // is made: a rotation that is not cold would time warm steps as cold ones.
     const std::vector<cpu::Touch> turn =
@@ -94,7 +104,7 @@ class CpuPoint final : public PreparedPoint {
         !why.empty())
       throw std::logic_error(
           fmt::format("cold rotation over {} copies: {}", rotation_.copies, why));
-    attention_.make_copies(rotation_.copies);
+    attention_.make_copies(rotation_.copies, std::move(copies));
   }
 
   void run() override { attention_.run(); }
@@ -105,7 +115,7 @@ class CpuPoint final : public PreparedPoint {
 
   std::vector<double> paired_read_samples() const override { return paired_read_; }
   std::optional<FlushRecord> flush_record() const override {
-    if (!flusher_ || rotation_.copies > 0) return std::nullopt;
+    if (!flusher_) return std::nullopt;
     return flusher_->record();
   }
 
@@ -117,7 +127,7 @@ class CpuPoint final : public PreparedPoint {
   // A steady clock around one step; cold: after the flush, or on the next copy of a rotation.
   TimingRecord timing() const override {
     TimingRecord t{TimingMethod::host_clock_per_step, /*steps_per_sample=*/1,
-                   /*warm_l2=*/flusher_ == nullptr};
+                   /*warm_l2=*/!cold_};
     if (!t.warm_l2) {
       t.rotation_copies = rotation_.copies;
       t.rotation_bytes = rotation_.copies > 0 ? attention_.copies() * attention_.copy_bytes() : 0;
@@ -165,12 +175,13 @@ class CpuPoint final : public PreparedPoint {
 
  private:
   cpu::CpuAttention attention_;
-  cpu::CacheFlusher* flusher_;       // nullptr: warm samples
-  cpu::ColdRotationPlan rotation_;   // copies 0: the flush (when cold)
-  std::int64_t sample_ = 0;          // rotation: the sample's copy is sample_ % copies
-  std::uint64_t sink_ = 0;           // the paired reads' XOR, kept so the loads stay live
-  std::vector<double> paired_read_;  // B/s of each timed flush or read, one per sample
-  cpu::ThreadBusyMeter busy_;        // the step runs on the whole OpenMP team
+  bool cold_;
+  cpu::CacheFlusher* flusher_ = nullptr;  // cold and not rotating: the backend's flusher
+  cpu::ColdRotationPlan rotation_;        // copies 0: the flush (when cold)
+  std::int64_t sample_ = 0;               // rotation: the sample's copy is sample_ % copies
+  std::uint64_t sink_ = 0;                // the paired reads' XOR, kept so the loads stay live
+  std::vector<double> paired_read_;       // B/s of each timed flush or read, one per sample
+  cpu::ThreadBusyMeter busy_;             // the step runs on the whole OpenMP team
 };
 
 class CpuBackend final : public Backend {
@@ -252,9 +263,8 @@ class CpuBackend final : public Backend {
   std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
                                          const TimingOptions& timing) override {
     if (kernel != kKernelName && kernel != kCascadeName) throw InputError(unknown_kernel(kernel));
-    if (!timing.warm_l2 && !flusher_) flusher_ = std::make_unique<cpu::CacheFlusher>();
-    return std::make_unique<CpuPoint>(w, timing.warm_l2 ? nullptr : flusher_.get(),
-                                      kernel == kCascadeName);
+    return std::make_unique<CpuPoint>(
+        w, kernel == kCascadeName, !timing.warm_l2, [this] { return flusher(); }, copies_);
   }
 
   // --- scope "layer" ---------------------------------------------------------------------------
@@ -307,9 +317,8 @@ class CpuBackend final : public Backend {
       weights_.reset();  // free the last model's before generating the next
       weights_ = std::make_shared<cpu::LayerWeights>(w.spec.model, wt, w.spec.seed, lib);
     }
-    if (!timing.warm_l2 && !flusher_) flusher_ = std::make_unique<cpu::CacheFlusher>();
     return std::make_unique<cpu::CpuLayer>(w, kernel == kCascadeName, weights_, lib,
-                                           timing.warm_l2 ? nullptr : flusher_.get());
+                                           timing.warm_l2 ? nullptr : flusher());
   }
 
   // The library's own rate on a 2048^3 bf16 product, measured once (~0.2 s).
@@ -325,6 +334,10 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  cpu::CacheFlusher* flusher() {
+    if (!flusher_) flusher_ = std::make_unique<cpu::CacheFlusher>();
+    return flusher_.get();
+  }
   std::vector<std::unique_ptr<cpu::GemmLibrary>>& libraries() {
     if (!libraries_loaded_) {
       libraries_ = cpu::gemm_libraries();
@@ -350,7 +363,9 @@ class CpuBackend final : public Backend {
   }
 
   Ceilings measured_;
-  std::unique_ptr<cpu::CacheFlusher> flusher_;  // one for all points, made on first cold point
+  std::unique_ptr<cpu::CacheFlusher> flusher_;  // one for all points, made on the first flush
+  // The rotation copies' buffer, kept from point to point (HostBufferCache).
+  std::shared_ptr<cpu::HostBufferCache> copies_ = std::make_shared<cpu::HostBufferCache>();
   std::vector<std::unique_ptr<cpu::GemmLibrary>> libraries_;  // gemm_libraries(), made on use
   bool libraries_loaded_ = false;
   // The last layer point's weights: consecutive points of one model (a batch series) share

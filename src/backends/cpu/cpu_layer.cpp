@@ -92,18 +92,33 @@ std::int64_t CpuAttention::copy_bytes() const {
   return static_cast<std::int64_t>(total);
 }
 
-void CpuAttention::make_copies(int copies) {
-  copies_.clear();
+CpuAttention::~CpuAttention() { release_copies(); }
+
+void CpuAttention::release_copies() {
   copy_params_.clear();
+  if (copies_cache_) copies_cache_->give(std::move(copies_));
+  copies_ = HostBuffer();
+  copy_stride_ = 0;
+}
+
+void CpuAttention::make_copies(int copies, std::shared_ptr<HostBufferCache> cache) {
+  release_copies();
+  copies_cache_ = std::move(cache);
   const std::vector<Piece> pieces = copy_pieces();
   const auto bytes = static_cast<std::size_t>(copy_bytes());
+  const std::size_t total = bytes * static_cast<std::size_t>(std::max(copies, 0));
+  if (copies_cache_) {
+    copies_ = copies_cache_->take(total);
+  } else {
+    copies_ = HostBuffer(total);
+    advise_huge_pages(copies_.data(), total);
+  }
+  copy_stride_ = bytes;
   for (int c = 0; c < copies; ++c) {
-    HostBuffer& buf = copies_.emplace_back(bytes);
-    advise_huge_pages(buf.data(), buf.size());
     kernels::PagedDecodeParams p = params_;
-    std::size_t offset = 0;
+    std::size_t offset = static_cast<std::size_t>(c) * bytes;
     for (const Piece& piece : pieces) {
-      std::byte* dst = buf.data() + offset;
+      std::byte* dst = copies_.data() + offset;
       if (piece.bytes > 0) {
         // Copied by all threads in a static partition: each first-touches what it writes.
         constexpr std::size_t kChunk = std::size_t{1} << 20;
@@ -136,7 +151,7 @@ void CpuAttention::make_copies(int copies) {
   }
   // Out of every cache once, so that the first turn's steps and paired reads come from DRAM too
   // (the copies just written, the last ones most recently, would otherwise be partly cached).
-  for (const HostBuffer& buf : copies_) evict_from_caches(buf.data(), buf.size());
+  evict_from_caches(copies_.data(), total);
 }
 
 // ---- host buffers and the generator ------------------------------------------------------------
@@ -148,6 +163,28 @@ HostBuffer::HostBuffer(std::size_t bytes)
 
 void HostBuffer::Free::operator()(std::byte* p) const {
   ::operator delete(p, std::align_val_t(64));
+}
+
+HostBuffer HostBufferCache::take(std::size_t bytes) {
+  std::lock_guard lock(mutex_);
+  if (kept_.data() && kept_.size() >= bytes) return std::move(kept_);
+  kept_ = HostBuffer();
+  // A quarter more than asked: a batch series' copies grow a little from point to point, and
+  // the pages past what a point writes are never touched, so they cost no faults until used.
+  HostBuffer b(bytes + bytes / 4);
+  advise_huge_pages(b.data(), b.size());  // once: advice on a reused buffer would collapse again
+  return b;
+}
+
+void HostBufferCache::give(HostBuffer b) {
+  if (!b.data()) return;
+  std::lock_guard lock(mutex_);
+  if (b.size() > kept_.size()) kept_ = std::move(b);
+}
+
+std::size_t HostBufferCache::kept_bytes() const {
+  std::lock_guard lock(mutex_);
+  return kept_.size();
 }
 
 namespace {

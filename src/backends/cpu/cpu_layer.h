@@ -12,8 +12,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -32,6 +34,13 @@ class HostBuffer {
  public:
   HostBuffer() = default;
   explicit HostBuffer(std::size_t bytes);
+  HostBuffer(HostBuffer&& o) noexcept
+      : data_(std::move(o.data_)), size_(std::exchange(o.size_, 0)) {}
+  HostBuffer& operator=(HostBuffer&& o) noexcept {
+    data_ = std::move(o.data_);
+    size_ = std::exchange(o.size_, 0);
+    return *this;
+  }
   std::byte* data() { return data_.get(); }
   const std::byte* data() const { return data_.get(); }
   std::size_t size() const { return size_; }
@@ -42,6 +51,24 @@ class HostBuffer {
   };
   std::unique_ptr<std::byte, Free> data_;
   std::size_t size_ = 0;
+};
+
+// One large host buffer kept between the points of a sweep. A point's rotation copies take about
+// 2x the last-level cache (a GB on a VM that reports 480 MiB): a fresh allocation per point pays
+// that many page faults again, seconds per point on a VM, so the last buffer is kept mapped and
+// reused by the next point that fits in it. Two points alive at once each get their own.
+class HostBufferCache {
+ public:
+  // A buffer of at least `bytes`: the kept one when it is large enough, else a new one with room
+  // to grow (the kept one freed first, so that the two are never mapped together).
+  HostBuffer take(std::size_t bytes);
+  // Keeps `b` when it is larger than the kept one.
+  void give(HostBuffer b);
+  std::size_t kept_bytes() const;
+
+ private:
+  mutable std::mutex mutex_;
+  HostBuffer kept_;
 };
 
 // The attention of one point: the decode params over the workload's host tensors, the prefix
@@ -65,10 +92,15 @@ class CpuAttention {
   // every step, stays shared. 0 drops them. run() keeps running the workload's own buffers
   // (validation and the warm-up, which so leave the copies cold); the copies hold the same
   // bytes, so its output stands for each copy's (tests/backends/cpu/cpu_cold_test.cpp checks).
-  void make_copies(int copies);
-  int copies() const { return static_cast<int>(copies_.size()); }
+  // The copies live in one buffer taken from `cache` (given back when this is destroyed or the
+  // copies are remade), or a new one when null.
+  void make_copies(int copies, std::shared_ptr<HostBufferCache> cache = nullptr);
+  ~CpuAttention();
+  int copies() const { return static_cast<int>(copy_params_.size()); }
   void run_copy(int i);
-  std::span<const std::byte> copy(int i) const { return {copies_[i].data(), copies_[i].size()}; }
+  std::span<const std::byte> copy(int i) const {
+    return {copies_.data() + static_cast<std::size_t>(i) * copy_stride_, copy_stride_};
+  }
   // The bytes of one copy (64-byte aligned pieces) for this workload.
   std::int64_t copy_bytes() const;
 
@@ -85,7 +117,10 @@ class CpuAttention {
   kernels::PrefixPlan plan_;  // bound into params_ when cascade_
   std::vector<std::byte> out_;
   std::vector<Span> buffers_;
-  std::vector<HostBuffer> copies_;                       // empty: no rotation
+  void release_copies();
+  HostBuffer copies_;  // copy i at i * copy_stride_; empty: no rotation
+  std::size_t copy_stride_ = 0;
+  std::shared_ptr<HostBufferCache> copies_cache_;        // where copies_ goes back to
   std::vector<kernels::PagedDecodeParams> copy_params_;  // params_ over each copy
 };
 

@@ -4,6 +4,7 @@
 // and kernel: the cache's trade next to the decode bytes per step and tokens/s.
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -308,9 +309,9 @@ int run(CLI::App& cmd, ReplayOptions& o) {
   }
 
   ReplayRunOptions run_options;
-  run_options.interrupted = &interrupted_flag();
+  run_options.run.interrupted = &interrupted_flag();
   std::string write_error;
-  run_options.checkpoint = [&](const Report& partial) {
+  run_options.run.checkpoint = [&](const Report& partial) {
     if (!write_error.empty()) return;
     try {
       write_report(o.out, partial);
@@ -322,29 +323,42 @@ int run(CLI::App& cmd, ReplayOptions& o) {
   if (!o.quiet) {
     run_options.progress = [](const std::string& line) { std::cerr << line << '\n'; };
     // Each measured step as the sweep prints a point: its status with the sweep's marks.
-    run_options.step_progress = [config = to_json(measured),
-                                 max_noise = measured.measure.max_noise](
-                                    int done, int total, double elapsed, const PointResult& r) {
+    run_options.run.progress = [config = to_json(measured), max_noise = measured.measure.max_noise](
+                                   int done, int total, double elapsed, const PointResult& r) {
       print_progress(done, 0, total, elapsed, r, config, max_noise);
     };
   }
-  const Report report = run_replay(*backend, device, trace, plan, settings, run_options);
-  if (write_error.empty()) {
-    try {
-      write_report(o.out, report);
-    } catch (const RuntimeFailure& e) {
-      write_error = e.what();
+  // The report written and printed, the exit code: at the end, or from the watcher when a stop
+  // was not heeded (the stuck call is not waited for), as the sweep does.
+  const auto finish = [&](const Report& report) {
+    if (write_error.empty()) {
+      try {
+        write_report(o.out, report);
+      } catch (const RuntimeFailure& e) {
+        write_error = e.what();
+      }
     }
-  }
-  emit(format_replay(report, format), "");
-  if (!write_error.empty()) {
-    std::cerr << "failure: " << write_error << '\n';
-    return kExitRuntimeFailure;
-  }
-  if (!o.out.empty() && !o.quiet) std::cerr << "report written to " << o.out << '\n';
-  if (report.completion.state == Completion::State::interrupted || interrupt_signal() != 0)
-    return interrupted_exit_code();
-  return results_exit_code(report);
+    emit(format_replay(report, format), "");
+    if (!write_error.empty()) {
+      std::cerr << "failure: " << write_error << '\n';
+      return kExitRuntimeFailure;
+    }
+    if (!o.out.empty() && !o.quiet) std::cerr << "report written to " << o.out << '\n';
+    if (report.completion.state == Completion::State::interrupted || interrupt_signal() != 0)
+      return interrupted_exit_code();
+    return results_exit_code(report);
+  };
+  run_options.run.abandon = [&](const Report& r) {
+    int code = kExitRuntimeFailure;
+    try {
+      code = finish(r);
+    } catch (...) {
+    }
+    std::cout.flush();
+    std::cerr.flush();
+    std::_Exit(code);
+  };
+  return finish(run_replay(*backend, device, trace, plan, settings, run_options));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "common/dtype.h"
 #include "common/errors.h"
 #include "harness/measure.h"
+#include "harness/point_run.h"
 #include "harness/runner.h"
 #include "harness/stats.h"
 #include "results/point_identity.h"
@@ -321,11 +322,9 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
     report.replay = replay;
     report.replay["settings"] = all;
   };
-  const auto stop_requested = [&] { return options.interrupted && options.interrupted->load(); };
-  report.completion.state = Completion::State::running;
-  report.completion.reason = "written while the replay ran";
+  PointRun run(report, options.run, "replay");
   publish(nullptr);
-  if (options.checkpoint) options.checkpoint(report);
+  run.start();
 
   // The steps to measure: each simulated setting's sampled count, sample_steps for the rest.
   const auto start = std::chrono::steady_clock::now();
@@ -358,23 +357,24 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
         std::vector<double> times;
         std::string failed;
         for (std::int64_t step : sampled) {
-          if (stop_requested()) {
+          if (run.stop_requested()) {
             stopped = true;
             break;
           }
           const StepPoint sp =
               step_point(trace, schedule, step, plan, setting.kv_dtype, kernel, index);
           PointResult r = not_run_result(sp.point, backend.name());
-          const PointEnd end = measure_guarded(r, [&](PointResult& out) {
+          run.at(fmt::format("replay step {} ({})", step, kernel));
+          const PointEnd end = run.measure(r, [&](PointResult& out) {
             out = run_layout_point(backend, sp.point, sp.layout, plan.measure, device,
-                                   options.interrupted);
+                                   options.run.interrupted);
           });
           if (end == PointEnd::interrupted) {
             stopped = true;
             break;
           }
           if (end == PointEnd::device_failed) {
-            mark_device_failure(report, fmt::format("replay step {}", step), r.reason);
+            run.device_failure(fmt::format("replay step {}", step), r.reason);
             stopped = true;
           }
           r.index = index++;
@@ -396,16 +396,16 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
                                  r.reason.empty() ? "" : ": ", r.reason);
           }
           times.push_back(t);
-          if (options.step_progress) {
-            options.step_progress(static_cast<int>(report.results.size()) + 1, steps_planned,
-                                  seconds_since(start), r);
+          if (options.run.progress) {
+            options.run.progress(static_cast<int>(report.results.size()) + 1, steps_planned,
+                                 seconds_since(start), r);
           }
           report.results.push_back(std::move(r));
           json current = cell;
           current["kernels"].push_back(
               {{"kernel", kernel}, {"steps", steps}, {"measured", nullptr}});
           publish(&current);
-          if (options.checkpoint) options.checkpoint(report);
+          run.point_done();
           if (stopped) break;
         }
         json measured;
@@ -425,22 +425,18 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
     }
     publish(nullptr);
     if (report.completion.state == Completion::State::running) {
-      if (stopped) {
-        report.completion.state = Completion::State::interrupted;
-        report.completion.reason =
-            fmt::format("interrupted after {} measured steps", report.results.size());
-      } else {
-        report.completion.state = Completion::State::complete;
-        report.completion.reason.clear();
+      if (stopped)
+        run.interrupt(fmt::format("interrupted after {} measured steps", report.results.size()));
+      else
         report.completion.points_planned = static_cast<int>(report.results.size());
-      }
     }
+    run.finish();
     return report;
   } catch (const Interrupted&) {
     throw;
   } catch (const std::exception& e) {
     publish(nullptr);
-    record_failure(report, e, options.checkpoint);
+    run.fail(e);
     throw;
   }
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "harness/runner.h"
 #include "harness/sweep_config.h"
 #include "results/report.h"
 #include "trace/prefix_cache.h"
@@ -61,15 +62,14 @@ struct ReplayPlan {
 ScheduleConfig schedule_config(const ReplayPlan& plan, const ReplaySetting& setting);
 
 struct ReplayRunOptions {
-  std::atomic<bool>* interrupted = nullptr;  // polled between and inside steps
-  // After each measured step (the report so far, completion running), to write it to disk.
-  std::function<void(const Report&)> checkpoint;
+  // Each measured step is a point of the run, as a sweep's (point_run.h): run.interrupted is
+  // polled between and inside steps, run.checkpoint gets the report after each step, run.abandon
+  // a stop that a call did not heed, and run.progress each step as the sweep prints a point (the
+  // steps measured so far, of how many: those of the settings not yet simulated counted at
+  // sample_steps). Its ceilings, resume and layout_only_above_bytes are not used.
+  RunOptions run;
   // A line per setting (its schedule simulated): for the CLI's progress on stderr.
   std::function<void(const std::string&)> progress;
-  // After each measured step, as the sweep's runner reports a point (RunOptions::progress): the
-  // steps measured so far, of how many (those of the settings not yet simulated counted at
-  // sample_steps), the seconds since the first, and the step's result.
-  std::function<void(int done, int total, double elapsed_s, const PointResult&)> step_progress;
 };
 
 // The report of the whole table. devices[0] is `device` (its ceilings measured: the rooflines of

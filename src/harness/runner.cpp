@@ -21,9 +21,9 @@
 
 #include "common/dtype.h"
 #include "common/errors.h"
-#include "harness/abandon_watch.h"
 #include "harness/layer_step.h"
 #include "harness/measure.h"
+#include "harness/point_run.h"
 #include "harness/point_validation.h"
 #include "harness/roofline.h"
 #include "harness/stats.h"
@@ -454,28 +454,14 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
   }
   report.devices = {device};
   report.knees = compute_knees(report.results);
-  const auto mark_running = [&] {
-    report.completion.state = Completion::State::running;
-    report.completion.reason =
-        "written while the sweep ran: a file left so was written by a process that is still "
-        "running or was killed";
-  };
-  const auto stop_requested = [&] { return options.interrupted && options.interrupted->load(); };
-  AbandonWatch watch(options);
-  const auto interrupted = [&](std::string reason) {
-    watch.acknowledge();
-    report.completion.state = Completion::State::interrupted;
-    report.completion.reason = std::move(reason);
-  };
+  PointRun run(report, options, "sweep");
   // An error that is not the point's own (the ceilings, a checkpoint write) leaves the file
   // failed, not running.
   try {
-    mark_running();
-    watch.publish(report, "the start");
     // Before the ceilings: a process killed from here on leaves a report that says `running`.
-    if (options.checkpoint) options.checkpoint(report);
-    if (stop_requested()) {
-      interrupted("interrupted before the ceilings measurement");
+    run.start();
+    if (run.stop_requested()) {
+      run.interrupt("interrupted before the ceilings measurement");
       return report;
     }
 
@@ -485,7 +471,7 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
         !options.ceilings) {
       device = previous->devices[0];
     } else {
-      watch.phase("the ceilings measurement");
+      run.phase("the ceilings measurement");
       const Ceilings ceilings = options.ceilings ? *options.ceilings : backend.measure_ceilings();
       device.measured = ceilings;
       if (!(device.flops_peak > 0)) device.flops_peak = ceilings.fma_flops;
@@ -493,15 +479,15 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
     // The layer GEMMs' roof, once per sweep (its weights dtype is one setting).
     const bool any_layer = std::any_of(points.begin(), points.end(),
                                        [](const SweepPoint& p) { return p.scope == Scope::layer; });
-    if (any_layer && device.measured.gemm_ceiling_name.empty() && !stop_requested()) {
-      watch.phase("the GEMM ceiling measurement");
+    if (any_layer && device.measured.gemm_ceiling_name.empty() && !run.stop_requested()) {
+      run.phase("the GEMM ceiling measurement");
       const Backend::GemmCeiling g = backend.gemm_ceiling(config.weights_dtype);
       device.measured.gemm_flops = g.flops;
       device.measured.gemm_ceiling_name = g.name.empty() ? "GEMM (unknown)" : g.name;
     }
     report.devices = {device};
-    if (stop_requested()) {
-      interrupted("interrupted during the ceilings measurement");
+    if (run.stop_requested()) {
+      run.interrupt("interrupted during the ceilings measurement");
       return report;
     }
 
@@ -510,21 +496,21 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
     for (std::size_t k = 0; k < points.size(); ++k) {
       if (finished[k]) continue;
       const SweepPoint& p = points[k];
-      if (stop_requested()) {
-        interrupted(fmt::format("interrupted before point {} ({} of {} points finished)", p.index,
-                                done, total));
+      if (run.stop_requested()) {
+        run.interrupt(fmt::format("interrupted before point {} ({} of {} points finished)", p.index,
+                                  done, total));
         break;
       }
-      watch.publish(report, fmt::format("point {}", p.index));
+      run.at(fmt::format("point {}", p.index));
       const PagedLayout layout = build_layout(p.spec);
       PointResult r = describe(p, backend.name(), layout, config.weights_dtype);
-      const PointEnd end = measure_guarded(r, [&](PointResult& out) {
+      const PointEnd end = run.measure(r, [&](PointResult& out) {
         run_point(backend, p, layout, config, device, /*time_it=*/true,
                   options.layout_only_above_bytes, &references, options.interrupted, out);
       });
       if (end == PointEnd::interrupted) {
-        interrupted(fmt::format("interrupted during point {} ({} of {} points finished)", p.index,
-                                done, total));
+        run.interrupt(fmt::format("interrupted during point {} ({} of {} points finished)", p.index,
+                                  done, total));
         break;  // the point stays not_run: nothing half-measured is published
       }
       const bool device_failed = end == PointEnd::device_failed;
@@ -532,54 +518,24 @@ Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& 
       finished[k] = true;
       ++done;
       if (device_failed) {
-        mark_device_failure(report,
-                            fmt::format("point {} ({} of {} points done)", p.index, done, total),
-                            report.results[k].reason);
+        run.device_failure(fmt::format("point {} ({} of {} points done)", p.index, done, total),
+                           report.results[k].reason);
       }
       report.knees = compute_knees(report.results);
-      if (options.checkpoint) options.checkpoint(report);
+      run.point_done();
       if (options.progress)
         options.progress(done, total, steady_seconds() - start, report.results[k]);
       if (device_failed) break;
     }
-    if (report.completion.state == Completion::State::running) {
-      report.completion.state = Completion::State::complete;
-      report.completion.reason.clear();
-    }
+    run.finish();
     report.knees = compute_knees(report.results);
     return report;
   } catch (const Interrupted&) {
     throw;
   } catch (const std::exception& e) {
-    record_failure(report, e, options.checkpoint);
+    run.fail(e);
     throw;
   }
-}
-
-PointEnd measure_guarded(PointResult& r, const std::function<void(PointResult&)>& measure) {
-  PointEnd end = PointEnd::measured;
-  try {
-    measure(r);
-  } catch (const Interrupted&) {
-    return PointEnd::interrupted;
-  } catch (const RuntimeFailure& e) {
-    r.status = PointStatus::error;
-    r.reason = e.what();
-    end = PointEnd::device_failed;
-  } catch (const std::exception& e) {
-    r.status = PointStatus::error;
-    r.reason = e.what();
-  }
-  if (r.status != PointStatus::ok) {
-    r.samples.clear();
-    r.timing.reset();
-  }
-  return end;
-}
-
-void mark_device_failure(Report& report, const std::string& where, const std::string& reason) {
-  report.completion.state = Completion::State::device_failure;
-  report.completion.reason = fmt::format("device failure at {}: {}", where, reason);
 }
 
 PointResult run_layout_point(Backend& backend, const SweepPoint& point, const PagedLayout& layout,

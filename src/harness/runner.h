@@ -88,16 +88,6 @@ void check_kernel_names(const std::vector<std::string>& requested, const Backend
 //    device failure) have status not_run.
 Report run_sweep(Backend& backend, const SweepConfig& config, const RunOptions& options = {});
 
-// How one point's measurement ended: the one rule for every command that runs points (sweep,
-// replay). `measure` fills `r`; Interrupted leaves the point to be dropped unpublished
-// (interrupted); a RuntimeFailure (a device failure, which may leave the device unusable: a
-// sticky CUDA error) makes it `error` and must end the run (device_failed); any other exception
-// makes just that point `error`. A point that is not ok keeps no samples.
-enum class PointEnd { measured, interrupted, device_failed };
-PointEnd measure_guarded(PointResult& r, const std::function<void(PointResult&)>& measure);
-// The run's completion after a device failure at `where` ("point 3 (3 of 8 points done)").
-void mark_device_failure(Report& report, const std::string& where, const std::string& reason);
-
 // One point on a layout the caller built (a replayed decode step: ragged contexts, the trace's
 // sharing, src/trace/replay_schedule.h) instead of build_layout(point.spec): skipped, validated
 // and timed as run_sweep does its points, with config's measure, validation and weights

@@ -4,8 +4,12 @@
 #include "harness/replay.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -121,6 +125,80 @@ TEST(Replay, AStepThatDoesNotRunLeavesNoTokensPerSecond) {
   const nlohmann::json& measured = r.replay.at("settings").at(0).at("kernels").at(0).at("measured");
   EXPECT_FALSE(measured.contains("tokens_per_s"));
   EXPECT_NE(measured.at("reason").get<std::string>().find("skipped"), std::string::npos);
+}
+
+// The cpu backend whose second prepare() blocks until released, as a long call that cannot poll
+// the stop flag.
+class StuckOnSecondStep : public Backend {
+ public:
+  explicit StuckOnSecondStep(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  DeviceInfo device_info() override { return inner_->device_info(); }
+  Ceilings measure_ceilings() override { return inner_->measure_ceilings(); }
+  std::vector<std::string> kernel_names() const override { return inner_->kernel_names(); }
+  ComputeUnit compute_unit(std::string_view k) const override { return inner_->compute_unit(k); }
+  std::string choose_kernel(const WorkloadSpec& s, const PagedLayout& l) override {
+    return inner_->choose_kernel(s, l);
+  }
+  std::string skip_reason(const WorkloadSpec& s, const PagedLayout& l,
+                          std::string_view k) override {
+    return inner_->skip_reason(s, l, k);
+  }
+  std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view k,
+                                         const TimingOptions& t) override {
+    if (++prepares == 2) {
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return inner_->prepare(w, k, t);
+  }
+  std::atomic<int> prepares{0};
+  std::atomic<bool> release{false};
+
+ private:
+  std::unique_ptr<Backend> inner_;
+};
+
+// The replay's steps are points of the same run as a sweep's (point_run.h): a stop that a stuck
+// step does not heed is handed to abandon with the steps measured so far, marked interrupted,
+// and the replay section holding them.
+TEST(Replay, AStopThatAStuckStepDoesNotHeedIsHandedToAbandon) {
+  auto cpu = cpu_or_skip();
+  if (!cpu) GTEST_SKIP() << "no cpu backend";
+  StuckOnSecondStep be(std::move(cpu));
+  const Trace trace = shared_prompt_trace();
+  ReplayPlan plan = tiny_plan({"cpu"});
+  plan.measure.measure.warm_l2 = true;
+  std::atomic<bool> stop{false};
+  std::optional<Report> abandoned;
+  ReplayRunOptions opt;
+  opt.run.interrupted = &stop;
+  opt.run.abandon_after_s = 0.2;
+  opt.run.abandon = [&](const Report& r) {
+    abandoned = r;
+    be.release = true;  // (the CLI would end the process here)
+  };
+  std::thread signal([&] {
+    while (be.prepares < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    stop = true;
+    // A replay without the watcher would wait here for ever: released after 10 s, it fails below.
+    for (int i = 0; i < 2000 && !be.release; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    be.release = true;
+  });
+  const Report r =
+      run_replay(be, be.device_info(), trace, plan,
+                 {{.kv_pool_bytes = std::int64_t{1} << 20, .kv_dtype = DType::bf16}}, opt);
+  signal.join();
+  ASSERT_TRUE(abandoned.has_value());
+  EXPECT_EQ(abandoned->completion.state, Completion::State::interrupted);
+  EXPECT_NE(abandoned->completion.reason.find("replay step"), std::string::npos)
+      << abandoned->completion.reason;
+  ASSERT_EQ(abandoned->results.size(), 1u);  // the first step, measured before the stuck one
+  EXPECT_EQ(abandoned->results[0].status, PointStatus::ok) << abandoned->results[0].reason;
+  const nlohmann::json& steps =
+      abandoned->replay.at("settings").at(0).at("kernels").at(0).at("steps");
+  EXPECT_EQ(steps.size(), 1u) << abandoned->replay.dump();
+  EXPECT_EQ(r.completion.state, Completion::State::interrupted);
 }
 
 TEST(Replay, StepPointCarriesTheLayoutsShape) {

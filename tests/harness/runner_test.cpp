@@ -10,6 +10,7 @@
 
 #include "common/errors.h"
 #include "harness/measure.h"
+#include "harness/point_run.h"
 #include "harness/runner.h"
 #include "reference/reference.h"
 #include "results/point_identity.h"

@@ -22,6 +22,7 @@
 #include "report/quant_error_view.h"
 #include "report/replay_table.h"
 #include "results/report.h"
+#include "static_model/static_report.h"
 
 namespace decodebench::cli {
 namespace {
@@ -57,7 +58,8 @@ std::vector<std::string> labels_for(const ReportOptions& o) {
 }
 
 // A file that is another command's document: quant-error's ("kind": "quant-error"), cache-sim's
-// (a "cache_sim" section) or ceilings' (a device record with its links); nullopt for anything else,
+// (a "cache_sim" section), ceilings' (a device record with its links) or the static model's
+// (assumptions, devices and instances); nullopt for anything else,
 // which read_report then reads or refuses by name.
 std::optional<nlohmann::json> other_document(const std::string& path) {
   std::ifstream in(path);
@@ -67,7 +69,25 @@ std::optional<nlohmann::json> other_document(const std::string& path) {
   if (j.contains("kind") && j["kind"] == "quant-error") return j;
   if (j.contains("cache_sim") && !j.contains("results")) return j;
   if (is_ceilings_document(j)) return j;
+  if (static_model::is_static_document(j)) return j;
   return std::nullopt;
+}
+
+// `kernels --static`'s own views of its JSON document: the table (with what was read) and the
+// Markdown table.
+int reprint_static(const ReportOptions& o, const nlohmann::json& j) {
+  const static_model::StaticDocument d = static_model::static_from_json(j, o.files.front());
+  if (o.format == "table") {
+    std::string text = static_model::static_table(d.instances, d.settings);
+    if (!d.binary.empty()) text += fmt::format("  read from {} by {}\n", d.binary, d.cuobjdump);
+    emit(text, o.out);
+  } else if (o.format == "md") {
+    emit(static_model::static_markdown(d.instances, d.settings), o.out);
+  } else {
+    throw InputError(fmt::format(
+        "--format {}: a static-model document (kernels --static) prints as table or md", o.format));
+  }
+  return kExitOk;
 }
 
 // ceilings' own view of its document, in the formats both commands print.
@@ -142,11 +162,13 @@ int run(const ReportOptions& o) {
   if (const auto doc = other_document(o.files.front())) {
     if (o.files.size() != 1) {
       throw InputError(fmt::format(
-          "{}: a quant-error, cache-sim or ceilings document is printed alone (got {} files)",
+          "{}: a quant-error, cache-sim, ceilings or static-model document is printed alone "
+          "(got {} files)",
           o.files.front(), o.files.size()));
     }
     if (doc->contains("cache_sim")) return reprint_cache_sim(o, *doc);
     if (is_ceilings_document(*doc)) return reprint_ceilings(o, *doc);
+    if (static_model::is_static_document(*doc)) return reprint_static(o, *doc);
     return reprint_quant_error(o, *doc);
   }
   // Every input is checked before anything is written.
@@ -186,7 +208,11 @@ void add_report_command(CLI::App& app, int& exit_code) {
       "and config, and the SVG figures given with --figure: this command draws none "
       "(scripts/plot.py REPORT draws them; scripts/plot.py REPORT --html PAGE draws them and "
       "writes the page with all of them).");
-  cmd->add_option("files", o->files, "Reports (JSON) written by sweep or merge")->required();
+  cmd->add_option("files", o->files,
+                  "Reports (JSON) written by sweep, replay, check or merge; or one document of "
+                  "quant-error, cache-sim, ceilings or kernels --static, printed as its command "
+                  "prints it")
+      ->required();
   add_format_option(*cmd, o->format, "table, md, csv or html");
   // report writes no JSON document of its own, so --out has no meaning here; the spelling that
   // wrote stdout to a file is answered for one release.

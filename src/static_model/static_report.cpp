@@ -240,6 +240,7 @@ nlohmann::json static_json(const std::vector<Instance>& instances, const ModelSe
         {"ctas_per_sm", i.occupancy.ctas_per_sm},
         {"occupancy_limited_by", i.occupancy.limited_by},
         {"total_instructions", i.totals.instructions},
+        {"total_barriers", i.totals.barriers},
         {"loops", i.totals.loops}};
     if (i.launch) {
       e["threads"] = i.launch->threads;
@@ -260,6 +261,7 @@ nlohmann::json static_json(const std::vector<Instance>& instances, const ModelSe
                         {"kv_loops", m.kv_loops},
                         {"instructions", m.instructions},
                         {"nested_unknown", m.nested_unknown},
+                        {"nested_known", m.nested_known},
                         {"inner_instructions", m.inner_instructions},
                         {"kv_loads", m.kv_loads},
                         {"kv_bytes_per_warp", m.kv_bytes_per_warp},

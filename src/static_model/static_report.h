@@ -73,6 +73,17 @@ std::string static_table(const std::vector<Instance>& instances, const ModelSett
 std::string static_markdown(const std::vector<Instance>& instances, const ModelSettings& s);
 nlohmann::json static_json(const std::vector<Instance>& instances, const ModelSettings& s);
 
+// The JSON document (`kernels --static --format json` or `--out`) read back, strictly (every key
+// known, every figure the writer derives recomputed and compared), for `decodebench report`.
+// Throws InputError naming `source` and the key.
+struct StaticDocument {
+  std::vector<Instance> instances;
+  ModelSettings settings;
+  std::string binary, cuobjdump;  // what was read, by which tool ("" when not said)
+};
+bool is_static_document(const nlohmann::json& j);
+StaticDocument static_from_json(const nlohmann::json& j, const std::string& source);
+
 // README.md's summary: head_dim 128, one row per (rung, group cap) of the KV-loop kernels, the
 // cells "f16 / fp8_e4m3"; issue bound and Little's law on the device `summary_device` (a key of
 // s.devices). Missing instances read "n/a".

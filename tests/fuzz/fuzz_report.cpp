@@ -1,8 +1,8 @@
 // parse_report (what compare, merge and report read) and everything those commands do with a
 // report once read: the printers (results view, every format, html, a replay's table), merge,
 // compare against itself. Bad input is an InputError; a report that reads writes back (to_json)
-// to one that reads. The same text through quant-error's, cache-sim's and ceilings' document
-// readers, which `report` also reads, and their tables.
+// to one that reads. The same text through quant-error's, cache-sim's, ceilings' and the static
+// model's document readers, which `report` also reads, and their tables.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +18,7 @@
 #include "report/replay_table.h"
 #include "results/merge.h"
 #include "results/report.h"
+#include "static_model/static_report.h"
 
 namespace {
 
@@ -100,10 +101,33 @@ void ceilings_document(std::string_view text) {
   }
 }
 
+// The static model's document (kernels --static --out): accepted ones print and write back to
+// one that reads.
+void static_document(std::string_view text) {
+  const nlohmann::json j =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !static_model::is_static_document(j)) return;
+  static_model::StaticDocument d;
+  try {
+    d = static_model::static_from_json(j, "fuzz.json");
+  } catch (const InputError&) {
+    return;
+  }
+  (void)static_model::static_table(d.instances, d.settings);
+  (void)static_model::static_markdown(d.instances, d.settings);
+  try {
+    (void)static_model::static_from_json(static_model::static_json(d.instances, d.settings),
+                                         "written");
+  } catch (const InputError& e) {
+    fuzz::property_failed("static_json of an accepted document is rejected", e.what());
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   quant_error_document(fuzz::as_text(data, size));
   cache_sim_document(fuzz::as_text(data, size));
   ceilings_document(fuzz::as_text(data, size));
+  static_document(fuzz::as_text(data, size));
   Report r;
   try {
     r = parse_report(fuzz::as_text(data, size), "fuzz.json");

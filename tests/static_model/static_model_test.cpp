@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -406,6 +407,57 @@ TEST(Cuobjdump, SearchOrderAndErrors) {
   EXPECT_NE(msg.find("exit 1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("nvidia-cuda-nvdisasm"), std::string::npos) << msg;
   std::filesystem::remove_all(dir);
+}
+
+// `kernels --static --out` read back for `decodebench report`: the reader rebuilds the instances
+// the writer wrote (the committed golden input, written by this build's kernels), writing them
+// again gives the same document, and each kind of edit is refused naming the key.
+TEST(StaticDocument, ReadsBackWhatTheWriterWroteAndRefusesEdits) {
+  const nlohmann::json doc = nlohmann::json::parse(fixture("../golden/inputs/static-sm90a.json"));
+  ASSERT_TRUE(is_static_document(doc));
+  const StaticDocument d = static_from_json(doc, "static.json");
+  ASSERT_EQ(d.instances.size(), doc.at("instances").size());
+  nlohmann::json again = static_json(d.instances, d.settings);
+  again["binary"] = d.binary;
+  again["cuobjdump"] = d.cuobjdump;
+  EXPECT_EQ(again, doc);
+  EXPECT_FALSE(is_static_document(nlohmann::json{{"instances", nlohmann::json::array()}}));
+
+  struct Edit {
+    std::string what, key;
+    std::function<void(nlohmann::json&)> apply;
+  };
+  const auto first_loop = [](nlohmann::json& j) -> nlohmann::json& {
+    return j["instances"][0]["main_loop"];
+  };
+  const std::vector<Edit> edits = {
+      {"an unknown key", "colour", [](nlohmann::json& j) { j["instances"][0]["colour"] = 1; }},
+      {"a rung that is not the name's", "rung",
+       [](nlohmann::json& j) { j["instances"][0]["rung"] = "tc"; }},
+      {"a head_dim that is not the name's", "head_dim",
+       [](nlohmann::json& j) { j["instances"][0]["head_dim"] = 64; }},
+      {"a derived figure edited", "instructions_per_byte",
+       [&](nlohmann::json& j) { first_loop(j)["instructions_per_byte"] = 0.01; }},
+      {"bytes in flight edited", "in_flight_per_sm",
+       [&](nlohmann::json& j) { first_loop(j)["in_flight_per_sm"] = 1; }},
+      {"a negative count", "kv_loads", [&](nlohmann::json& j) { first_loop(j)["kv_loads"] = -1; }},
+      {"an address that is not hex", "head",
+       [&](nlohmann::json& j) { first_loop(j)["head"] = "12g"; }},
+      {"half a launch shape", "threads",
+       [](nlohmann::json& j) { j["instances"][0]["threads"] = nullptr; }},
+      {"another issue rule", "warp_instructions_per_clock_per_sm",
+       [](nlohmann::json& j) { j["assumptions"]["warp_instructions_per_clock_per_sm"] = 2; }},
+      {"no device", "devices", [](nlohmann::json& j) { j["devices"] = nlohmann::json::array(); }},
+      {"not a decode kernel", "demangled",
+       [](nlohmann::json& j) { j["instances"][0]["demangled"] = "void other_kernel()"; }},
+  };
+  for (const Edit& e : edits) {
+    nlohmann::json bad = doc;
+    e.apply(bad);
+    const std::string msg = error_of([&] { (void)static_from_json(bad, "static.json"); });
+    EXPECT_NE(msg.find("static.json"), std::string::npos) << e.what << ": " << msg;
+    EXPECT_NE(msg.find(e.key), std::string::npos) << e.what << ": " << msg;
+  }
 }
 
 }  // namespace

@@ -44,8 +44,8 @@ inline void interleave(__m256 even, __m256 odd, __m256& lo, __m256& hi) {
 }  // namespace avx2q
 
 template <DType kKv, int kHeadDim>
-struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
-  using Base = Avx2Tile<DType::f16, kHeadDim>;
+struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim, Avx2QuantTile<kKv, kHeadDim>> {
+  using Base = Avx2Tile<DType::f16, kHeadDim, Avx2QuantTile<kKv, kHeadDim>>;
   using Layout = QuantLayout<kKv, kHeadDim>;
   static constexpr int kTile = Base::kTile;
   static constexpr int kChunks = kHeadDim / 8;  // ymm registers per row of floats
@@ -63,23 +63,6 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
     Base::load(current, upcoming);
     if (upcoming.n() > 0) layout.prefetch_scales(upcoming);
     unit_scales.fill(layout, current);
-  }
-
-  void scores(const float* q, int nh, int n, float* s) {
-    switch (nh) {
-      case 8: scores_n<8>(q, n, s); break;
-      case 4: scores_n<4>(q, n, s); break;
-      case 2: scores_n<2>(q, n, s); break;
-      default: scores_n<1>(q, n, s); break;
-    }
-  }
-  void accumulate(const float* p, int nh, int n, float* acc) {
-    switch (nh) {
-      case 8: accumulate_n<8>(p, n, acc); break;
-      case 4: accumulate_n<4>(p, n, acc); break;
-      case 2: accumulate_n<2>(p, n, acc); break;
-      default: accumulate_n<1>(p, n, acc); break;
-    }
   }
 
   // int4 keys: q times the block-head's channel scales in even/odd order per 16 channels (qs),
@@ -113,8 +96,7 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
   template <int kNH>
   void scores_n(const float* __restrict q /*[kNH][d]*/, int n, float* __restrict s) {
     constexpr int kChains = kNH >= 4 ? 1 : 2;
-    const int n_prefetch = this->k_prefetch_pending ? this->next.n() : 0;
-    this->k_prefetch_pending = false;
+    const int n_prefetch = this->take_k_prefetch();
     [[maybe_unused]] alignas(32) float qs[kNH * kHeadDim];
     [[maybe_unused]] alignas(32) float bias[kNH * 8];
     [[maybe_unused]] float block_bias[kNH];
@@ -202,8 +184,7 @@ struct Avx2QuantTile : Avx2Tile<DType::f16, kHeadDim> {
     constexpr int kGroup = kNH >= 4 ? 2 : 8 / kNH;  // int4 slices hold whole 16-channel pieces
     static_assert(kChunks % kGroup == 0, "slices cover d");
     constexpr int kPer = decltype(unit_scales)::kPer;  // scales per (token, head)
-    const int n_prefetch = this->v_prefetch_pending ? this->next.n() : 0;
-    this->v_prefetch_pending = false;
+    const int n_prefetch = this->take_v_prefetch();
     constexpr int kVLines = (kRowBytes + 63) / 64;  // lines of a code row
     for (int c0 = 0; c0 < kChunks; c0 += kGroup) {
       __m256 a[kNH][kGroup];

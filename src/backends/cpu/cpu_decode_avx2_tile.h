@@ -17,6 +17,7 @@
 
 #include "backends/cpu/cpu_decode_avx2_loads.h"
 #include "backends/cpu/cpu_decode_common.h"
+#include "backends/cpu/cpu_decode_head_passes.h"
 #include "backends/cpu/cpu_decode_kv_walk.h"
 #include "backends/cpu/cpu_decode_scalar.h"
 #include "device/softmax_state.h"
@@ -64,8 +65,10 @@ inline __m256 lanes_below(int n, int i) {
 
 }  // namespace avx2
 
-template <DType kKv, int kHeadDim>
-struct Avx2Tile {
+// `Self`: a tile built on this one (the quantized tile), whose loops the passes run.
+template <DType kKv, int kHeadDim, class Self = void>
+struct Avx2Tile
+    : HeadPasses<MostDerived<Self, Avx2Tile<kKv, kHeadDim>>, kAvx2TileTokens<kHeadDim>> {
   static constexpr int kTile = kAvx2TileTokens<kHeadDim>;
   static constexpr int kChunks = kHeadDim / 8;  // ymm registers per row
   static constexpr float kLoadScale = kAvx2LoadScale<kKv>;
@@ -76,10 +79,9 @@ struct Avx2Tile {
   static constexpr int kRowBytes = kHeadDim * static_cast<int>(dtype_size(kKv));
   static constexpr int kLinesPerRow = kRowBytes / 64;
 
-  TileUnit<kTile> unit;             // the rows being computed
-  TileUnit<kTile> next;             // the rows requested meanwhile
-  bool k_prefetch_pending = false;  // next's K rows: during the first scores pass
-  bool v_prefetch_pending = false;  // next's V rows: spread over the accumulate slices
+  using Passes = HeadPasses<MostDerived<Self, Avx2Tile<kKv, kHeadDim>>, kTile>;
+  using Passes::next;
+  using Passes::unit;
 
   // softmax_update in intrinsics: two passes over the tile's <= kTile scores in s (re-read from
   // L1: kTile / 8 vectors would not stay in 16 registers), 2^x by vroundps + fast_exp2's
@@ -122,34 +124,6 @@ struct Avx2Tile {
     state.sum += avx2::reduce_add(sum);
   }
 
-  // Passes of 8, 4, 2, 1 heads: fixed trip counts keep every accumulator in a register.
-  static int pass_width(int remaining) {
-    return remaining >= 8 ? 8 : remaining >= 4 ? 4 : remaining >= 2 ? 2 : 1;
-  }
-
-  void load(const TileUnit<kTile>& current, const TileUnit<kTile>& upcoming) {
-    unit = current;
-    next = upcoming;
-    k_prefetch_pending = v_prefetch_pending = true;
-  }
-
-  void scores(const float* q, int nh, int n, float* s) {
-    switch (nh) {
-      case 8: scores_n<8>(q, n, s); break;
-      case 4: scores_n<4>(q, n, s); break;
-      case 2: scores_n<2>(q, n, s); break;
-      default: scores_n<1>(q, n, s); break;
-    }
-  }
-  void accumulate(const float* p, int nh, int n, float* acc) {
-    switch (nh) {
-      case 8: accumulate_n<8>(p, n, acc); break;
-      case 4: accumulate_n<4>(p, n, acc); break;
-      case 2: accumulate_n<2>(p, n, acc); break;
-      default: accumulate_n<1>(p, n, acc); break;
-    }
-  }
-
   // Each K row is converted once, two chunks at a time, and each chunk serves all kNH heads, q
   // coming from L1 as the FMA's memory operand (a whole row would take every register). Every
   // head runs kChains accumulator chains over alternating chunks, kNH * kChains = 8 chains for
@@ -161,8 +135,7 @@ struct Avx2Tile {
   void scores_n(const float* __restrict q /*[kNH][d]*/, int n, float* __restrict s) {
     constexpr int kChains = kNH >= 8 ? 1 : kNH >= 4 ? 2 : 4;
     constexpr int kStep = kChains < 2 ? 2 : kChains;
-    const int n_prefetch = k_prefetch_pending ? next.n() : 0;
-    k_prefetch_pending = false;
+    const int n_prefetch = this->take_k_prefetch();
     __m256 part[kNH * 8];  // [kNH][8 tokens] partial dot products
     // One loop over the tokens (not groups of 8 and tokens within), so the compiler keeps q's
     // loads in place instead of copying q to the stack once per group.
@@ -217,8 +190,7 @@ struct Avx2Tile {
   void accumulate_n(const float* __restrict p /*[kNH][kTile]*/, int n, float* __restrict acc) {
     constexpr int kGroup = kNH >= 8 ? 1 : 8 / kNH;
     static_assert(kChunks % kGroup == 0, "slices cover d");
-    const int n_prefetch = v_prefetch_pending ? next.n() : 0;
-    v_prefetch_pending = false;
+    const int n_prefetch = this->take_v_prefetch();
     for (int c0 = 0; c0 < kChunks; c0 += kGroup) {
       __m256 a[kNH][kGroup];
 #pragma GCC unroll 8

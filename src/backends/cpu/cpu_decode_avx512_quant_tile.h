@@ -52,8 +52,8 @@ inline __mmask16 lanes_below(int n, int j0) {
 }  // namespace avx512q
 
 template <DType kKv, int kHeadDim>
-struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
-  using Base = Avx512Tile<DType::f16, kHeadDim>;
+struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim, Avx512QuantTile<kKv, kHeadDim>> {
+  using Base = Avx512Tile<DType::f16, kHeadDim, Avx512QuantTile<kKv, kHeadDim>>;
   using Layout = QuantLayout<kKv, kHeadDim>;
   static constexpr int kTile = Base::kTile;
   static constexpr int kChunks = kHeadDim / 16;
@@ -70,23 +70,6 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
     Base::load(current, upcoming);
     if (upcoming.n() > 0) layout.prefetch_scales(upcoming);
     unit_scales.fill(layout, current);
-  }
-
-  void scores(const float* q, int nh, int n, float* s) {
-    switch (nh) {
-      case 8: scores_n<8>(q, n, s); break;
-      case 4: scores_n<4>(q, n, s); break;
-      case 2: scores_n<2>(q, n, s); break;
-      default: scores_n<1>(q, n, s); break;
-    }
-  }
-  void accumulate(const float* p, int nh, int n, float* acc) {
-    switch (nh) {
-      case 8: accumulate_n<8>(p, n, acc); break;
-      case 4: accumulate_n<4>(p, n, acc); break;
-      case 2: accumulate_n<2>(p, n, acc); break;
-      default: accumulate_n<1>(p, n, acc); break;
-    }
   }
 
   // int4 keys: the pass's q rows times the block-head's channel scales, each group of 32
@@ -119,8 +102,7 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
   // factor (int8: the K scale) or term (int4: q . z of the token's block) applied to the 16.
   template <int kNH>
   void scores_n(const float* __restrict q /*[kNH][d]*/, int n, float* __restrict s) {
-    const int n_prefetch = this->k_prefetch_pending ? this->next.n() : 0;
-    this->k_prefetch_pending = false;
+    const int n_prefetch = this->take_k_prefetch();
     // int4: q' of the current block; int4_token: q permuted.
     [[maybe_unused]] alignas(64) float qs[kNH * kHeadDim];
     [[maybe_unused]] alignas(64) float bias[kNH * 16];  // int4: q . z of each token's block
@@ -207,8 +189,7 @@ struct Avx512QuantTile : Avx512Tile<DType::f16, kHeadDim> {
     constexpr int kGroup = kChunks < 16 / kNH ? kChunks : 16 / kNH;
     static_assert(kChunks % kGroup == 0 && kGroup % 2 == 0, "slices cover whole 32-channel groups");
     constexpr int kPer = decltype(unit_scales)::kPer;  // scales per (token, head)
-    const int n_prefetch = this->v_prefetch_pending ? this->next.n() : 0;
-    this->v_prefetch_pending = false;
+    const int n_prefetch = this->take_v_prefetch();
     constexpr int kVLines = (kRowBytes + 63) / 64;  // lines of a code row
     for (int c0 = 0; c0 < kChunks; c0 += kGroup) {
       __m512 a[kNH][kGroup];

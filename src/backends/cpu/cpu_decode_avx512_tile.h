@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_decode_avx512_loads.h"
 #include "backends/cpu/cpu_decode_common.h"
+#include "backends/cpu/cpu_decode_head_passes.h"
 #include "backends/cpu/cpu_decode_kv_walk.h"
 #include "backends/cpu/cpu_decode_scalar.h"
 #include "device/softmax_state.h"
@@ -38,8 +39,10 @@ inline __m512 sum16_transposed(const __m512* v) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xdd));
 }
 
-template <DType kKv, int kHeadDim>
-struct Avx512Tile {
+// `Self`: a tile built on this one (the quantized tile), whose loops the passes run.
+template <DType kKv, int kHeadDim, class Self = void>
+struct Avx512Tile
+    : HeadPasses<MostDerived<Self, Avx512Tile<kKv, kHeadDim>>, kAvx512TileTokens<kHeadDim>> {
   static constexpr int kTile = kAvx512TileTokens<kHeadDim>;
   static constexpr int kChunks = kHeadDim / 16;  // zmm registers per row
   static constexpr float kLoadScale = kAvx512LoadScale<kKv>;
@@ -49,10 +52,9 @@ struct Avx512Tile {
   static constexpr int kRowBytes = kHeadDim * static_cast<int>(dtype_size(kKv));
   static constexpr int kLinesPerRow = kRowBytes / 64;
 
-  TileUnit<kTile> unit;             // the rows being computed
-  TileUnit<kTile> next;             // the rows requested meanwhile
-  bool k_prefetch_pending = false;  // next's K rows: during the first scores pass
-  bool v_prefetch_pending = false;  // next's V rows: spread over the accumulate slices
+  using Passes = HeadPasses<MostDerived<Self, Avx512Tile<kKv, kHeadDim>>, kTile>;
+  using Passes::next;
+  using Passes::unit;
 
   // softmax_update in intrinsics: the tile's <= kTile scores in kTile / 16 registers, 2^x by
   // vrndscaleps + fast_exp2's polynomial + vscalefps (no integer detour), masks for a short tile.
@@ -96,34 +98,6 @@ struct Avx512Tile {
     state.sum += _mm512_reduce_add_ps(sum);
   }
 
-  // Passes of 8, 4, 2, 1 heads: fixed trip counts keep every accumulator in a register.
-  static int pass_width(int remaining) {
-    return remaining >= 8 ? 8 : remaining >= 4 ? 4 : remaining >= 2 ? 2 : 1;
-  }
-
-  void load(const TileUnit<kTile>& current, const TileUnit<kTile>& upcoming) {
-    unit = current;
-    next = upcoming;
-    k_prefetch_pending = v_prefetch_pending = true;
-  }
-
-  void scores(const float* q, int nh, int n, float* s) {
-    switch (nh) {
-      case 8: scores_n<8>(q, n, s); break;
-      case 4: scores_n<4>(q, n, s); break;
-      case 2: scores_n<2>(q, n, s); break;
-      default: scores_n<1>(q, n, s); break;
-    }
-  }
-  void accumulate(const float* p, int nh, int n, float* acc) {
-    switch (nh) {
-      case 8: accumulate_n<8>(p, n, acc); break;
-      case 4: accumulate_n<4>(p, n, acc); break;
-      case 2: accumulate_n<2>(p, n, acc); break;
-      default: accumulate_n<1>(p, n, acc); break;
-    }
-  }
-
   // Each K row is converted once into kChunks registers and reused by all kNH heads; every head
   // runs two accumulator chains, so kNH * 2 chains (plus the next tokens, out of order) hide the
   // FMA latency.
@@ -132,8 +106,7 @@ struct Avx512Tile {
   template <int kNH>
   void scores_n(const float* __restrict q /*[kNH][d]*/, int n, float* __restrict s) {
     static_assert(kTile % 16 == 0, "score groups of 16 tokens");
-    const int n_prefetch = k_prefetch_pending ? next.n() : 0;
-    k_prefetch_pending = false;
+    const int n_prefetch = this->take_k_prefetch();
     __m512 part[kNH * 16];  // [kNH][16 tokens] partial dot products
     for (int j0 = 0; j0 < n; j0 += 16) {
       const int m = std::min(16, n - j0);
@@ -173,8 +146,7 @@ struct Avx512Tile {
   void accumulate_n(const float* __restrict p /*[kNH][kTile]*/, int n, float* __restrict acc) {
     constexpr int kGroup = kChunks < 16 / kNH ? kChunks : 16 / kNH;
     static_assert(kChunks % kGroup == 0, "slices cover d");
-    const int n_prefetch = v_prefetch_pending ? next.n() : 0;
-    v_prefetch_pending = false;
+    const int n_prefetch = this->take_v_prefetch();
     for (int c0 = 0; c0 < kChunks; c0 += kGroup) {
       __m512 a[kNH][kGroup];
 #pragma GCC unroll 8

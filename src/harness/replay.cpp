@@ -386,6 +386,7 @@ Report run_replay(Backend& backend, const DeviceInfo& device, const Trace& trace
                {"kv_tokens", st.kv_tokens},
                {"shared_tokens", st.shared_tokens},
                {"kv_bytes", static_cast<double>(st.kv_tokens) * schedule.kv_bytes_per_token},
+               {"read_bytes", st.read_bytes},
                {"result", r.index},
                {"kernel", r.kernel},
                {"status", status_name(r.status)},

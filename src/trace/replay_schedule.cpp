@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/errors.h"
+#include "device/paged_kv.h"
 #include "trace/tiered_cache.h"
 #include "workload/layer_model.h"
 
@@ -226,6 +227,13 @@ class Scheduler {
     to_host_ = {c.link_to_host, c.link_overhead_s};
     prefill_link_ = {c.prefill_link_to_device, c.link_overhead_s};
     s_.kv_bytes_per_token = kv_bytes_per_token_all_layers(c.model, c.kv_dtype, c.page_tokens);
+    layer_bytes_per_token_ = kv_bytes_per_token(c.model, c.kv_dtype, c.page_tokens);
+    for (const ModelShape::LayerClass& k : c.model.layer_classes()) {
+      if (k.window > 0)
+        windowed_.push_back(k);
+      else
+        full_layers_ += k.layers;
+    }
     s_.weights_bytes_per_step = weights_bytes_per_step(c.model, c.weights_dtype);
     s_.requests.resize(trace.requests.size());
     for (std::size_t i = 0; i < trace.requests.size(); ++i) {
@@ -517,6 +525,9 @@ class Scheduler {
     step.start_s = now_;
     step.first = static_cast<std::int64_t>(s_.sequences.size());
     step.batch = 0;
+    // Tokens each windowed layer class reads: from the page holding L - W on (as the kernels
+    // walk, window_first_block), each sequence's own.
+    std::vector<std::int64_t> windowed_tokens(windowed_.size(), 0);
     for (const Running& run : running_) {
       if (!run.started) continue;
       const TraceRequest& q = t_.requests[static_cast<std::size_t>(run.request)];
@@ -525,12 +536,22 @@ class Scheduler {
       ++step.batch;
       step.kv_tokens += context;
       s_.requests[static_cast<std::size_t>(run.request)].decode_kv_tokens += context;
+      for (std::size_t k = 0; k < windowed_.size(); ++k) {
+        windowed_tokens[k] += context - std::int64_t{window_first_block(
+                                            context, windowed_[k].window, c_.page_tokens)} *
+                                            c_.page_tokens;
+      }
     }
     step.shared_tokens = shared_tokens_;
-    step.modeled_s =
-        (s_.weights_bytes_per_step +
-         static_cast<double>(step.kv_tokens - step.shared_tokens) * s_.kv_bytes_per_token) /
-        c_.decode_read_bytes_per_s;
+    // Full layers read each shared page once; a windowed layer's window is counted per sequence
+    // (a shared prefix inside several windows is counted in each: an upper bound there only).
+    double layer_tokens = static_cast<double>(full_layers_) *
+                          static_cast<double>(step.kv_tokens - step.shared_tokens);
+    for (std::size_t k = 0; k < windowed_.size(); ++k)
+      layer_tokens +=
+          static_cast<double>(windowed_[k].layers) * static_cast<double>(windowed_tokens[k]);
+    step.read_bytes = layer_tokens * layer_bytes_per_token_;
+    step.modeled_s = (s_.weights_bytes_per_step + step.read_bytes) / c_.decode_read_bytes_per_s;
     now_ += step.modeled_s;
     s_.decode_s += step.modeled_s;
     s_.decode_tokens += step.batch;
@@ -557,6 +578,9 @@ class Scheduler {
 
   const Trace& t_;
   const ScheduleConfig& c_;
+  double layer_bytes_per_token_ = 0;              // one layer's K and V of a token
+  int full_layers_ = 0;                           // layers attending over the whole context
+  std::vector<ModelShape::LayerClass> windowed_;  // the windowed layer classes
   const bool hashed_;
   TieredPrefixCache cache_;
   const bool tiered_;  // a host tier behind the pool

@@ -99,6 +99,10 @@ struct DecodeStep {
   std::int32_t batch = 0;
   std::int64_t kv_tokens = 0;      // sum of contexts: what a prefix-unaware kernel reads
   std::int64_t shared_tokens = 0;  // of those, what reading each shared page once would not read
+  // The KV bytes of every layer the step reads: a full layer the unique pages (kv_tokens -
+  // shared_tokens), a windowed layer each sequence's pages from the one holding L - W. The
+  // modeled time reads these and the weights.
+  double read_bytes = 0;
 };
 
 struct RequestOutcome {

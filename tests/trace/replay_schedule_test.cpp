@@ -527,6 +527,42 @@ TEST(ReplaySchedule, WeightsAndKvBytesOfARealModel) {
   EXPECT_DOUBLE_EQ(s.steps[0].modeled_s, (weights + 513.0 * 131072) / 1e12);
 }
 
+// A windowed layer reads each sequence's pages from the one holding L - W on, a full layer the
+// unique pages; the modeled time reads what the layers read, not every layer's whole context.
+TEST(ReplaySchedule, WindowedLayersReadTheirWindowOnly) {
+  // Four tiny layers (8 bytes a token each), layers 0 and 2 windowed at W = 6 tokens, pages of
+  // 2: a sequence of context L reads L - 2 * floor(max(0, L - 6) / 2) tokens in those.
+  ModelShape m = tiny_model();
+  m.num_layers = 4;
+  m.sliding_window = 6;
+  m.window_local = 1;
+  m.window_every = 2;
+  const Trace t = trace_of({request(0, 20, 3, {1, 2, 3, 4, 5}), request(0, 9, 3, {1, 2, 9})});
+  ScheduleConfig c = config_of(100);
+  c.model = m;
+  c.kv_pool_bytes = 100 * kBlock * 8 * 4;
+  const ReplaySchedule s = simulate_schedule(t, c);
+  ASSERT_FALSE(s.steps.empty());
+  const auto window_tokens = [](std::int64_t l) {
+    return l - 2 * (std::max<std::int64_t>(0, l - 6) / 2);
+  };
+  for (const DecodeStep& st : s.steps) {
+    std::int64_t windowed = 0;
+    for (std::int32_t b = 0; b < st.batch; ++b)
+      windowed += window_tokens(s.sequences[st.first + b].context);
+    const double want = 8.0 * (2.0 * static_cast<double>(st.kv_tokens - st.shared_tokens) +
+                               2.0 * static_cast<double>(windowed));
+    EXPECT_DOUBLE_EQ(st.read_bytes, want);
+    EXPECT_LT(st.read_bytes, 8.0 * 4 * static_cast<double>(st.kv_tokens));  // less than all
+    EXPECT_DOUBLE_EQ(st.modeled_s, st.read_bytes / c.decode_read_bytes_per_s);
+  }
+  // The same model without its window reads every layer's unique pages.
+  c.model.sliding_window = 0;
+  c.model.window_local = c.model.window_every = 0;
+  for (const DecodeStep& st : simulate_schedule(t, c).steps)
+    EXPECT_DOUBLE_EQ(st.read_bytes, 8.0 * 4 * static_cast<double>(st.kv_tokens - st.shared_tokens));
+}
+
 TEST(ReplaySchedule, ValidationNamesTheFlag) {
   const Trace t = trace_of({request(0, 10, 4, {1, 2, 3})});
   const auto error_of = [&](const std::function<void(ScheduleConfig&)>& edit) {

@@ -114,7 +114,7 @@ LayerResult layer_rows(const Request& req, const Roofs& roofs) {
   std::vector<ModelShape> shapes;
   for (const std::string& name : req.models) {
     ModelShape m = load_model(name);
-    const std::string why = layer_support_error(m, weights, act);
+    const std::string why = layer_model_error(m, weights, act);
     if (!why.empty()) {
       throw InputError(
           fmt::format("--scope layer: {} (--scope attention needs only the attention "
@@ -161,6 +161,9 @@ LayerResult layer_rows(const Request& req, const Roofs& roofs) {
               r.series = first_series + ki;
               r.model = model.name;
               r.attention = model.attention_summary();
+              r.experts_read = expected_experts_touched(model, batch);
+              r.num_experts = model.num_experts;
+              r.experts_per_token = model.experts_per_token;
               r.kv_dtype = std::string(dtype_name(kv));
               r.context = context_label(ctx);
               r.hit_rate = h;

@@ -39,6 +39,10 @@ struct LayerRow {
   std::size_t series = 0;  // index into LayerResult::series
   std::string model, kv_dtype, context, kernel_kind;
   std::string attention;  // ModelShape::attention_summary, "" for none (as AttentionRow's)
+  // A mixture of experts: the routed experts a layer reads at this batch, expected under
+  // uniform routing (expected_experts_touched), of num_experts; both 0 for a dense model.
+  double experts_read = 0;
+  int num_experts = 0, experts_per_token = 0;
   double hit_rate = 0, hit_rate_actual = 0;
   int batch = 0, num_layers = 0;
   bool prefix_aware = false;

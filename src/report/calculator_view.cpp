@@ -2,6 +2,7 @@
 #include "report/calculator_view.h"
 
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -56,6 +57,29 @@ std::string render(const Table& t, OutputFormat f) {
 json byte_count(double bytes) {
   return bytes == std::floor(bytes) && std::fabs(bytes) < 0x1p53 ? json(std::llround(bytes))
                                                                  : json(bytes);
+}
+
+// A mixture of experts' MLP: one line per such model, with the experts read at each batch.
+std::string moe_notes(const std::vector<LayerRow>& rows) {
+  std::string notes;
+  std::map<std::string, std::map<int, double>> read;  // model -> batch -> experts read
+  std::map<std::string, std::pair<int, int>> shape;
+  for (const LayerRow& r : rows) {
+    if (r.num_experts == 0) continue;
+    read[r.model][r.batch] = r.experts_read;
+    shape[r.model] = {r.num_experts, r.experts_per_token};
+  }
+  for (const auto& [model, by_batch] : read) {
+    std::string at;
+    for (const auto& [batch, n] : by_batch)
+      at += fmt::format("{}{:.3g} at batch {}", at.empty() ? "" : ", ", n, batch);
+    notes += fmt::format(
+        "{}: mixture of experts, {} experts, {} per token: gate_up/down_proj read the experts a "
+        "batch is expected to touch under uniform routing, E (1 - (1 - k/E)^B) per layer ({}); "
+        "weights/step grows with the batch until every expert is read.\n",
+        model, shape[model].first, shape[model].second, at);
+  }
+  return notes;
 }
 
 // A model's windows, sinks and soft-cap: one line per model that has them, for the text views.
@@ -229,6 +253,16 @@ json to_json(const LayerRow& r, const Series& series) {
             {"fits_in_memory", r.fits()},
             {"knee_batch", series.knee ? json(series.knee->knee_batch) : json(nullptr)}};
   if (!r.attention.empty()) j["attention"] = r.attention;  // only where the model has variants
+  if (r.num_experts > 0) {                                 // only for a mixture of experts
+    j["experts"] = {{"num_experts", r.num_experts},
+                    {"experts_per_token", r.experts_per_token},
+                    {"experts_read_per_layer", r.experts_read}};
+  }
+  if (r.num_experts > 0) {  // only for a mixture of experts
+    j["experts"] = {{"num_experts", r.num_experts},
+                    {"experts_per_token", r.experts_per_token},
+                    {"experts_read_per_layer", r.experts_read}};
+  }
   return j;
 }
 
@@ -353,7 +387,8 @@ std::string layer_table(const LayerResult& l, OutputFormat f) {
       peak_label(roofs.gemm_flops), roofs.gemm_name, peak_label(device.fp32_flops), roofs.fma_name,
       peak_label(device.tensor_f16_flops), roofs.tensor_name,
       format_bytes(static_cast<double>(device.mem_bytes)), dtype_name(l.weights_dtype),
-      dtype_name(l.activation_dtype), left, l.block_size, attention_notes(l.rows));
+      dtype_name(l.activation_dtype), left, l.block_size,
+      attention_notes(l.rows) + moe_notes(l.rows));
   for (const DoesNotFit& d : l.not_fitting) s += d.message + "\n";
   if (l.rows.empty()) return s;
   if (!l.not_fitting.empty()) s += "\n";

@@ -1,5 +1,6 @@
 #include "workload/layer_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -59,20 +60,50 @@ GemmShape gemm_shape(const ModelShape& m, LayerStage stage, int batch) {
   return g;
 }
 
+namespace {
+
+// What both the measured layer step and the modeled one need: the layer shape and dtypes the
+// GEMMs take.
+std::string layer_dtype_error(const ModelShape& m, DType weights, DType q_dtype);
+
+}  // namespace
+
 std::string layer_support_error(const ModelShape& m, DType weights, DType q_dtype) {
+  if (m.is_moe() && m.has_layer_shape()) {
+    // The backends' layer step runs one dense MLP; a batch's experts depend on routing.
+    return fmt::format(
+        "model {} is a mixture of experts ({} experts, {} per token): the measured layer step "
+        "runs a dense MLP, and which experts a batch reads depends on routing (scope attention "
+        "runs it; `decodebench model --scope layer` models it under uniform routing)",
+        m.name, m.num_experts, m.experts_per_token);
+  }
+  return layer_dtype_error(m, weights, q_dtype);
+}
+
+std::string layer_model_error(const ModelShape& m, DType weights, DType q_dtype) {
+  if (m.is_mla() && m.has_layer_shape()) {
+    return fmt::format(
+        "model {} uses MLA: its layer step (DeepSeek's low-rank projections, the up-projections "
+        "absorbed into q and the output) is not modeled (scope attention models it)",
+        m.name);
+  }
+  return layer_dtype_error(m, weights, q_dtype);
+}
+
+double expected_experts_touched(const ModelShape& m, int batch) {
+  if (!m.is_moe() || batch <= 0) return 0;
+  const double e = m.num_experts, k = std::min(m.experts_per_token, m.num_experts);
+  return e * (1.0 - std::pow(1.0 - k / e, batch));
+}
+
+namespace {
+
+std::string layer_dtype_error(const ModelShape& m, DType weights, DType q_dtype) {
   if (!m.has_layer_shape()) {
     return fmt::format(
         "model {} gives no layer shape: layer scope needs hidden_size, intermediate_size and "
         "vocab_size in its model file (the presets in configs/models have them)",
         m.name);
-  }
-  if (m.is_moe()) {
-    // Which experts a batch reads depends on the router: between experts_per_token and
-    // min(num_experts, batch x experts_per_token) of them per layer, not one dense MLP.
-    return fmt::format(
-        "model {} is a mixture of experts ({} experts, {} per token): the layer step models a "
-        "dense MLP, and which experts a batch reads depends on routing (scope attention runs it)",
-        m.name, m.num_experts, m.experts_per_token);
   }
   if (weights != DType::bf16 && weights != DType::f16 && weights != DType::fp8_e4m3) {
     return fmt::format("weights dtype must be bf16, f16 or fp8_e4m3, got {}", dtype_name(weights));
@@ -85,6 +116,8 @@ std::string layer_support_error(const ModelShape& m, DType weights, DType q_dtyp
   }
   return "";
 }
+
+}  // namespace
 
 LayerTensor weight_tensor(LayerStage gemm) {
   switch (gemm) {
@@ -141,14 +174,64 @@ GemmModel gemm_model(const GemmShape& shape, DType weights, DType activations) {
   return g;
 }
 
+namespace {
+
+// An MoE layer's MLP stage (gate_up_proj or down_proj) for `rows` tokens, the mean over the
+// model's layers (its first_dense_layers have a dense MLP of dense_intermediate_size): the
+// weights of the routed experts the batch is expected to read (expected_experts_touched) and of
+// the shared ones, each token's row through its experts_per_token routed and every shared
+// expert, and in gate_up_proj the router (hidden x num_experts, in the weights dtype). The
+// shape is one expert's over all rows.
+GemmModel moe_gemm(const ModelShape& m, LayerStage stage, int rows, DType weights, DType act) {
+  const GemmModel one = gemm_model(gemm_shape(m, stage, rows), weights, act);
+  const double shared = m.shared_experts;
+  const double visits = std::min(m.experts_per_token, m.num_experts) + shared;  // per token
+  const double read = expected_experts_touched(m, rows) + shared;
+  double weight = read * static_cast<double>(one.weight_bytes);
+  double in = visits * static_cast<double>(one.input_bytes);
+  double out = visits * static_cast<double>(one.output_bytes);
+  double flops = visits * one.flops;
+  if (stage == LayerStage::gate_up_proj) {
+    GemmShape router{LayerStage::gate_up_proj, rows, m.num_experts, m.hidden_size};
+    const GemmModel r = gemm_model(router, weights, act);
+    weight += static_cast<double>(r.weight_bytes);
+    out += static_cast<double>(r.output_bytes);  // the input is the experts' own x
+    flops += r.flops;
+  }
+  const int dense_layers = std::clamp(m.first_dense_layers, 0, m.num_layers);
+  if (dense_layers > 0 && m.dense_intermediate_size > 0) {
+    ModelShape dense_model = m;
+    dense_model.intermediate_size = m.dense_intermediate_size;
+    const GemmModel dense = gemm_model(gemm_shape(dense_model, stage, rows), weights, act);
+    const double moe_share = static_cast<double>(m.num_layers - dense_layers) / m.num_layers;
+    const double dense_share = 1.0 - moe_share;
+    weight = moe_share * weight + dense_share * static_cast<double>(dense.weight_bytes);
+    in = moe_share * in + dense_share * static_cast<double>(dense.input_bytes);
+    out = moe_share * out + dense_share * static_cast<double>(dense.output_bytes);
+    flops = moe_share * flops + dense_share * dense.flops;
+  }
+  GemmModel g = one;
+  g.weight_bytes = std::llround(weight);
+  g.input_bytes = std::llround(in);
+  g.output_bytes = std::llround(out);
+  g.flops = flops;
+  return g;
+}
+
+}  // namespace
+
 LayerModel layer_model(const WorkloadSpec& spec, const PagedLayout& layout, DType weights) {
-  const std::string why = layer_support_error(spec.model, weights, spec.q_dtype);
+  const std::string why = layer_model_error(spec.model, weights, spec.q_dtype);
   if (!why.empty()) throw std::invalid_argument(why);
   const int rows = static_cast<int>(layout.context_lens.size());
   LayerModel lm;
   lm.attention = byte_model(spec, layout);
   for (std::size_t i = 0; i < kLayerGemms.size(); ++i) {
-    lm.gemms[i] = gemm_model(gemm_shape(spec.model, kLayerGemms[i], rows), weights, spec.q_dtype);
+    const LayerStage stage = kLayerGemms[i];
+    const bool mlp = stage == LayerStage::gate_up_proj || stage == LayerStage::down_proj;
+    lm.gemms[i] = mlp && spec.model.is_moe()
+                      ? moe_gemm(spec.model, stage, rows, weights, spec.q_dtype)
+                      : gemm_model(gemm_shape(spec.model, stage, rows), weights, spec.q_dtype);
     lm.weight_bytes += lm.gemms[i].weight_bytes;
     lm.activation_bytes += lm.gemms[i].input_bytes + lm.gemms[i].output_bytes;
     lm.gemm_flops += lm.gemms[i].flops;

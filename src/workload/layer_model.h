@@ -59,7 +59,16 @@ GemmShape gemm_shape(const ModelShape& m, LayerStage stage, int batch);
 // "" when layer scope can run this model with these dtypes; else why not (the model file lacks
 // hidden_size / intermediate_size / vocab_size; weights not bf16, f16 or fp8_e4m3; 16-bit
 // weights of another type than the q dtype).
+// A mixture of experts is refused: the backends run a dense MLP.
 std::string layer_support_error(const ModelShape& m, DType weights, DType q_dtype);
+// "" when layer_model() can model this model's step: as layer_support_error, but a mixture of
+// experts is modeled (its MLP as the experts a batch is expected to read) and an MLA model is
+// refused (its projections are not modeled).
+std::string layer_model_error(const ModelShape& m, DType weights, DType q_dtype);
+// The routed experts a batch of `batch` tokens reads in one MoE layer, expected under uniform
+// routing (each token picks experts_per_token distinct experts of num_experts):
+// E (1 - (1 - k/E)^B); 0 for a dense model.
+double expected_experts_touched(const ModelShape& m, int batch);
 
 // The dtype a GEMM's input is read in: the weights dtype (see the top of this file).
 inline DType gemm_input_dtype(DType weights) { return weights; }
@@ -132,7 +141,8 @@ struct LayerModel {
   double gemm_flops = 0;              // the four GEMMs
   double flops = 0;                   // gemm_flops + attention.flops
 };
-// Throws std::invalid_argument where layer_support_error() is not empty.
+// Throws std::invalid_argument where layer_model_error() is not empty. For a mixture of experts
+// gate_up_proj and down_proj are the mean layer's expected reads (moe_gemm in layer_model.cpp).
 LayerModel layer_model(const WorkloadSpec& spec, const PagedLayout& layout, DType weights);
 
 // Parameters of the model from its shapes: embeddings, every layer's attention and MLP weights,

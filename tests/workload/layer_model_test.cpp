@@ -184,6 +184,52 @@ TEST(LayerModel, SumsOfTheStages) {
                std::invalid_argument);
 }
 
+// A mixture of experts' MLP reads the experts a batch touches, expected under uniform routing:
+// k at batch 1, E (1 - (1 - k/E)^B) in general, all E for a large batch; the shared experts
+// always; the router in gate_up_proj; the first dense layers averaged in. The measured layer
+// step still refuses it (the backends run a dense MLP), and an MLA model is not modeled.
+TEST(LayerModel, MixtureOfExpertsReadsTheExpertsABatchTouches) {
+  ModelShape moe = load_model("llama-3.1-8b");  // its attention, with an MoE MLP
+  moe.num_experts = 16;
+  moe.experts_per_token = 2;
+  EXPECT_DOUBLE_EQ(expected_experts_touched(moe, 1), 2);
+  EXPECT_NEAR(expected_experts_touched(moe, 4), 16 * (1 - std::pow(14.0 / 16, 4)), 1e-9);
+  EXPECT_NEAR(expected_experts_touched(moe, 4096), 16, 1e-9);
+  EXPECT_EQ(expected_experts_touched(load_model("llama-3.1-8b"), 4), 0);
+
+  const std::int64_t gate_up = 2LL * 14336 * 4096 * 2, down = 4096LL * 14336 * 2;  // bf16
+  const std::int64_t router = 16LL * 4096 * 2;
+  const auto mlp_of = [&](const ModelShape& m, int batch) {
+    WorkloadSpec spec = llama_spec(batch, 64, DType::bf16);
+    spec.model = m;
+    return layer_model(spec, build_layout(spec), DType::bf16);
+  };
+  for (int batch : {1, 4, 64}) {
+    const LayerModel lm = mlp_of(moe, batch);
+    const double read = expected_experts_touched(moe, batch);
+    EXPECT_EQ(lm.gemms[2].weight_bytes, std::llround(read * gate_up + router)) << batch;
+    EXPECT_EQ(lm.gemms[3].weight_bytes, std::llround(read * down)) << batch;
+    // Every token goes through its 2 experts: twice a dense MLP's FLOPs, plus the router.
+    EXPECT_DOUBLE_EQ(lm.gemms[3].flops, 2 * 2.0 * batch * 4096 * 14336) << batch;
+    EXPECT_DOUBLE_EQ(lm.gemms[2].flops, 2 * 2.0 * batch * 28672 * 4096 + 2.0 * batch * 16 * 4096);
+  }
+  // A shared expert is read at every batch; a first dense layer is averaged in.
+  ModelShape deep = moe;
+  deep.shared_experts = 1;
+  deep.first_dense_layers = 8;  // of 32
+  deep.dense_intermediate_size = 4096;
+  const LayerModel lm = mlp_of(deep, 1);
+  const double moe_down = (2 + 1) * static_cast<double>(down);
+  const double dense_down = 4096.0 * 4096 * 2;
+  EXPECT_EQ(lm.gemms[3].weight_bytes, std::llround(0.75 * moe_down + 0.25 * dense_down));
+
+  EXPECT_NE(layer_support_error(moe, DType::bf16, DType::bf16).find("mixture of experts"),
+            std::string::npos);
+  EXPECT_EQ(layer_model_error(moe, DType::bf16, DType::bf16), "");
+  const std::string mla = layer_model_error(load_model("deepseek-v3"), DType::bf16, DType::bf16);
+  EXPECT_NE(mla.find("MLA"), std::string::npos) << mla;
+}
+
 // Where no activation dtype is asked for, the one chosen is one the weights take.
 TEST(LayerSupport, TheDefaultActivationDtypeIsOneTheWeightsTake) {
   const ModelShape m = load_model("llama-3.1-8b");

@@ -354,12 +354,13 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
                              "$XDG_CACHE_HOME or ~/.cache, then decodebench/)")
 
 
-def add_text_args(parser: argparse.ArgumentParser, tokens: int) -> None:
+def add_text_args(parser: argparse.ArgumentParser, tokens: int,
+                  tokens_help: str = "use the text's first N tokens") -> None:
     parser.add_argument("--text", metavar="FILE",
                         help=f"the text to run (default: {DEFAULT_TEXTS[0]}, else "
                              f"{DEFAULT_TEXTS[1]})")
     parser.add_argument("--tokens", type=int, default=tokens, metavar="N",
-                        help=f"use the text's first N tokens (default: {tokens})")
+                        help=f"{tokens_help} (default: {tokens})")
 
 
 def text_tokens(model: Llama, text_path: Optional[str], n: int, multiple: int = 1
@@ -374,6 +375,31 @@ def text_tokens(model: Llama, text_path: Optional[str], n: int, multiple: int = 
         raise InputError(f"--text {path}: {len(ids)} tokens after the cut to a multiple of "
                          f"{multiple}; need at least {max(2, multiple)}")
     return path, ids
+
+
+def text_windows(model: Llama, text_path: Optional[str], n: int, windows: Optional[int],
+                 multiple: int = 1, default_windows: int = 1
+                 ) -> tuple[str, int, list[tuple[int, np.ndarray]]]:
+    """(the text file, its token count, windows [(offset, tokens)]): `windows` windows one after
+    another from the text's start, each min(n, the text's tokens) long cut to a multiple of
+    `multiple` (the first is text_tokens' answer). windows None: as many as the text holds, up
+    to default_windows."""
+    if n < 2:
+        raise InputError(f"--tokens {n}: need at least 2")
+    path = text_path or default_text()
+    ids = model.encode(read_text(path))
+    length = min(n, len(ids)) // multiple * multiple
+    if length < max(2, multiple):
+        raise InputError(f"--text {path}: {length} tokens after the cut to a multiple of "
+                         f"{multiple}; need at least {max(2, multiple)}")
+    room = len(ids) // length
+    if windows is None:
+        windows = min(default_windows, room)
+    elif not 1 <= windows <= room:
+        raise InputError(f"--windows {windows}: {os.path.basename(path)} has {len(ids)} tokens, "
+                         f"room for 1 to {room} windows of {length} tokens (--tokens)")
+    return path, len(ids), [(i * length, ids[i * length:(i + 1) * length])
+                            for i in range(windows)]
 
 
 def main(argv: Optional[list[str]] = None) -> int:

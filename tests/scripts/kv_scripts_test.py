@@ -8,8 +8,12 @@ kv_dump.py: the files' shapes, dtypes and meta.json; ref.npy against a recomputa
 block tables; every layer's q, K (after RoPE) and V against the independent forward pass, with
 two planted faults that must be caught (RoPE on adjacent pairs here; a GGUF written without the
 permutation). kv_quant_eval.py with stand-in quantizers: an identity gives KL 0, top-1 1 and no
-perplexity change, and the unquantized perplexity equals the independent one; a rounding one
-gives KL > 0; what the quantizer is called with; bad input exits 2 naming what is wrong.
+perplexity change, printed "n.s." with an interval of [0, 0] (an unpaired bootstrap is caught),
+and the unquantized perplexity of each window equals the independent one; a rounding one gives
+KL > 0 with intervals of some width around each figure (a bootstrap that ignores its resample is
+caught), the same for the same seed; the bootstrap itself on synthetic positions against the
+spread a mean has (paired: the quantizer's noise only); the BLAS named; what the quantizer is
+called with; bad input (--windows among it) exits 2 naming what is wrong.
 With --decodebench BIN, the real `BIN quantize` too: f16 exact against numpy, the other formats
 within their step, and kv_quant_eval.py over every format.
 
@@ -20,6 +24,8 @@ SKIP_RETURN_CODE).
 """
 import json
 import os
+import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -40,6 +46,9 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 KV_DUMP = os.path.join(REPO, "scripts", "kv_dump.py")
 KV_EVAL = os.path.join(REPO, "scripts", "kv_quant_eval.py")
 DECODEBENCH = None  # --decodebench BIN
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import kv_quant_eval  # noqa: E402
+import llama_gguf  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -295,12 +304,12 @@ def kv_dump(model, out, *extra):
                 "--queries", str(QUERIES), "--block-size", str(BLOCK), "--out", out] + list(extra))
 
 
-def kv_eval(model, formats, binary, *extra):
+def kv_eval(model, formats, binary, *extra, env=None):
     """(the run, the --json result or None)."""
     out = os.path.join(tempfile.mkdtemp(dir=Fixture.scratch()), "eval.json")
     done = run([KV_EVAL, "--model", model, "--text", Fixture.text, "--tokens", str(TOKENS),
                 "--block-size", str(BLOCK), "--kv-dtype", formats, "--decodebench", binary,
-                "--out", out] + list(extra))
+                "--out", out] + list(extra), env=env)
     result = None
     if done.returncode == 0:
         with open(out) as f:
@@ -438,11 +447,12 @@ class KvQuantEvalTest(unittest.TestCase):
         cls.m = Fixture.get(TINY)
 
     def evaluate(self, mode, formats="f16,int4", extra=()):
-        """(the run, its --json result or None, the stand-in's calls)."""
+        """(the run, its --json result or None, the stand-in's calls). The bootstrap draws
+        stretches of one KV block: 6 to a window of T tokens."""
         d = tempfile.mkdtemp(dir=self.m.dir)
         binary, log = os.path.join(d, "decodebench"), os.path.join(d, "calls.jsonl")
         write_standin(binary, mode, log)
-        done, result = kv_eval(self.m.model, formats, binary, *extra)
+        done, result = kv_eval(self.m.model, formats, binary, "--stretch", str(BLOCK), *extra)
         calls = []
         if os.path.exists(log):
             with open(log) as f:
@@ -457,20 +467,47 @@ class KvQuantEvalTest(unittest.TestCase):
             self.assertEqual((f["kl_mean"], f["kl_p99"], f["kl_max"]), (0.0, 0.0, 0.0))
             self.assertEqual(f["top1_agreement"], 1.0)
             self.assertEqual((f["ppl_change"], f["ppl_change_pct"]), (0.0, 0.0))
-        # The unquantized model is the independent one.
-        want = perplexity(self.m.logits, self.m.tokens)
-        self.assertAlmostEqual(result["unquantized"]["ppl"] / want, 1.0, delta=1e-4)
         self.assertEqual((result["kind"], result["version"], result["tokens"],
                           result["block_size"]), ("decodebench-kv-quant-eval", 1, T, BLOCK))
-        # Each layer's K then V, in the paged layout, per format.
+        # The text holds 3 windows of T tokens, fewer than the default: all 3 are read.
+        self.assertGreater(kv_quant_eval.DEFAULT_WINDOWS, 3)
+        self.assertEqual((result["windows"], result["window_offsets"],
+                          result["scored_positions"], result["scored_tokens"]),
+                         (3, [0, T, 2 * T], 3 * T, 3 * (T - 1)))
+        self.assertIn(f"holds 3 window(s) of {T} tokens, fewer than the default", done.stderr)
+        # The first window's unquantized model is the independent one.
+        want = perplexity(self.m.logits, self.m.tokens)
+        first = result["unquantized"]["per_window"][0]
+        self.assertEqual(first["offset"], 0)
+        self.assertAlmostEqual(first["ppl"] / want, 1.0, delta=1e-4)
+        # Each window, each format: each layer's K then V, in the paged layout.
         s = self.m.shape
         expect = [{"kv_dtype": f, "tensor": t, "shape": [T // BLOCK, s.hkv, BLOCK, s.d],
-                   "dtype": "float32"} for f in ("f16", "int4") for _ in range(s.layers)
-                  for t in ("k", "v")]
+                   "dtype": "float32"} for _ in range(3) for f in ("f16", "int4")
+                  for _ in range(s.layers) for t in ("k", "v")]
         self.assertEqual(calls, expect)
         table = done.stdout.splitlines()
         self.assertTrue(any(line.startswith("f16 ") for line in table), done.stdout)
         self.assertTrue(any(line.startswith("int4 ") for line in table), done.stdout)
+
+    def test_identity_is_not_measurable(self):
+        """Identical runs: every interval is exactly no change, so nothing is measurable and the
+        table prints "n.s." with the interval instead of a figure. A bootstrap that weighs the
+        two runs by different resamples (unpaired) gives the perplexity change a width here."""
+        done, result, _ = self.evaluate("identity", formats="int8")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        f = result["formats"][0]
+        self.assertEqual(f["ppl_change_interval"], [0.0, 0.0])
+        self.assertEqual(f["ppl_change_pct_interval"], [0.0, 0.0])
+        self.assertEqual(f["kl_mean_interval"], [0.0, 0.0])
+        self.assertEqual(f["top1_agreement_interval"], [1.0, 1.0])
+        self.assertFalse(f["ppl_change_measurable"])
+        self.assertFalse(f["kl_mean_measurable"])
+        self.assertFalse(f["top1_agreement_measurable"])
+        line = next(line for line in done.stdout.splitlines() if line.startswith("int8 "))
+        self.assertTrue(line.endswith("n.s. [+0.00 %, +0.00 %]"), line)
+        self.assertIn("n.s. [0.00e+00, 0.00e+00]", line)
+        self.assertIn("n.s. [1.0000, 1.0000]", line)
 
     def test_a_perturbing_quantizer_shows(self):
         figure = os.path.join(self.m.dir, "kv.svg")
@@ -484,6 +521,112 @@ class KvQuantEvalTest(unittest.TestCase):
         self.assertNotEqual(f["ppl_change"], 0.0)
         with open(figure) as svg:
             self.assertIn("<svg", svg.read())
+
+    def test_intervals_bracket_the_figures(self):
+        """A perturbing quantizer: each interval holds its figure and has a width (a bootstrap
+        that ignores its resample gives [x, x]); the same seed gives the same intervals, another
+        seed others; measurable changes print their figure with the interval."""
+        done, result, _ = self.evaluate("round", formats="int8")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        f = result["formats"][0]
+        for key in ("kl_mean", "top1_agreement", "ppl_change", "ppl_change_pct"):
+            with self.subTest(key=key):
+                lo, hi = f[key + "_interval"]
+                self.assertLessEqual(lo, f[key])
+                self.assertLessEqual(f[key], hi)
+                if key != "top1_agreement":  # top-1 may be unchanged everywhere
+                    self.assertLess(lo, hi)
+        self.assertTrue(f["kl_mean_measurable"])
+        lo, hi = f["ppl_change_pct_interval"]
+        self.assertEqual(f["ppl_change_measurable"], not lo <= 0 <= hi)
+        self.assertEqual(result["interval"], {"method": "paired stretch bootstrap", "level": 0.95,
+                                              "resamples": 1000, "seed": 0,
+                                              "stretch_tokens": BLOCK})
+        line = next(line for line in done.stdout.splitlines() if line.startswith("int8 "))
+        # The change with its interval, or "n.s." and the interval alone; as many decimals as
+        # show the interval's width.
+        printed = re.search(r"  (n\.s\.|[-+]\d+\.\d+ %) \[([-+]\d+\.(\d+)) %, ([-+]\d+\.\d+) %\]$",
+                            line)
+        self.assertIsNotNone(printed, line)
+        step = 10.0 ** -len(printed.group(3))
+        if hi - lo >= 1e-4:  # the bounds print apart, and a change's as nonzero
+            self.assertNotEqual(printed.group(2), printed.group(4), line)
+            if f["ppl_change_measurable"]:
+                self.assertNotIn(0.0, (float(printed.group(2)), float(printed.group(4))), line)
+        self.assertAlmostEqual(float(printed.group(2)), lo, delta=step / 2 + 1e-12)
+        self.assertAlmostEqual(float(printed.group(4)), hi, delta=step / 2 + 1e-12)
+        if f["ppl_change_measurable"]:
+            self.assertAlmostEqual(float(printed.group(1)[:-2]), f["ppl_change_pct"],
+                                   delta=step / 2 + 1e-12)
+        else:
+            self.assertEqual(printed.group(1), "n.s.")
+        lo, hi = f["kl_mean_interval"]
+        self.assertIn(f"{f['kl_mean']:.2e} [{lo:.2e}, {hi:.2e}]", line)
+        # Pooled figures are the windows' own, weighed by their positions (equal here).
+        per = f["per_window"]
+        self.assertEqual([w["offset"] for w in per], [0, T, 2 * T])
+        self.assertAlmostEqual(f["kl_mean"], np.mean([w["kl_mean"] for w in per]))
+        self.assertAlmostEqual(f["top1_agreement"], np.mean([w["top1_agreement"] for w in per]))
+        _, again, _ = self.evaluate("round", formats="int8")
+        other_done, other, _ = self.evaluate("round", formats="int8", extra=["--seed", "7"])
+        self.assertEqual(other_done.returncode, 0, other_done.stderr)
+        keys = ("kl_mean_interval", "top1_agreement_interval", "ppl_change_pct_interval")
+        self.assertEqual([again["formats"][0][k] for k in keys], [f[k] for k in keys])
+        self.assertNotEqual(other["formats"][0]["kl_mean_interval"], f["kl_mean_interval"])
+        self.assertEqual(other["formats"][0]["kl_mean"], f["kl_mean"])
+
+    def test_windows(self):
+        """--windows 1 reads the text's first T tokens only; --windows 2 the next T as well,
+        from position 0 again: its unquantized perplexity is the independent forward pass's on
+        those tokens."""
+        done, one, calls = self.evaluate("identity", formats="f16", extra=["--windows", "1"])
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual((one["windows"], one["window_offsets"], len(calls)),
+                         (1, [0], 2 * self.m.shape.layers))
+        want = perplexity(self.m.logits, self.m.tokens)
+        self.assertAlmostEqual(one["unquantized"]["ppl"] / want, 1.0, delta=1e-4)
+        done, two, calls = self.evaluate("identity", formats="f16", extra=["--windows", "2"])
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual((two["windows"], two["window_offsets"], len(calls)),
+                         (2, [0, T], 4 * self.m.shape.layers))
+        ids = llama_gguf.Llama(self.m.model).encode(TEXT)[T:2 * T]
+        logits, _ = reference_forward(self.m.shape, self.m.weights, ids)
+        second = two["unquantized"]["per_window"][1]
+        self.assertEqual(second["offset"], T)
+        self.assertAlmostEqual(second["ppl"] / perplexity(logits, ids), 1.0, delta=1e-4)
+        # The pooled perplexity: exp of the mean NLL over both windows' T - 1 scored tokens.
+        pooled = np.exp(np.mean([np.log(one["unquantized"]["ppl"]), np.log(second["ppl"])]))
+        self.assertAlmostEqual(two["unquantized"]["ppl"] / pooled, 1.0, delta=1e-9)
+
+    def test_blas_is_named(self):
+        """The BLAS numpy ran on, in the table and the JSON, with the variables that steer it;
+        for OpenBLAS on x86-64 with AVX2, OPENBLAS_CORETYPE=Haswell shows as the core."""
+        env = dict(os.environ, OPENBLAS_CORETYPE="Haswell")
+        d = tempfile.mkdtemp(dir=self.m.dir)
+        binary = os.path.join(d, "decodebench")
+        write_standin(binary, "identity", os.path.join(d, "calls.jsonl"))
+        done, result = kv_eval(self.m.model, "f16", binary, env=env)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        blas = result["blas"]
+        self.assertEqual(set(blas), {"name", "version", "core", "threads", "source", "numpy",
+                                     "env"})
+        self.assertTrue(blas["name"], blas)
+        self.assertEqual(blas["numpy"], np.__version__)
+        self.assertEqual(blas["env"].get("OPENBLAS_CORETYPE"), "Haswell")
+        self.assertIn(f"BLAS: {blas['name']}", done.stdout)
+        self.assertIn("OPENBLAS_CORETYPE=Haswell", done.stdout)
+        # No --stretch: 16 stretches to a window this short.
+        self.assertEqual(result["interval"]["stretch_tokens"], T // 16)
+        if "openblas" in blas["name"].lower() and blas["source"] != "numpy build configuration":
+            self.assertTrue(blas["core"], blas)
+            self.assertIn(f"core {blas['core']}", done.stdout)
+            # OpenBLAS builds for x86-64 choose their kernel at run time (DYNAMIC_ARCH).
+            avx2 = platform.machine() == "x86_64" and os.path.isfile("/proc/cpuinfo")
+            if avx2:
+                with open("/proc/cpuinfo") as f:
+                    avx2 = " avx2" in f.read()
+            if avx2:
+                self.assertEqual(blas["core"].lower(), "haswell")
 
     def test_bad_input(self):
         cases = [
@@ -500,11 +643,81 @@ class KvQuantEvalTest(unittest.TestCase):
                 self.assertIn(message, done.stderr)
         for extra, message in ((["--figure", "x.pdf"], ".svg or .png"),
                                (["--decodebench", "/nonexistent"], "not an executable"),
-                               (["--model", "/nonexistent.gguf"], "no such file")):
+                               (["--model", "/nonexistent.gguf"], "no such file"),
+                               (["--windows", "0"], "--windows 0: need 1 to the text's tokens / "
+                                                    "--tokens"),
+                               (["--windows", "-2"], "--windows -2: need 1 to"),
+                               (["--windows", "two"], "--windows: invalid int value: 'two'"),
+                               (["--resamples", "10"], "--resamples 10: need 100 to 100000"),
+                               (["--stretch", "0"], "--stretch 0: need 1 to the tokens of a "
+                                                    "window"),
+                               (["--stretch", str(T + 1)], f"--stretch {T + 1}: need 1 to {T}, "
+                                                           "the tokens of a window"),
+                               (["--seed", "-1"], "--seed -1: need 0 or more")):
             with self.subTest(extra=extra):
                 done, _, _ = self.evaluate("identity", "f16", extra)
                 self.assertEqual(done.returncode, 2, done.stderr)
                 self.assertIn(message, done.stderr)
+        # More windows than the text holds: the valid range is named.
+        n = len(llama_gguf.Llama(self.m.model).encode(TEXT))
+        done, _, _ = self.evaluate("identity", "f16", ["--windows", str(n // T + 1)])
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn(f"--windows {n // T + 1}: text.txt has {n} tokens, room for 1 to {n // T} "
+                      f"windows of {T} tokens (--tokens)", done.stderr)
+
+
+class BootstrapTest(unittest.TestCase):
+    """kv_quant_eval's intervals on synthetic positions whose spread is known: a percentile
+    interval of a mean over n positions is about 2 * 1.96 sd / sqrt(n) wide."""
+
+    N, RESAMPLES = 8192, 1000
+
+    def data(self, seed=1):
+        rng = np.random.default_rng(seed)
+        n = self.N
+        nll_ref = rng.exponential(3.0, n)  # the text's own spread: sd 3 nats
+        noise = rng.normal(0.01, 0.05, n)  # the quantizer's: sd 0.05 nats
+        kl = rng.exponential(0.02, n)
+        agree = (rng.random(n) < 0.9).astype(np.float64)
+        return kl, agree, nll_ref, nll_ref + noise, noise
+
+    def intervals(self, stretch, windows=1):
+        kl, agree, nll_ref, nll_test, noise = self.data()
+        scored = np.ones(self.N, dtype=bool)
+        counts = kv_quant_eval.resample_counts([self.N // windows] * windows, stretch,
+                                               self.RESAMPLES, seed=0)
+        return kv_quant_eval.summarize(kl, agree, nll_ref, nll_test, scored, counts), \
+            (kl, agree, noise)
+
+    def test_widths_are_the_spread_of_a_mean(self):
+        for stretch, windows in ((1, 1), (16, 1), (64, 4)):
+            with self.subTest(stretch=stretch, windows=windows):
+                stats, (kl, agree, noise) = self.intervals(stretch, windows)
+                root_n = np.sqrt(self.N)
+                for key, sd, scale in (("kl_mean", kl.std(), 1.0),
+                                       ("top1_agreement", agree.std(), 1.0),
+                                       # paired: the noise's spread, not the text's (sd 3)
+                                       ("ppl_change_pct", noise.std(), 100.0)):
+                    lo, hi = stats[key + "_interval"]
+                    want = 2 * 1.96 * scale * sd / root_n
+                    self.assertLessEqual(lo, stats[key])
+                    self.assertLessEqual(stats[key], hi)
+                    self.assertGreater(hi - lo, 0.75 * want, (key, lo, hi, want))
+                    self.assertLess(hi - lo, 1.33 * want, (key, lo, hi, want))
+                self.assertTrue(stats["ppl_change_measurable"])  # +1 % against +-0.15 %
+
+    def test_resample_counts_draw_stretches_within_windows(self):
+        lengths, stretch = [96, 80], 16
+        counts = kv_quant_eval.resample_counts(lengths, stretch, 200, seed=3)
+        self.assertEqual(counts.shape, (200, 176))
+        # Each window draws as many positions as it has; a stretch's positions go together.
+        self.assertTrue(np.all(counts[:, :96].sum(axis=1) == 96))
+        self.assertTrue(np.all(counts[:, 96:].sum(axis=1) == 80))
+        stretches = counts.reshape(200, -1, stretch)
+        self.assertTrue(np.all(stretches == stretches[:, :, :1]))
+        self.assertGreater(len({tuple(row) for row in counts}), 190)  # the resamples differ
+        self.assertTrue(np.array_equal(counts,
+                                       kv_quant_eval.resample_counts(lengths, stretch, 200, 3)))
 
 
 class RealQuantizerTest(unittest.TestCase):

@@ -152,7 +152,7 @@ const kernels::KernelInfo& decode_info() {
     k.min_block_size = 1;
     k.max_group = 0;  // any
     k.max_batch = 0;  // any: no grid limits on the host
-    // window, sinks, soft-cap: decode_step (not the cascade, which refuses them)
+    // window, sinks, soft-cap: decode_step (the cascade takes sinks and the soft-cap, not windows)
     k.window = k.sinks = k.softcap = true;
     k.mla = true;  // cpu_decode_mla.cpp
     return k;
@@ -250,12 +250,11 @@ int plan_prefix_chunks(const kernels::PagedDecodeParams& p, int num_threads) {
 std::string cascade_unsupported_reason(const kernels::PagedDecodeParams& p) {
   if (kernels::is_mla(p))
     return "kernel 'cascade' does not take MLA (valid: per-head K and V; kernel 'cpu' takes MLA)";
-  if (p.window <= 0 && !p.has_sinks && !(p.softcap > 0)) return "";
+  if (p.window <= 0) return "";
   // A window starts each member's walk at its own token, inside or past the shared prefix the
-  // cascade reads once for the group: not written. Kernel 'cpu' takes all three.
-  return "kernel 'cascade' does not take a sliding window, attention sinks or logit "
-         "soft-capping (valid: full attention without sinks or soft-capping; kernel 'cpu' takes "
-         "them)";
+  // cascade reads once for the group: not written. Sinks and the soft-cap are taken.
+  return "kernel 'cascade' does not take a sliding window (valid: full attention, with or "
+         "without sinks and soft-capping; kernel 'cpu' takes windows)";
 }
 
 void paged_decode_cascade(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {

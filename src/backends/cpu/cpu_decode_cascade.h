@@ -56,9 +56,12 @@ inline void walk_shared_prefix(const PagedDecodeParams& p, int b0, int kv_head, 
       const int nh = Tile::pass_width(num_rows - r0);
       const std::size_t first = static_cast<std::size_t>(r0);
       tile.scores(q_rows + first * kHeadDim, nh, n, s);
-      if constexpr (Tile::kArithmetic)
+      if constexpr (Tile::kArithmetic) {
+        // The soft-cap as the plain walk applies it; no window reaches a shared prefix here.
+        if (p.softcap > 0) finish_scores(p, kTile, nh, n, t0, /*first=*/0, s);
         for (int h = 0; h < nh; ++h)
           Tile::softmax(s + h * kTile, n, state[first + h], acc + (first + h) * kHeadDim);
+      }
       tile.accumulate(s, nh, n, acc + first * kHeadDim);
       r0 += nh;
     }
@@ -213,8 +216,9 @@ std::uint64_t cascade_step(const PagedDecodeParams& p, int num_threads, int num_
           const std::size_t idx = static_cast<std::size_t>(qh) * splits + sp;
           fold(suffix_state[idx], suffix_acc.data() + idx * kHeadDim);
         }
-        // Every context has >= 1 token, so some partial holds the max and sum >= 1.
-        const float scale = out_scale / merged.sum;
+        // Every context has >= 1 token, so some partial holds the max and sum >= 1. A head's
+        // sink joins once, in the merged state (merge_sink), as in the plain driver's merge.
+        const float scale = out_scale * merge_sink(p, qh % num_q_heads, merged) / merged.sum;
         for (int c = 0; c < kHeadDim; ++c)
           store_out(p.q_dtype, p.out, static_cast<std::size_t>(qh) * kHeadDim + c, out[c] * scale);
       }

@@ -180,7 +180,46 @@ TEST(CpuVariants, AWindowNeverReadsTheBlocksBeforeIt) {
   }
 }
 
-TEST(CpuVariants, TheCascadeRefusesThemNamingKernelCpu) {
+// The cascade takes sinks and the soft-cap: both passes cap their scores, and the merge adds each
+// head's sink once. Against the reference on every path, with shared prefixes (plan groups) and
+// without; planted: sinks dropped, the cap ignored.
+TEST(CpuVariants, TheCascadeTakesSinksAndSoftCap) {
+  const Case cases[] = {
+      {"cascade_both", 8, 2, 128, 6, ContextSpec::fixed(257), 16, DType::f16, 0, true, 2.0, 0, 0.5},
+      {"cascade_int8", 16, 2, 64, 5, ragged(40, 300), 16, DType::int8, 0, true, 3.0, 0, 0.7},
+      {"cascade_unshared", 8, 2, 128, 3, ragged(1, 200), 16, DType::f16, 0, true, 2.0},
+  };
+  for (const Case& c : cases) {
+    const Workload w = workload_of(c);
+    const std::vector<float> ref = reference_decode(w);
+    ASSERT_EQ(cpu::cascade_unsupported_reason(w.params()), "") << c.name;
+    for (cpu::DecodePath path : compiled_paths()) {
+      SCOPED_TRACE(std::string(c.name) + " path=" + cpu::resolved_path_name(path));
+      cpu::DecodeOptions options;
+      options.path = path;
+      const auto check = [&](kernels::PagedDecodeParams p) {
+        kernels::PrefixPlan plan = kernels::plan_prefixes(p);
+        plan.bind(p);
+        std::vector<std::byte> out(static_cast<std::size_t>(w.rows()) * p.num_q_heads * p.head_dim *
+                                   2);
+        p.out = out.data();
+        cpu::paged_decode_cascade(p, options);
+        return compare_outputs(decode_to_float(out, p.q_dtype), ref, p.num_q_heads, p.head_dim,
+                               tolerance_for(w.spec.q_dtype, w.spec.kv_dtype));
+      };
+      const Comparison cmp = check(w.params());
+      EXPECT_TRUE(cmp.ok) << cmp.report;
+      kernels::PagedDecodeParams no_sinks = w.params();
+      no_sinks.has_sinks = false;
+      EXPECT_FALSE(check(no_sinks).ok) << "sinks dropped";
+      kernels::PagedDecodeParams no_cap = w.params();
+      no_cap.softcap = 0;
+      EXPECT_FALSE(check(no_cap).ok) << "soft-cap ignored";
+    }
+  }
+}
+
+TEST(CpuVariants, TheCascadeRefusesAWindowNamingKernelCpu) {
   const Workload w = workload_of(
       {"cascade", 8, 2, 128, 4, ContextSpec::fixed(64), 16, DType::f16, 32, false, 0, 0, 0.5});
   kernels::PagedDecodeParams p = w.params();

@@ -108,6 +108,18 @@ inline bool is_mla(const PagedDecodeParams& p) {
   return p.v_head_dim > 0 && p.v_head_dim != p.head_dim;
 }
 
+// The mla rung (kernels/paged_decode/mla.cuh): one thread block serves up to kMlaMaxHeadTiles
+// MMA tiles of kMlaHeadTile query heads (half as many when q needs a hi + lo split in the MMA
+// type: its shared memory) and walks the latent cache in tiles of kMlaTileTokens tokens, the
+// unit in which its splits cut a context.
+inline constexpr int kMlaHeadTile = 16;
+inline constexpr int kMlaMaxHeadTiles = 4;
+inline constexpr int kMlaTileTokens = 32;
+// Head tiles per thread block for p (its heads, q dtype and KV dtype); >= 1.
+int mla_head_tiles(const PagedDecodeParams& p);
+// Thread blocks along the heads: ceil(Hq / (16 x mla_head_tiles)).
+int mla_head_blocks(const PagedDecodeParams& p);
+
 // What one rung of the kernel ladder is and what it takes. The harness learns kernel names only
 // from kernel_ladder(); it never names a kernel itself.
 struct KernelInfo {
@@ -131,6 +143,9 @@ struct KernelInfo {
   // Takes MLA's absorbed shape too: v_head_dim below head_dim, V inside the K rows (the cpu
   // decode's mla path); a rung that does not refuses such a point.
   bool mla = false;
+  // Takes MLA's absorbed shape and nothing else (the mla rung, ladder.json "mla"): its tiles are
+  // cut for the one latent head and its widths.
+  bool mla_only = false;
 };
 
 // The ladder, in order, with what this build compiled. Same list for both targets.
@@ -203,7 +218,8 @@ std::string choose_kernel(const std::vector<KernelInfo>& ladder, const PagedDeco
 constexpr int kv_tile_tokens(int head_dim) { return head_dim > 0 ? 4096 / head_dim : 1; }
 
 // split_kv planner: how many splits of the context to launch for `gpu`, the residency of the
-// split kernel instance that would run `p` (rule and worked examples: split_kv_plan.cpp).
+// split kernel instance that would run `p` (rule and worked examples: split_kv_plan.cpp). For
+// MLA (is_mla) the mla rung's: batch x mla_head_blocks thread blocks, kMlaTileTokens units.
 // Never more splits than KV tiles of the longest context, so no split of it is empty. Reads
 // p.context_lens when set (host pointer), else plans for the table's capacity. Host-side,
 // deterministic, in 1..kMaxSplits.
@@ -214,9 +230,12 @@ int plan_num_splits(const PagedDecodeParams& p, const ResidentCtas& gpu);
 // `longest_tokens` tokens cut in kv_tile_tokens(head_dim) units: plan_num_splits, and the
 // cascade prefix pass's chunk count.
 int plan_pieces(long long blocks, long long longest_tokens, int head_dim, const ResidentCtas& gpu);
+// The same rule in units of `unit_tokens` (the mla rung's kMlaTileTokens).
+int plan_pieces_in_units(long long blocks, long long longest_tokens, int unit_tokens,
+                         const ResidentCtas& gpu);
 
 // The split_kv workspace: one allocation of total_bytes holding, in this order,
-//   partial_out [batch][Hq][slots][d]  fp32  at partial_out_offset (0)
+//   partial_out [batch][Hq][slots][dv] fp32  at partial_out_offset (0); dv: v_head_dim or d
 //   partial_lse [batch][Hq][slots]     fp32  at partial_lse_offset (a multiple of 16)
 // with slots = num_splits (split_kv, tc) or num_splits + num_prefix_chunks (cascade: a row's
 // suffix splits, then its group's prefix chunks). Every user (the backends, the tests) sizes

@@ -22,6 +22,8 @@ struct Rung {
   bool window;  // the attention variants it takes (ladder.json "variants")
   bool sinks;
   bool softcap;
+  bool mla;      // MLA's absorbed shape only (ladder.json "mla")
+  int head_dim;  // the one head_dim it is built for; 0: the build's list (config::kHeadDims)
 };
 
 // In ladder order. Each rung adds one idea over the one before it. The list is
@@ -58,7 +60,11 @@ const std::vector<KernelInfo>& kernel_ladder() {
       KernelInfo info;
       info.name = rung.name;
       info.idea = rung.idea;
-      info.head_dims.assign(std::begin(config::kHeadDims), std::end(config::kHeadDims));
+      if (rung.head_dim > 0) {
+        info.head_dims = {rung.head_dim};
+      } else {
+        info.head_dims.assign(std::begin(config::kHeadDims), std::end(config::kHeadDims));
+      }
       info.kv_dtypes.assign(std::begin(config::kKvDtypes), std::end(config::kKvDtypes));
       if (rung.int_kv) {
         info.kv_dtypes.insert(info.kv_dtypes.end(), config::kIntKvDtypes,
@@ -73,6 +79,8 @@ const std::vector<KernelInfo>& kernel_ladder() {
       info.window = rung.window;
       info.sinks = rung.sinks;
       info.softcap = rung.softcap;
+      info.mla = rung.mla;
+      info.mla_only = rung.mla;
       out.push_back(std::move(info));
     }
     return out;
@@ -102,9 +110,25 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
     return std::find(items.begin(), items.end(), x) != items.end();
   };
   if (is_mla(p) && !k.mla) {
+    std::string takers;
+    for (const Rung& rung : kRungs) {
+      if (rung.mla) takers += "kernel '" + std::string(rung.name) + "' and ";
+    }
     return refuse("MLA attention (keys " + std::to_string(p.head_dim) + " wide, values the first " +
                       std::to_string(p.v_head_dim) + ")",
-                  "per-head K and V; the cpu backend's kernel 'cpu' takes MLA");
+                  "per-head K and V; " + takers + "the cpu backend's kernel 'cpu' take MLA");
+  }
+  if (k.mla_only) {
+    // The rung's tiles are cut for DeepSeek's latent: one KV head, the values the first
+    // head_dim - 64 of each row (the last 64 the RoPE key).
+    const int dv = k.head_dims.empty() ? 0 : k.head_dims.front() - 64;
+    if (!is_mla(p) || p.num_kv_heads != 1 || p.v_head_dim != dv) {
+      return refuse(is_mla(p) ? "MLA with " + std::to_string(p.num_kv_heads) +
+                                    " KV heads and values " + std::to_string(p.v_head_dim) + " wide"
+                              : std::string("per-head K and V"),
+                    "MLA's absorbed shape: one latent KV head, keys " + std::to_string(dv + 64) +
+                        " wide, values the first " + std::to_string(dv));
+    }
   }
   if (!contains(k.head_dims, p.head_dim)) {
     return refuse("head_dim " + std::to_string(p.head_dim), join(k.head_dims) + " in this build");

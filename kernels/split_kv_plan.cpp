@@ -53,9 +53,14 @@
 namespace decodebench::kernels {
 
 int plan_pieces(long long blocks, long long longest, int head_dim, const ResidentCtas& gpu) {
+  return plan_pieces_in_units(blocks, longest, kv_tile_tokens(head_dim), gpu);
+}
+
+int plan_pieces_in_units(long long blocks, long long longest, int unit_tokens,
+                         const ResidentCtas& gpu) {
   blocks = std::max(blocks, 1LL);
   const long long slots = gpu.slots();
-  const long long tile = kv_tile_tokens(head_dim);
+  const long long tile = std::max(unit_tokens, 1);
   const long long tiles = std::max(1LL, (longest + tile - 1) / tile);
   const long long limit =
       std::max(1LL, std::min({slots / blocks, tiles, longest / kMinTokensPerSplit,
@@ -73,8 +78,9 @@ int plan_pieces(long long blocks, long long longest, int head_dim, const Residen
 }
 
 int plan_num_splits(const PagedDecodeParams& p, const ResidentCtas& gpu) {
-  const long long blocks =
-      static_cast<long long>(std::max(p.batch, 1)) * std::max(p.num_kv_heads, 1);
+  const bool mla = is_mla(p);
+  const long long blocks = static_cast<long long>(std::max(p.batch, 1)) *
+                           (mla ? mla_head_blocks(p) : std::max(p.num_kv_heads, 1));
   long long longest = 0;
   if (p.context_lens != nullptr) {
     // What a split kernel walks of each context: from the block holding its window's first token.
@@ -88,7 +94,22 @@ int plan_num_splits(const PagedDecodeParams& p, const ResidentCtas& gpu) {
   } else {
     longest = static_cast<long long>(std::max(p.max_blocks_per_seq, 0)) * std::max(p.block_size, 0);
   }
-  return plan_pieces(blocks, longest, p.head_dim, gpu);
+  return mla ? plan_pieces_in_units(blocks, longest, kMlaTileTokens, gpu)
+             : plan_pieces(blocks, longest, p.head_dim, gpu);
+}
+
+int mla_head_tiles(const PagedDecodeParams& p) {
+  // q enters the MMA in the KV's MMA type (bf16 for bf16 KV, f16 for f16 and fp8); another q
+  // dtype is split into hi + lo, twice the q tile: half the heads fit.
+  const DType mma = p.kv_dtype == DType::bf16 ? DType::bf16 : DType::f16;
+  const int cap = p.q_dtype == mma ? kMlaMaxHeadTiles : kMlaMaxHeadTiles / 2;
+  const int tiles = (std::max(p.num_q_heads, 1) + kMlaHeadTile - 1) / kMlaHeadTile;
+  return std::min(tiles, cap);
+}
+
+int mla_head_blocks(const PagedDecodeParams& p) {
+  const int heads_per_block = kMlaHeadTile * mla_head_tiles(p);
+  return (std::max(p.num_q_heads, 1) + heads_per_block - 1) / heads_per_block;
 }
 
 SplitKvWorkspace split_kv_workspace(const PagedDecodeParams& p, int num_splits,
@@ -104,7 +125,8 @@ SplitKvWorkspace split_kv_workspace(const PagedDecodeParams& p, int num_splits,
   w.num_prefix_tiles = num_prefix_chunks > 0 ? prefix_tiles(p) : 0;
   // [batch][Hq][slots][d] fp32, then [batch][Hq][slots] fp32.
   w.partial_out_offset = 0;
-  w.partial_out_bytes = rows * static_cast<std::size_t>(std::max(p.head_dim, 0)) * sizeof(float);
+  const int dv = p.v_head_dim > 0 ? p.v_head_dim : p.head_dim;  // MLA: the values' width
+  w.partial_out_bytes = rows * static_cast<std::size_t>(std::max(dv, 0)) * sizeof(float);
   w.partial_lse_offset = (w.partial_out_bytes + kAlign - 1) / kAlign * kAlign;
   w.partial_lse_bytes = rows * sizeof(float);
   w.total_bytes = w.partial_lse_offset + w.partial_lse_bytes;

@@ -52,7 +52,7 @@ TEST(BackendFactory, ComputeUnitOfEachKernel) {
   }
   auto emu = make_backend("emu");
   for (const std::string& name : emu->kernel_names()) {
-    const bool tensor = name == "tc" || name == "cascade";
+    const bool tensor = name == "tc" || name == "cascade" || name == "mla";
     EXPECT_EQ(emu->compute_unit(name), tensor ? ComputeUnit::tensor_core : ComputeUnit::fma)
         << name;
     EXPECT_EQ(emu->compute_unit(name), kernels::find_kernel(name)->compute) << name;

@@ -300,14 +300,15 @@ TEST(UnsupportedReason, TheRungsRefuseTheVariantsTheyDoNotTake) {
   EXPECT_EQ(why.find("attention sinks"), std::string::npos) << why;
 }
 
-// No rung takes MLA's absorbed shape (values narrower than the keys, inside them): each refuses
-// it by name and points at the cpu backend; a rung that says it takes MLA does.
+// The per-head rungs do not take MLA's absorbed shape (values narrower than the keys, inside
+// them): each refuses it by name and points at the cpu backend (and the ladder's mla rung when
+// the build has one); a rung that says it takes MLA does.
 TEST(UnsupportedReason, TheRungsRefuseMla) {
   Buffers b;
   for (const k::KernelInfo& info : full_ladder()) {
     k::PagedDecodeParams p = launchable(b);
     p.v_head_dim = p.head_dim / 2;
-    expect_refusal(info, p, {"MLA attention", "values the first", "kernel 'cpu' takes MLA"},
+    expect_refusal(info, p, {"MLA attention", "values the first", "kernel 'cpu' take MLA"},
                    k::CheckScope::shape);
     p.v_head_dim = p.head_dim;  // as wide as the keys: per-head K and V, not MLA
     EXPECT_EQ(k::unsupported_reason(info, p, k::CheckScope::shape), "") << info.name;

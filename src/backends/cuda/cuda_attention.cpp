@@ -46,11 +46,15 @@ AttentionStep::AttentionStep(const Workload& w, const k::KernelInfo& kernel,
   } else {
     fill_q(w, static_cast<std::size_t>(params_.num_q_heads) * params_.head_dim);
   }
-  // [num_blocks][Hkv][P][row bytes] kv_dtype, K and V alike (d / 2 bytes a row for int4).
+  // [num_blocks][Hkv][P][row bytes] kv_dtype, K and V alike (d / 2 bytes a row for int4); MLA
+  // has no V pool: its values are the first v_head_dim of each K row.
+  const bool mla = w.spec.model.is_mla();
   k_cache_ = DeviceBuffer(cache_rows * kv_row_bytes(params_.kv_dtype, params_.head_dim));
-  v_cache_ = DeviceBuffer(cache_rows * kv_row_bytes(params_.kv_dtype, params_.head_dim));
   upload_or_fill_cache(w, w.k_cache, k_cache_, Tensor::k, "k_cache");
-  upload_or_fill_cache(w, w.v_cache, v_cache_, Tensor::v, "v_cache");
+  if (!mla) {
+    v_cache_ = DeviceBuffer(cache_rows * kv_row_bytes(params_.kv_dtype, params_.head_dim));
+    upload_or_fill_cache(w, w.v_cache, v_cache_, Tensor::v, "v_cache");
+  }
   // The integer formats' scales and zeros, f16 in the layouts of src/quant/kv_quant.h.
   const auto upload_f16 = [&](const std::vector<std::uint16_t>& host, DeviceBuffer& dst,
                               const std::uint16_t*& param) {
@@ -74,15 +78,16 @@ AttentionStep::AttentionStep(const Workload& w, const k::KernelInfo& kernel,
   tables_.upload(w.layout.block_tables.data(), tables_.bytes(), stream_);
   lens_ = DeviceBuffer(w.layout.context_lens.size() * sizeof(std::int32_t));
   lens_.upload(w.layout.context_lens.data(), lens_.bytes(), stream_);
-  // [rows][Hq][d] q_dtype, all bytes 0xFF (NaN in f16 and bf16): an element the kernel never
-  // writes fails validation instead of passing on a leftover value.
-  out_ = DeviceBuffer(q_elems * dtype_size(params_.q_dtype));
+  // [rows][Hq][dv] q_dtype (dv: MLA's value width, else d), all bytes 0xFF (NaN in f16 and
+  // bf16): an element the kernel never writes fails validation instead of passing on a leftover.
+  out_ = DeviceBuffer(rows * params_.num_q_heads * w.spec.model.value_dim() *
+                      dtype_size(params_.q_dtype));
   DECODEBENCH_CUDA_CHECK(cudaMemsetAsync(out_.get(), 0xFF, out_.bytes(), stream_));
 
   params_.q = q_.get();
   params_.out = out_.get();
   params_.k_cache = k_cache_.get();
-  params_.v_cache = v_cache_.get();
+  params_.v_cache = mla ? k_cache_.get() : v_cache_.get();
   params_.block_tables = tables_.as<std::int32_t>();
   params_.context_lens = lens_.as<std::int32_t>();
 

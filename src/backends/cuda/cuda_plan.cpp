@@ -54,9 +54,10 @@ PointFootprint point_footprint(const kernels::PagedDecodeParams& p,
   PointFootprint f;
   const std::size_t rows = static_cast<std::size_t>(p.batch) * p.num_q_heads * p.head_dim;
   f.q = rows * dtype_size(p.q_dtype);
-  f.out = f.q;
+  // MLA: out is [rows][Hq][v_head_dim], and there is no V pool (the values are in the K rows).
+  f.out = kernels::is_mla(p) ? f.q / p.head_dim * p.v_head_dim : f.q;
   f.k_cache = pool_bytes(p, /*key=*/true);
-  f.v_cache = pool_bytes(p, /*key=*/false);
+  f.v_cache = kernels::is_mla(p) ? 0 : pool_bytes(p, /*key=*/false);
   f.block_tables = static_cast<std::size_t>(p.batch) * p.max_blocks_per_seq * sizeof(std::int32_t);
   f.context_lens = static_cast<std::size_t>(p.batch) * sizeof(std::int32_t);
   kernels::PagedDecodeParams planned = p;

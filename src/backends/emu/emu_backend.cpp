@@ -31,10 +31,11 @@ class EmuPoint final : public PreparedPoint {
     w_ = w;
     params_ = w_.params();
     const k::KernelInfo* info = &rung;
-    // [rows][Hq][d] q_dtype. Filled with 0xFF (NaN in f16 and bf16) so an element the kernel
-    // never writes fails validation instead of passing on leftover zeros.
-    out_.assign(static_cast<std::size_t>(w_.rows()) * params_.num_q_heads * params_.head_dim *
-                    dtype_size(params_.q_dtype),
+    // [rows][Hq][dv] q_dtype (dv: MLA's value width, else d). Filled with 0xFF (NaN in f16 and
+    // bf16) so an element the kernel never writes fails validation instead of passing on
+    // leftover zeros.
+    out_.assign(static_cast<std::size_t>(w_.rows()) * params_.num_q_heads *
+                    w_.spec.model.value_dim() * dtype_size(params_.q_dtype),
                 std::byte{0xFF});
     params_.out = out_.data();
     // A prefix-aware rung reads the shared prefixes the block tables hold, planned here once
@@ -119,9 +120,10 @@ class EmuBackend final : public LadderBackend {
                           std::string_view kernel) override {
     if (std::string why = shape_skip_reason(spec, layout, kernel); !why.empty()) return why;
     const long long elements = static_cast<long long>(layout.total_tokens) *
-                               spec.model.num_kv_heads * spec.model.head_dim * 2;
+                               spec.model.num_kv_heads * spec.model.head_dim *
+                               spec.model.kv_tensors();
     if (elements > kEmuMaxKvElements) {
-      return "too large for the emulator (" + std::to_string(elements) + " K+V elements > " +
+      return "too large for the emulator (" + std::to_string(elements) + " KV elements > " +
              std::to_string(kEmuMaxKvElements) + "); use --backend cpu or cuda";
     }
     return {};
@@ -132,7 +134,7 @@ class EmuBackend final : public LadderBackend {
   std::unique_ptr<PreparedPoint> prepare(const Workload& w, std::string_view kernel,
                                          const TimingOptions&) override {
     // The emulator reads host memory: it cannot fill a layout-only workload (backend.h) itself.
-    if (w.q.empty() || w.k_cache.empty() || w.v_cache.empty()) {
+    if (w.q.empty() || w.k_cache.empty() || (w.v_cache.empty() && !w.spec.model.is_mla())) {
       throw InputError(
           "emu backend: needs a materialized workload (q, k_cache, v_cache on the host)");
     }

@@ -98,24 +98,37 @@ TEST(EmuBackend, PrefixAwareRungPlansItsPrefixesAtPrepare) {
 
 // Planted fault: a prepared point that never ran must not look like a valid output. The output
 // buffer starts as NaN, so the reference comparison catches an element the kernel never writes.
+// A rung of MLA's shape only runs a latent of 16 heads (no V pool, 512-wide output).
 TEST(EmuBackend, UnwrittenOutputIsCaughtAndARunMatchesTheReference) {
   auto emu = make_emu_backend();
-  const Workload w = make_workload(tiny_spec(2, 37, 8, 2));
-  const Tolerance tol = tolerance_for(w.spec.q_dtype, w.spec.kv_dtype);
-  const std::vector<float> ref = reference_decode(w);
+  const Workload per_head = make_workload(tiny_spec(2, 37, 8, 2));
+  WorkloadSpec latent = tiny_spec(2, 37, 16, 1);
+  latent.model.head_dim = 576;
+  latent.model.kv_lora_rank = 512;
+  latent.model.qk_rope_head_dim = 64;
+  latent.model.qk_nope_head_dim = 128;
+  latent.model.v_head_dim = 128;
+  latent.kv_dtype = DType::bf16;
+  latent.q_dtype = DType::bf16;
   for (const std::string& kernel : emu->kernel_names()) {
+    const bool mla = kernels::find_kernel(kernel)->mla_only;
+    const Workload w = mla ? make_workload(latent) : per_head;
+    const int hq = w.spec.model.num_q_heads;
+    const int dv = w.spec.model.value_dim();
+    const Tolerance tol = tolerance_for(w.spec.q_dtype, w.spec.kv_dtype);
+    const std::vector<float> ref = reference_decode(w);
     auto point = emu->prepare(w, kernel, TimingOptions{});
     const std::vector<float> before = point->output();
     ASSERT_EQ(before.size(), ref.size());
     EXPECT_TRUE(std::isnan(before[0]));
-    EXPECT_FALSE(compare_outputs(before, ref, 8, 128, tol).ok) << kernel;
+    EXPECT_FALSE(compare_outputs(before, ref, hq, dv, tol).ok) << kernel;
     point->run();
-    const auto cmp = compare_outputs(point->output(), ref, 8, 128, tol);
+    const auto cmp = compare_outputs(point->output(), ref, hq, dv, tol);
     EXPECT_TRUE(cmp.ok) << kernel << ": " << cmp.report;
     EXPECT_GT(point->time_one(), 0);
   }
   // A layout-only workload (no host tensors) is refused with InputError, as backend.h asks.
-  Workload layout_only = w;
+  Workload layout_only = per_head;
   layout_only.k_cache.clear();
   EXPECT_THROW(emu->prepare(layout_only, "naive", TimingOptions{}), InputError);
 }
@@ -130,6 +143,7 @@ TEST(EmuBackend, BadBlockTablesAreRefusedBeforeAnyLaunch) {
     const Workload& w = c.workload;
     const std::vector<float> ref = c.refusal.empty() ? reference_decode(w) : std::vector<float>{};
     for (const std::string& kernel : emu->kernel_names()) {
+      if (kernels::find_kernel(kernel)->mla_only) continue;  // refuses these per-head shapes
       SCOPED_TRACE(c.name + ", kernel " + kernel);
       if (c.refusal.empty()) {
         auto point = emu->prepare(w, kernel, TimingOptions{});

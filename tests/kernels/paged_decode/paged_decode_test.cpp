@@ -77,6 +77,7 @@ struct Target {
 std::vector<Target> targets() {
   std::vector<Target> out;
   for (const kernels::KernelInfo& k : kernels::kernel_ladder()) {
+    if (k.mla_only) continue;  // MLA's shapes only: its own suite (mla_test.cpp)
     int combo = 0;
     for (int d : k.head_dims) {
       for (DType kv : k.kv_dtypes) out.push_back({k.name, d, kv, combo++});

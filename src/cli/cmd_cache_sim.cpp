@@ -244,7 +244,8 @@ void add_cache_sim_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--capacity", o->capacity,
                   "Cache capacities in tokens (list; inf: unbounded); blocks = floor(tokens / "
-                  "block tokens)")
+                  "block tokens), held by the full-attention layers (a windowed layer holds only "
+                  "the blocks a later hit's window reads)")
       ->capture_default_str();
   cmd->add_option("--policy", o->policy, "Eviction policies (list of lru, lfu, ttl)")
       ->capture_default_str();
@@ -276,7 +277,7 @@ void add_cache_sim_command(CLI::App& app, int& exit_code) {
           ->capture_default_str();
   cmd->add_option("--model", o->model,
                   "Model preset or JSON path: its parameters for the FLOPs saved, its KV shape "
-                  "for the cache's bytes")
+                  "and sliding windows for the cache's bytes")
       ->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV dtype of the cache's bytes")
       ->capture_default_str();

@@ -52,6 +52,9 @@ CacheSimResult result_from(const JsonIn& s) {
                          "prefill_tokens_saved",
                          "prefill_flops_saved",
                          "cache_bytes",
+                         "cache_bytes_by_layer",
+                         "cache_bytes_all_layers",
+                         "windowed_blocks",
                          "elapsed_s",
                          "host_capacity_tokens",
                          "host_capacity_blocks",
@@ -98,6 +101,20 @@ CacheSimResult result_from(const JsonIn& s) {
   r.prefill_tokens_saved = s.at("prefill_tokens_saved").integer();
   r.prefill_flops_saved = s.at("prefill_flops_saved").number();
   r.cache_bytes = s.at("cache_bytes").number();
+  // A model with windowed layers, without a host tier (cache_sim.h CacheSimWindowed).
+  if (s.has("cache_bytes_by_layer")) {
+    CacheSimWindowed& w = r.windowed;
+    w.modeled = true;
+    const JsonIn by_layer = s.at("cache_bytes_by_layer");
+    by_layer.reject_unknown_keys({"full", "windowed"});
+    w.full_layers_bytes = by_layer.at("full").number();
+    w.windowed_layers_bytes = by_layer.at("windowed").number();
+    w.all_layers_bytes = s.at("cache_bytes_all_layers").number();
+    const JsonIn wb = s.at("windowed_blocks");
+    wb.reject_unknown_keys({"peak", "kept"});
+    w.peak_blocks = wb.at("peak").integer();
+    w.kept_blocks = wb.at("kept").integer();
+  }
   r.elapsed_s = s.at("elapsed_s").number();
   if (!s.has("host_capacity_tokens")) return r;
   CacheSimTiers& t = r.tiers;
@@ -182,13 +199,23 @@ CacheSimDocument cache_sim_from_json(const nlohmann::json& cache_sim, const std:
   d.output_tokens = t.at("output_tokens").integer();
   d.has_prefix_info = t.at("has_prefix_info").boolean();
   const JsonIn m = in.at("model");
-  m.reject_unknown_keys({"name", "params", "params_source", "kv_bytes_per_token", "num_layers"});
+  m.reject_unknown_keys({"name", "params", "params_source", "kv_bytes_per_token", "num_layers",
+                         "sliding_window", "windowed_layers", "kv_bytes_per_token_by_layer"});
   d.model = m.at("name").string();
   d.params = m.at("params").number();
   d.params_source = m.at("params_source").string();
   d.kv_bytes_per_token = m.at("kv_bytes_per_token").number();
   // Documents written before the layer count was recorded have none.
   if (m.has("num_layers")) d.num_layers = m.at("num_layers").int32();
+  // A model with windowed layers only.
+  if (m.has("sliding_window")) {
+    d.sliding_window = m.at("sliding_window").int32();
+    d.windowed_layers = m.at("windowed_layers").int32();
+    const JsonIn by_layer = m.at("kv_bytes_per_token_by_layer");
+    by_layer.reject_unknown_keys({"full", "windowed"});
+    d.kv_bytes_per_token_full = by_layer.at("full").number();
+    d.kv_bytes_per_token_windowed = by_layer.at("windowed").number();
+  }
   d.kv_dtype = in.at("kv_dtype").string();
   try {
     (void)parse_dtype(d.kv_dtype, "kv_dtype");
@@ -211,6 +238,24 @@ std::string cache_sim_table_text(const CacheSimDocument& d, bool markdown) {
   s += fmt::format("model: {}, KV {} ({} per token{})\n", d.model, d.kv_dtype,
                    format_bytes(d.kv_bytes_per_token),
                    d.num_layers > 0 ? fmt::format(" over {} layers", d.num_layers) : "");
+  if (d.windowed_layers > 0 && d.windowed_layers == d.num_layers) {
+    s += fmt::format(
+        "windowed layers: window {} on all {} ({} per token); a cached block's KV is held only "
+        "while a later hit's window reads it (the least that keeps every hit), so the capacity "
+        "bounds the cached prefixes' index alone: cache GB is the windowed layers' peak, "
+        "all-layer GB every layer holding every block\n",
+        d.sliding_window, d.windowed_layers, format_bytes(d.kv_bytes_per_token_windowed));
+  } else if (d.windowed_layers > 0) {
+    s += fmt::format(
+        "windowed layers: window {} on {} ({} per token), full layers {} per token: the full "
+        "layers hold every cached block, the windowed ones only the blocks a later hit's window "
+        "reads (the least that keeps every hit); cache GB is both, all-layer GB every layer "
+        "holding every block\n",
+        d.sliding_window,
+        d.num_layers > 0 ? fmt::format("{} of {}", d.windowed_layers, d.num_layers)
+                         : std::to_string(d.windowed_layers),
+        format_bytes(d.kv_bytes_per_token_windowed), format_bytes(d.kv_bytes_per_token_full));
+  }
   s += "definition: requests in arrival order, no concurrency; hit = min(leading run of its "
        "blocks cached x block tokens, prompt); hit rate = hit / prompt tokens; ceiling = "
        "infinite capacity\n\n";
@@ -233,9 +278,15 @@ std::string cache_sim_table_text(const CacheSimDocument& d, bool markdown) {
     for (const char* t : {"link", "reload", "recomputed", "busy to HBM", "busy to host"})
       titles.push_back(t);
   }
-  for (const char* t : {"inserted", "evicted", "expired", "prefill computed", "saved",
-                        "PFLOP saved", "cache GB", "replay s"})
+  const bool windowed = std::any_of(results.begin(), results.end(),
+                                    [](const CacheSimResult& r) { return r.windowed.modeled; });
+  for (const char* t :
+       {"inserted", "evicted", "expired", "prefill computed", "saved", "PFLOP saved", "cache GB"})
     titles.push_back(t);
+  if (windowed) {
+    for (const char* t : {"windowed GB", "all-layer GB", "windowed peak"}) titles.push_back(t);
+  }
+  titles.push_back("replay s");
   for (const char* title : titles) {
     const std::string_view name(title);
     table.columns.push_back(
@@ -274,8 +325,17 @@ std::string cache_sim_table_text(const CacheSimDocument& d, bool markdown) {
           std::to_string(r.blocks.expired), std::to_string(r.prefill_tokens_computed),
           std::to_string(r.prefill_tokens_saved),
           fmt::format("{:.2f}", r.prefill_flops_saved / 1e15),
-          fmt::format("{:.2f}", r.cache_bytes / 1e9), fmt::format("{:.3f}", r.elapsed_s)})
+          fmt::format("{:.2f}", r.cache_bytes / 1e9)})
       row.push_back(std::move(cell));
+    if (windowed) {
+      const CacheSimWindowed& w = r.windowed;
+      for (std::string cell :
+           {w.modeled ? fmt::format("{:.2f}", w.windowed_layers_bytes / 1e9) : "-",
+            w.modeled ? fmt::format("{:.2f}", w.all_layers_bytes / 1e9) : "-",
+            w.modeled ? std::to_string(w.peak_blocks) : "-"})
+        row.push_back(std::move(cell));
+    }
+    row.push_back(fmt::format("{:.3f}", r.elapsed_s));
     table.add_row(std::move(row));
   }
   s += markdown ? render_md(table) : render_text(table);
@@ -317,6 +377,15 @@ std::string cache_sim_csv_text(const std::vector<CacheSimResult>& results) {
                               "demoted", "dropped", "link_bytes_to_hbm", "link_bytes_to_host"})
       table.columns.push_back({title});
   }
+  // With windowed layers modeled their columns come last (empty for a host tier's settings).
+  const bool windowed = std::any_of(results.begin(), results.end(),
+                                    [](const CacheSimResult& r) { return r.windowed.modeled; });
+  if (windowed) {
+    for (const char* title :
+         {"cache_bytes_full_layers", "cache_bytes_windowed_layers", "cache_bytes_all_layers",
+          "windowed_peak_blocks", "windowed_kept_blocks"})
+      table.columns.push_back({title});
+  }
   const auto g = [](double x) { return fmt::format("{:.6g}", x); };
   for (const CacheSimResult& r : results) {
     std::vector<std::string> row = {
@@ -345,6 +414,14 @@ std::string cache_sim_csv_text(const std::vector<CacheSimResult>& results) {
             g(r.setting.host_capacity_tokens > 0 ? t.hit_rate_hbm : r.hit_rate), g(t.hit_rate_host),
             std::to_string(t.blocks.promoted), std::to_string(t.blocks.demoted),
             std::to_string(t.blocks.dropped), g(t.link_bytes_to_hbm), g(t.link_bytes_to_host)})
+        row.push_back(std::move(cell));
+    }
+    if (windowed) {
+      const CacheSimWindowed& w = r.windowed;
+      for (std::string cell :
+           {w.modeled ? g(w.full_layers_bytes) : "", w.modeled ? g(w.windowed_layers_bytes) : "",
+            w.modeled ? g(w.all_layers_bytes) : "", w.modeled ? std::to_string(w.peak_blocks) : "",
+            w.modeled ? std::to_string(w.kept_blocks) : ""})
         row.push_back(std::move(cell));
     }
     table.add_row(std::move(row));

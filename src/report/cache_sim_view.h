@@ -25,6 +25,10 @@ struct CacheSimDocument {
   double params = 0;
   double kv_bytes_per_token = 0;  // over every layer
   int num_layers = 0;             // 0: a document written before it was recorded
+  // A model with windowed layers (0 without): its window, how many layers have it, and the KV
+  // bytes per token of each kind of layer (they sum to kv_bytes_per_token).
+  int sliding_window = 0, windowed_layers = 0;
+  double kv_bytes_per_token_full = 0, kv_bytes_per_token_windowed = 0;
   std::vector<CacheSimResult> settings;
 };
 

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "common/errors.h"
+#include "trace/hybrid_cache.h"
 #include "workload/layer_model.h"  // params_from_shape
 
 namespace decodebench {
@@ -25,6 +27,9 @@ struct Replay {
   TierStats tiers;
   std::int64_t reloads = 0, reloaded_blocks = 0, reloaded_tokens = 0, recomputed_tokens = 0;
   double busy_to_hbm_s = 0, busy_to_host_s = 0;
+  // Windowed layers modeled (hybrid_cache.h) only.
+  bool windowed = false;
+  std::int64_t windowed_peak = 0, windowed_kept = 0;
 };
 
 // What the tiered replay needs to price a host hit (cache_sim.h ReloadPolicy).
@@ -116,17 +121,38 @@ Replay replay(const Trace& trace, EvictionPolicy policy, std::int64_t capacity_b
   return r;
 }
 
+// hybrid_cache.h's replay for a model with windowed layers: the full layers' replay finds each
+// block stay's last need, the hybrid replay keeps the windowed layers' KV by it. Its hits are the
+// full layers' (the model without windows): anything else is a bug in the plan.
+Replay replay_windowed(const Trace& trace, EvictionPolicy policy, std::int64_t capacity_blocks,
+                       double ttl_s, int window) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const WindowKeepPlan plan = plan_window_keep(trace, policy, capacity_blocks, ttl_s, window);
+  const HybridReplay h = replay_hybrid(trace, policy, capacity_blocks, ttl_s, window, plan);
+  if (h.hit_tokens != h.full_hit_tokens) {
+    throw std::logic_error(fmt::format(
+        "cache-sim: the windowed layers lost {} hit tokens of {} (window {}): the keep plan freed "
+        "a block a hit reads",
+        h.full_hit_tokens - h.hit_tokens, h.full_hit_tokens, window));
+  }
+  Replay r;
+  r.requests = h.requests;
+  r.input_tokens = h.input_tokens;
+  r.hit_tokens = h.hit_tokens;
+  r.blocks = h.blocks;
+  r.windowed = true;
+  r.windowed_peak = h.windowed_peak;
+  r.windowed_kept = h.windowed_kept;
+  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
 double ratio(std::int64_t num, std::int64_t den) {
   return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0;
 }
 
 std::int64_t model_params(const ModelShape& m) {
   return m.num_params > 0 ? m.num_params : params_from_shape(m);
-}
-
-std::string_view params_source(const ModelShape& m) {
-  if (m.num_params > 0) return "num_params";
-  return params_from_shape(m) > 0 ? "params_from_shape" : "none";
 }
 
 // Throws InputError naming the setting; returns its capacity in blocks.
@@ -190,6 +216,20 @@ CacheSimResult result_of(const Trace& trace, const CacheSimSetting& setting,
                                  : static_cast<double>(capacity_blocks);
   out.cache_bytes =
       held_blocks * trace.block_tokens * kv_bytes_per_token_all_layers(model, kv_dtype);
+  if (r.windowed) {
+    // The full layers hold what the capacity holds; the windowed layers' pool is sized to the
+    // most they held.
+    const KvBytesByLayer per_token = kv_bytes_per_token_by_layer(model, kv_dtype);
+    CacheSimWindowed& w = out.windowed;
+    w.modeled = true;
+    w.peak_blocks = r.windowed_peak;
+    w.kept_blocks = r.windowed_kept;
+    w.all_layers_bytes = out.cache_bytes;
+    w.full_layers_bytes = held_blocks * trace.block_tokens * per_token.full;
+    w.windowed_layers_bytes =
+        static_cast<double>(r.windowed_peak) * trace.block_tokens * per_token.windowed;
+    out.cache_bytes = w.full_layers_bytes + w.windowed_layers_bytes;
+  }
   out.elapsed_s = r.elapsed_s;
   if (setting.host_capacity_tokens > 0) {
     CacheSimTiers& t = out.tiers;
@@ -231,15 +271,18 @@ double ceiling_of(const Trace& trace) {
   return ratio(r.hit_tokens, r.input_tokens);
 }
 
-nlohmann::json tokens_or_inf(double tokens) {
-  return std::isinf(tokens) ? nlohmann::json("inf") : nlohmann::json(tokens);
-}
+constexpr int kBytesBlockSize = 16;  // the kernels' default P: int4 keys keep a scale per block
 
 }  // namespace
 
 double kv_bytes_per_token_all_layers(const ModelShape& model, DType kv_dtype) {
-  constexpr int kBlockSize = 16;  // the kernels' default P: int4 keys keep a scale per block
-  return kv_bytes_per_token(model, kv_dtype, kBlockSize) * model.num_layers;
+  return kv_bytes_per_token(model, kv_dtype, kBytesBlockSize) * model.num_layers;
+}
+
+KvBytesByLayer kv_bytes_per_token_by_layer(const ModelShape& model, DType kv_dtype) {
+  const double layer = kv_bytes_per_token(model, kv_dtype, kBytesBlockSize);
+  const int windowed = model.windowed_layers();
+  return {layer * (model.num_layers - windowed), layer * windowed};
 }
 
 std::string_view reload_policy_name(ReloadPolicy p) {
@@ -300,142 +343,18 @@ std::vector<CacheSimResult> simulate_cache(const Trace& trace,
     trade.prefill_flops = st.prefill_flops;
     const std::int64_t host_blocks =
         static_cast<std::int64_t>(std::floor(st.host_capacity_tokens / trace.block_tokens));
-    const Replay r = st.host_capacity_tokens > 0
-                         ? replay_tiered(trace, st.policy, blocks[i], host_blocks, st.ttl_s, trade)
-                         : replay(trace, st.policy, blocks[i], st.ttl_s);
+    // With a host tier every layer is counted (cache_sim.h).
+    Replay r;
+    if (st.host_capacity_tokens > 0) {
+      r = replay_tiered(trace, st.policy, blocks[i], host_blocks, st.ttl_s, trade);
+    } else if (model.windowed_layers() > 0) {
+      r = replay_windowed(trace, st.policy, blocks[i], st.ttl_s, model.sliding_window);
+    } else {
+      r = replay(trace, st.policy, blocks[i], st.ttl_s);
+    }
     out.push_back(result_of(trace, settings[i], blocks[i], r, ceiling, model, kv_dtype));
   }
   return out;
-}
-
-nlohmann::json to_json(const CacheSimResult& r) {
-  nlohmann::json j;
-  j["policy"] = std::string(policy_name(r.setting.policy));
-  j["capacity_tokens"] = tokens_or_inf(r.setting.capacity_tokens);
-  j["capacity_blocks"] = r.capacity_blocks == kUnboundedBlocks ? nlohmann::json("inf")
-                                                               : nlohmann::json(r.capacity_blocks);
-  j["ttl_s"] = r.setting.policy == EvictionPolicy::ttl ? tokens_or_inf(r.setting.ttl_s)
-                                                       : nlohmann::json(nullptr);
-  j["requests"] = r.requests;
-  j["input_tokens"] = r.input_tokens;
-  j["hit_tokens"] = r.hit_tokens;
-  j["hit_rate"] = r.hit_rate;
-  j["hit_rate_ceiling"] = r.hit_rate_ceiling;
-  j["blocks"] = {{"inserted", r.blocks.inserted},
-                 {"evicted", r.blocks.evicted},
-                 {"expired", r.blocks.expired},
-                 {"peak", r.blocks.peak_blocks}};
-  j["prefill_tokens_computed"] = r.prefill_tokens_computed;
-  j["prefill_tokens_saved"] = r.prefill_tokens_saved;
-  j["prefill_flops_saved"] = r.prefill_flops_saved;
-  j["cache_bytes"] = r.cache_bytes;
-  j["elapsed_s"] = r.elapsed_s;
-  if (r.setting.host_capacity_tokens > 0) {
-    const CacheSimTiers& t = r.tiers;
-    j["host_capacity_tokens"] = r.setting.host_capacity_tokens;
-    j["host_capacity_blocks"] = t.host_capacity_blocks;
-    j["hit_rate_by_tier"] = {{"hbm", t.hit_rate_hbm}, {"host", t.hit_rate_host}};
-    j["hit_tokens_by_tier"] = {{"hbm", t.hit_tokens_hbm}, {"host", t.hit_tokens_host}};
-    j["tier_blocks"] = {{"promoted", t.blocks.promoted},
-                        {"demoted", t.blocks.demoted},
-                        {"dropped", t.blocks.dropped},
-                        {"host_peak", t.blocks.host_peak}};
-    j["link_bytes"] = {{"host_to_hbm", t.link_bytes_to_hbm}, {"hbm_to_host", t.link_bytes_to_host}};
-    j["host_bytes"] = t.host_bytes;
-    j["reload_policy"] = std::string(reload_policy_name(r.setting.reload));
-    j["reloads"] = t.reloads;
-    j["reloaded_tokens"] = t.reloaded_tokens;
-    j["recomputed_tokens"] = t.recomputed_tokens;
-    if (!r.setting.link.empty()) {
-      const auto finite_or_inf = [](double x) {
-        return std::isinf(x) ? nlohmann::json("inf") : nlohmann::json(x);
-      };
-      j["link"] = {
-          {"key", r.setting.link},
-          {"to_device", r.setting.link_to_device},
-          {"to_host", r.setting.link_to_host},
-          {"overhead_s", r.setting.link_overhead_s},
-          {"busy_s", {{"to_hbm", t.link_busy_s_to_hbm}, {"to_host", t.link_busy_s_to_host}}},
-          {"busy_fraction",
-           {{"to_hbm", t.link_busy_fraction_to_hbm}, {"to_host", t.link_busy_fraction_to_host}}}};
-      j["trade"] = {{"load_per_token_s", finite_or_inf(t.trade.load_per_token_s)},
-                    {"recompute_per_token_s", finite_or_inf(t.trade.recompute_per_token_s)},
-                    {"prefill_flops", r.setting.prefill_flops},
-                    {"break_even_tokens", finite_or_inf(t.trade.break_even_tokens)}};
-    }
-  }
-  return j;
-}
-
-nlohmann::json trace_summary_json(const Trace& trace) {
-  std::int64_t input = 0, output = 0;
-  double span = 0;
-  for (const TraceRequest& q : trace.requests) {
-    input += q.input_tokens;
-    output += q.output_tokens;
-    span = std::max(span, q.arrival_s);
-  }
-  // Arrivals start at 0 (the readers shift them), so the last arrival is the span.
-  return {{"source", trace.source},
-          {"format", std::string(trace_format_name(trace.format))},
-          {"block_tokens", trace.block_tokens},
-          {"requests", static_cast<std::int64_t>(trace.requests.size())},
-          {"span_s", span},
-          {"input_tokens", input},
-          {"output_tokens", output},
-          {"has_prefix_info", trace.has_prefix_info}};
-}
-
-nlohmann::json cache_sim_json(const Trace& trace, const ModelShape& model, DType kv_dtype,
-                              const std::vector<CacheSimResult>& results) {
-  nlohmann::json j;
-  j["trace"] = trace_summary_json(trace);
-  j["model"] = {{"name", model.name},
-                {"params", model_params(model)},
-                {"params_source", std::string(params_source(model))},
-                {"kv_bytes_per_token", kv_bytes_per_token_all_layers(model, kv_dtype)},
-                {"num_layers", model.num_layers}};
-  j["kv_dtype"] = std::string(dtype_name(kv_dtype));
-  j["definitions"] = {
-      {"replay",
-       "the trace's requests in arrival order, one at a time, no concurrency: a request's blocks "
-       "are cached at its arrival (trace time)"},
-      {"hit_tokens",
-       "per request at its arrival: expire(now) (ttl); min(leading run of its hash ids found in "
-       "the cache x block_tokens, input tokens); then every id is touched, last to first"},
-      {"hit_rate", "sum of hit tokens / sum of input tokens"},
-      {"hit_rate_ceiling",
-       "the same trace at infinite capacity (lru, no ttl): every reuse of an earlier prefix"},
-      {"capacity_blocks", "floor(capacity_tokens / block_tokens); \"inf\": unbounded"},
-      {"policies",
-       "victims among the cached blocks: lru least recently used, lfu fewest uses then lru, ttl "
-       "as lru plus expiry of blocks idle longer than ttl_s"},
-      {"prefill_flops_saved", "2 x model params x prefill_tokens_saved"},
-      {"cache_bytes",
-       "capacity_blocks x block_tokens x kv_bytes_per_token (all layers); at infinite capacity "
-       "the peak blocks held instead"}};
-  const bool tiered = std::any_of(results.begin(), results.end(), [](const CacheSimResult& r) {
-    return r.setting.host_capacity_tokens > 0;
-  });
-  if (tiered) {
-    j["definitions"]["tiers"] =
-        "with host_capacity_tokens: the cache above is HBM and a host-memory LRU sits behind it, "
-        "exclusive; the run is found in either tier and block k of a hit counts min(block_tokens, "
-        "input - k x block_tokens) tokens for the tier it was found in; every block of the request "
-        "then ends in HBM as most recent (a host hit is promoted, a miss inserted), each HBM "
-        "victim (and, under ttl, each expired block) is demoted to the host tier as its most "
-        "recent, and a host overflow drops the host's least recent block; link_bytes = promoted "
-        "(host_to_hbm) or demoted (hbm_to_host) blocks x block_tokens x kv_bytes_per_token";
-  }
-  if (!trace.has_prefix_info) {
-    j["note"] =
-        "the trace has no prefix information (no hash ids): every request is a miss, hit rates "
-        "are 0";
-  }
-  nlohmann::json settings = nlohmann::json::array();
-  for (const CacheSimResult& r : results) settings.push_back(to_json(r));
-  j["settings"] = std::move(settings);
-  return j;
 }
 
 }  // namespace decodebench

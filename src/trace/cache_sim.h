@@ -4,7 +4,10 @@
 // of its hash ids; hit tokens = min(run x block tokens, input tokens); then touch(all its ids).
 // hit rate = sum of hit tokens / sum of input tokens. With a host tier (tiered_cache.h) the run
 // is found in either tier and its tokens are split by tier: block k holds min(block tokens,
-// input - k x block tokens) tokens.
+// input - k x block tokens) tokens. The capacity counts blocks the full-attention layers hold
+// (every layer, for a model without windows); a model's windowed layers hold only the blocks a
+// later hit's window reads (hybrid_cache.h), so at one capacity its hits are those of the same
+// model without windows and its bytes fewer. With a host tier every layer is still counted.
 #pragma once
 
 #include <cstdint>
@@ -89,6 +92,18 @@ struct CacheSimTiers {
   ReloadTrade trade;
 };
 
+// What a model's windowed layers hold (hybrid_cache.h), for a model with windowed layers and a
+// setting without a host tier (`modeled`); zero otherwise. cache_bytes is then full_layers_bytes
+// + windowed_layers_bytes.
+struct CacheSimWindowed {
+  bool modeled = false;
+  std::int64_t peak_blocks = 0;  // most blocks whose windowed-layer KV was held between requests
+  std::int64_t kept_blocks = 0;  // block stays kept past their own request for a later hit
+  double full_layers_bytes = 0;  // the held blocks (as cache_bytes counts them) x B x full bytes
+  double windowed_layers_bytes = 0;  // peak_blocks x B x the windowed layers' bytes per token
+  double all_layers_bytes = 0;       // every layer holding every block: the bound from above
+};
+
 struct CacheSimResult {
   CacheSimSetting setting;
   std::int64_t capacity_blocks = 0;  // kUnboundedBlocks for infinity
@@ -103,10 +118,12 @@ struct CacheSimResult {
   double prefill_flops_saved = 0;            // 2 x model parameters x prefill_tokens_saved
   // The cache's KV bytes over all layers for the model and KV dtype: capacity blocks x block
   // tokens x kv bytes per token (kv_bytes_per_token_all_layers); at infinite capacity the
-  // peak held instead.
+  // peak held instead. With windowed layers modeled (windowed.modeled): the full layers' share
+  // of that plus the windowed layers' peak (CacheSimWindowed).
   double cache_bytes = 0;
-  double elapsed_s = 0;  // wall time of this setting's replay
-  CacheSimTiers tiers;   // with a host tier (setting.host_capacity_tokens > 0)
+  double elapsed_s = 0;       // wall time of this setting's replay
+  CacheSimTiers tiers;        // with a host tier (setting.host_capacity_tokens > 0)
+  CacheSimWindowed windowed;  // with windowed layers and no host tier
 };
 
 // The model needs num_params for the FLOPs (else params_from_shape; 0 FLOPs without a layer
@@ -119,9 +136,16 @@ std::vector<CacheSimResult> simulate_cache(const Trace& trace,
                                            const ModelShape& model, DType kv_dtype);
 
 // KV bytes of one token over every layer: kv_bytes_per_token (at P = 16) x num_layers (2 x Hkv x
-// d x sizeof(kv) x num_layers for a float format, MLA's one latent row per layer). Windowed layers
-// are counted like full ones: a cached prefix block is held in every layer.
+// d x sizeof(kv) x num_layers for a float format, MLA's one latent row per layer), windowed layers
+// counted like full ones: what a cached block costs when every layer holds it.
 double kv_bytes_per_token_all_layers(const ModelShape& model, DType kv_dtype);
+// The same split by kind of layer (full: num_layers - windowed_layers(), windowed: the rest);
+// full + windowed == kv_bytes_per_token_all_layers.
+struct KvBytesByLayer {
+  double full = 0;
+  double windowed = 0;
+};
+KvBytesByLayer kv_bytes_per_token_by_layer(const ModelShape& model, DType kv_dtype);
 
 // The `cache_sim` JSON section (docs/report-schema.md "cache_sim"): {trace, model, kv_dtype,
 // definitions, settings: [...]}, capacities of infinity written as the string "inf".

@@ -78,6 +78,45 @@ TEST(CacheSimDocument, ReadsBackWhatWasWritten) {
   EXPECT_EQ(old_table.find("layers"), std::string::npos) << old_table;
 }
 
+// A model with windowed layers: the split of the bytes reads back and is printed; a setting with
+// a host tier beside it has none.
+TEST(CacheSimDocument, WindowedLayersReadBack) {
+  SimRun run;
+  run.trace = load_trace((configs_dir() / "traces" / "mooncake-conversation-2k.jsonl").string(),
+                         "auto", 512, 300);
+  run.model = load_model("gpt-oss-20b");
+  std::vector<CacheSimSetting> settings(2);
+  settings[0].capacity_tokens = 1e5;
+  settings[1].capacity_tokens = 1e5;
+  settings[1].host_capacity_tokens = 1e6;
+  run.results = simulate_cache(run.trace, settings, run.model, DType::bf16);
+  const nlohmann::json j = run.doc();
+  const CacheSimDocument d = cache_sim_from_json(j, "w.json");
+  ASSERT_EQ(d.settings.size(), 2u);
+  EXPECT_TRUE(d.settings[0].windowed.modeled);
+  EXPECT_FALSE(d.settings[1].windowed.modeled);
+  for (std::size_t i = 0; i < d.settings.size(); ++i) {
+    EXPECT_EQ(to_json(d.settings[i]), j.at("settings")[i]) << i;
+  }
+  EXPECT_EQ(d.sliding_window, 128);
+  EXPECT_EQ(d.windowed_layers, 12);
+  EXPECT_EQ(d.kv_bytes_per_token_full + d.kv_bytes_per_token_windowed, d.kv_bytes_per_token);
+  const std::string table = cache_sim_table_text(d);
+  EXPECT_NE(table.find("windowed layers: window 128 on 12 of 24"), std::string::npos) << table;
+  EXPECT_NE(table.find("windowed GB"), std::string::npos) << table;
+  EXPECT_EQ(cache_sim_csv_text(d.settings), cache_sim_csv_text(run.results));
+  nlohmann::json bad = j;
+  bad["settings"][0]["cache_bytes_by_layer"].erase("windowed");
+  try {
+    (void)cache_sim_from_json(bad, "w.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("settings[0].cache_bytes_by_layer.windowed"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CacheSimDocument, EachPlantedFaultIsRefusedByKey) {
   const nlohmann::json good = every_kind_of_setting().doc();
   struct Case {

@@ -24,6 +24,22 @@ struct CheckOptions {
   bool verbose = false;
 };
 
+// MLA's absorbed shape under `num_q_heads` heads: DeepSeek's latent (512 + 64), its scale from
+// qk_head_dim 192 (the model's, not the 576 of the row).
+ModelShape check_mla_model(int num_q_heads) {
+  ModelShape m;
+  m.name = fmt::format("check-mla-h{}", num_q_heads);
+  m.num_q_heads = num_q_heads;
+  m.num_kv_heads = 1;
+  m.head_dim = 576;
+  m.num_layers = 1;
+  m.kv_lora_rank = 512;
+  m.qk_rope_head_dim = 64;
+  m.qk_nope_head_dim = 128;
+  m.v_head_dim = 128;
+  return m;
+}
+
 // A synthetic attention shape for the default cases (not a real model: only the shape matters).
 ModelShape check_model(int num_q_heads, int num_kv_heads, int head_dim) {
   ModelShape m;
@@ -39,7 +55,9 @@ ModelShape check_model(int num_q_heads, int num_kv_heads, int head_dim) {
 // and GQA 4/8, every block size the kernels take, ragged lengths, hit rates 0/0.5/1 with two
 // prefix groups, bf16 q, a long single sequence on few KV heads so split_kv really splits, and
 // the attention variants (a window starting mid-block with sinks and a soft-cap; sinks and a
-// soft-cap over shared prefixes), which the rungs that do not take them skip. Every (kernel, kv
+// soft-cap over shared prefixes), which the rungs that do not take them skip; and MLA's latent
+// (16 heads in each float format over shared prefixes, 128 heads long enough to split), which
+// only the kernels that take MLA run. Every (kernel, kv
 // dtype, head_dim) gets the main case; the extra shapes run at the first dtype/head_dim only,
 // keeping `check --backend emu` to a few minutes.
 std::vector<SweepPoint> default_points(const std::vector<std::string>& kernels,
@@ -54,6 +72,7 @@ std::vector<SweepPoint> default_points(const std::vector<std::string>& kernels,
     int window = 0;
     bool sinks = false;
     double softcap = 0;
+    bool mla = false;  // hq heads over MLA's latent (hkv 1)
   };
   const Shape main_case{8, 2, 3, ContextSpec::fixed(17), 16, 0.5, 1, DType::f16};
   const Shape extra[] = {
@@ -65,11 +84,16 @@ std::vector<SweepPoint> default_points(const std::vector<std::string>& kernels,
       // sinks and soft-cap over shared prefixes
       {8, 2, 4, ContextSpec::fixed(200), 16, 0.5, 1, DType::bf16, 0, true, 3.0},
   };
+  const Shape mla_case{16,    1, 3,   ContextSpec::ragged(15, 150), 16, 0.5, 1, DType::bf16, 0,
+                       false, 0, true};
+  const Shape mla_long{128,   1, 1,   ContextSpec::fixed(600), 64, 0.0, 1, DType::bf16, 0,
+                       false, 0, true};
   const int head_dims[] = {64, 128, 256};
   std::vector<SweepPoint> points;
   auto add = [&](const std::string& kernel, const Shape& s, DType kv, int d) {
     SweepPoint p;
-    p.spec.model = check_model(s.hq, s.hkv, d).with_window(s.window);
+    p.spec.model =
+        s.mla ? check_mla_model(s.hq) : check_model(s.hq, s.hkv, d).with_window(s.window);
     p.spec.model.sinks = s.sinks;
     p.spec.model.attn_logit_softcapping = s.softcap;
     p.spec.batch = s.batch;
@@ -89,6 +113,8 @@ std::vector<SweepPoint> default_points(const std::vector<std::string>& kernels,
       for (int d : head_dims) add(kernel, main_case, kv, d);
     }
     for (const Shape& s : extra) add(kernel, s, DType::f16, 128);
+    for (DType kv : {DType::f16, DType::bf16, DType::fp8_e4m3}) add(kernel, mla_case, kv, 576);
+    add(kernel, mla_long, DType::bf16, 576);
   }
   return points;
 }

@@ -147,9 +147,12 @@ __device__ __forceinline__ void load_v_pair(const unsigned char* v_rows, int dim
   }
 }
 
-template <DType kKv>
+// kLatentDim: always kHeadDim (576); a template argument so that the instance's name carries it
+// (the static model and cuobjdump read head_dim from there).
+template <DType kKv, int kLatentDim>
 __global__ void __launch_bounds__(kMaxThreads, 1)
     mla_kernel(const __grid_constant__ PagedDecodeParams p) {
+  static_assert(kLatentDim == kHeadDim, "the tiles are cut for the 576-wide latent");
   using G = Geometry<kKv>;
   constexpr DType kMma = tc_detail::kMmaType<kKv>;
   constexpr int kStages = G::kStages;
@@ -391,8 +394,9 @@ inline dim3 block_of_threads(const PagedDecodeParams& p) {
 template <DType kKvDtype, int kHeadDim>
 LaunchShape shape_mla(const PagedDecodeParams& p) {
   static_assert(kHeadDim == mla_detail::kHeadDim, "the mla rung is built for the 576-wide latent");
-  return dev::launch_shape_of((mla_detail::mla_kernel<kKvDtype>), "mla_kernel", /*group_cap=*/0,
-                              mla_detail::grid_of(p), mla_detail::block_of_threads(p),
+  return dev::launch_shape_of((mla_detail::mla_kernel<kKvDtype, kHeadDim>), "mla_kernel",
+                              /*group_cap=*/0, mla_detail::grid_of(p),
+                              mla_detail::block_of_threads(p),
                               mla_detail::smem_bytes<kKvDtype>(
                                   mla_head_tiles(p), p.q_dtype != tc_detail::kMmaType<kKvDtype>));
 }
@@ -404,8 +408,9 @@ LaunchResult launch_mla(const PagedDecodeParams& p, void* stream) {
   static_assert(kHeadDim == mla_detail::kHeadDim, "the mla rung is built for the 576-wide latent");
   const std::size_t smem = mla_detail::smem_bytes<kKvDtype>(
       mla_head_tiles(p), p.q_dtype != tc_detail::kMmaType<kKvDtype>);
-  LaunchResult main = DECODEBENCH_LAUNCH((mla_detail::mla_kernel<kKvDtype>), mla_detail::grid_of(p),
-                                         mla_detail::block_of_threads(p), smem, stream, p);
+  LaunchResult main =
+      DECODEBENCH_LAUNCH((mla_detail::mla_kernel<kKvDtype, kHeadDim>), mla_detail::grid_of(p),
+                         mla_detail::block_of_threads(p), smem, stream, p);
   if (!main.ok() || p.num_splits == 1) return main;
   const dim3 merge_grid(static_cast<unsigned>(p.num_q_heads), static_cast<unsigned>(p.batch));
   return DECODEBENCH_LAUNCH((split_kv_detail::merge_kernel<mla_detail::kValueDim>), merge_grid,

@@ -186,10 +186,13 @@ std::string unsupported_reason(const KernelInfo& k, const PagedDecodeParams& p, 
         if ((!window || rung.window) && (!sinks || rung.sinks) && (!softcap || rung.softcap))
           takers += (takers.empty() ? "'" : ", '") + std::string(rung.name) + "'";
       }
+      // The cpu backend's kernels 'cpu' and 'cascade' take all three.
       return refuse(what, "full attention without sinks or soft-capping; " +
-                              (takers.empty() ? std::string("the cpu backend's kernel 'cpu' takes")
+                              (takers.empty() ? std::string("the cpu backend's kernels 'cpu' and "
+                                                            "'cascade' take")
                                               : "kernels " + takers +
-                                                    " and the cpu backend's kernel 'cpu' take") +
+                                                    " and the cpu backend's kernels 'cpu' and "
+                                                    "'cascade' take") +
                               " them");
     }
   }

@@ -254,8 +254,10 @@ TEST(UnsupportedReason, TheRungsRefuseTheVariantsTheyDoNotTake) {
     if (info.window) {
       EXPECT_EQ(k::unsupported_reason(info, p, k::CheckScope::shape), "");
     } else {
-      expect_refusal(info, p, {"a sliding window of 4096 tokens", "'tc'", "kernel 'cpu' take them"},
-                     k::CheckScope::shape);
+      expect_refusal(
+          info, p,
+          {"a sliding window of 4096 tokens", "'tc'", "kernels 'cpu' and 'cascade' take them"},
+          k::CheckScope::shape);
     }
     p = launchable(b);
     p.has_sinks = true;

@@ -38,7 +38,7 @@ namespace detail {
   extern template std::uint64_t read_walk_for_dtype<DType::dtype>(const PagedDecodeParams&, int, \
                                                                   int, DecodePath);              \
   extern template void cascade_for_dtype<DType::dtype>(const PagedDecodeParams&, int, int, int,  \
-                                                       DecodePath);
+                                                       DecodePath, bool);
 #include "cpu_decode_extern.inc"  // every format of kernels/kv_formats.h
 #undef DECODEBENCH_CPU_EXTERN
 
@@ -152,7 +152,7 @@ const kernels::KernelInfo& decode_info() {
     k.min_block_size = 1;
     k.max_group = 0;  // any
     k.max_batch = 0;  // any: no grid limits on the host
-    // window, sinks, soft-cap: decode_step (the cascade takes sinks and the soft-cap, not windows)
+    // window, sinks, soft-cap: decode_step (and the cascade, cpu_decode_cascade.h)
     k.window = k.sinks = k.softcap = true;
     k.mla = true;  // cpu_decode_mla.cpp
     return k;
@@ -238,8 +238,16 @@ void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& opti
 int plan_prefix_chunks(const kernels::PagedDecodeParams& p, int num_threads) {
   const int groups = p.num_prefix_groups;
   if (num_threads <= 1 || groups <= 0) return 1;
+  // What a group's prefix items read: from its earliest member's window block to the end.
   int max_tokens = 0;
-  for (int g = 0; g < groups; ++g) max_tokens = std::max(max_tokens, p.prefix_group_tokens[g]);
+  for (int g = 0; g < groups; ++g) {
+    int begin = p.window > 0 ? p.prefix_group_tokens[g] : 0;
+    for (int m = p.prefix_group_start[g]; p.window > 0 && m < p.prefix_group_start[g + 1]; ++m) {
+      const int len = p.context_lens[p.prefix_group_seqs[m]];
+      begin = std::min(begin, window_first_block(len, p.window, p.block_size) * p.block_size);
+    }
+    max_tokens = std::max(max_tokens, p.prefix_group_tokens[g] - begin);
+  }
   // Items are (group, piece, KV head), handed out dynamically with the suffix items behind
   // them: four per thread keep the threads' shares within a quarter item of each other.
   const int items = groups * p.num_kv_heads;
@@ -248,13 +256,10 @@ int plan_prefix_chunks(const kernels::PagedDecodeParams& p, int num_threads) {
 }
 
 std::string cascade_unsupported_reason(const kernels::PagedDecodeParams& p) {
+  // Windows, sinks and the soft-cap are taken (cpu_decode_cascade.h).
   if (kernels::is_mla(p))
     return "kernel 'cascade' does not take MLA (valid: per-head K and V; kernel 'cpu' takes MLA)";
-  if (p.window <= 0) return "";
-  // A window starts each member's walk at its own token, inside or past the shared prefix the
-  // cascade reads once for the group: not written. Sinks and the soft-cap are taken.
-  return "kernel 'cascade' does not take a sliding window (valid: full attention, with or "
-         "without sinks and soft-capping; kernel 'cpu' takes windows)";
+  return "";
 }
 
 void paged_decode_cascade(const kernels::PagedDecodeParams& p, const DecodeOptions& options) {
@@ -273,7 +278,8 @@ void paged_decode_cascade(const kernels::PagedDecodeParams& p, const DecodeOptio
     splits = plan_cpu_splits(suffixes, l.threads);
   }
   detail::with_kv_dtype(p.kv_dtype, [&]<DType kKv>() {
-    detail::cascade_for_dtype<kKv>(p, l.threads, splits, chunks, l.path);
+    detail::cascade_for_dtype<kKv>(p, l.threads, splits, chunks, l.path,
+                                   !options.planted_prefix_ignores_window);
   });
 }
 

@@ -27,7 +27,9 @@
 // The prefix-aware variant (paged_decode_cascade, kernel `cascade`; cpu_decode_cascade.h) takes
 // the batch's shared prefixes from p's prefix plan (kernels::plan_prefixes): each group's
 // shared blocks are streamed once, every tile serving the q rows of all members, and each
-// member's private suffix is walked as above; the partials merge by their softmax states.
+// member's private suffix is walked as above; the partials merge by their softmax states. With
+// a sliding window the prefix pass starts at the earliest member's window block and masks each
+// member's tokens before its own window, and a suffix starts no earlier than its window block.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +47,9 @@ struct DecodeOptions {
   int num_splits = 0;     // context splits per (sequence, KV head); 0: planned from the threads
   int prefix_chunks = 0;  // cascade only: pieces of every group's prefix; 0: planned
   DecodePath path = DecodePath::automatic;
+  // Tests only, a planted fault of the cascade: its prefix pass reads and scores the whole
+  // prefix for every member as if there were no window (the suffix walks keep it).
+  bool planted_prefix_ignores_window = false;
 };
 
 // True when the AVX-512 tile kernels were compiled into this build.
@@ -90,8 +95,8 @@ void paged_decode(const kernels::PagedDecodeParams& p, const DecodeOptions& opti
 // the suffix lengths), options.prefix_chunks each prefix. Throws InputError as paged_decode,
 // and with prefix_plan_error's sentence when the plan does not fit p's block tables.
 void paged_decode_cascade(const kernels::PagedDecodeParams& p, const DecodeOptions& options = {});
-// Empty if paged_decode_cascade takes p's attention variants (none set); else why not: the
-// cascade has no window, sinks or soft-cap (paged_decode has).
+// Empty if paged_decode_cascade takes p (windows, sinks and the soft-cap included); else why
+// not: the cascade has no MLA (paged_decode has).
 std::string cascade_unsupported_reason(const kernels::PagedDecodeParams& p);
 
 // The decode's memory walk without its arithmetic, for the microbenchmarks: the same work items,

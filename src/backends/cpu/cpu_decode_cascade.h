@@ -14,6 +14,12 @@
 //           share one group's prefix when there are fewer items than threads to keep busy.
 //   suffix  (sequence, split) over [seq_prefix_tokens[b], context_lens[b]): the plain driver's
 //           item (walk_sequence), so a sequence outside every group reads its whole context.
+// A sliding window: member b attends to tokens from f_b = window_first_token(L_b, W) on. A
+// group's prefix items walk from the earliest member's window start (walk_first_token: the
+// block holding it, or the tile-sized piece of a larger block) and mask each row's tokens
+// before its own member's f_b, so a prefix that slid out of every window is not read; a member
+// whose window starts past an item's piece takes no row in it. A suffix item walks from
+// max(prefix end, walk_first_token(L_b)) and masks before f_b, as the plain driver does.
 // Every item leaves unnormalized accumulators and softmax states as partials; the merge folds,
 // per (sequence, query head), its group's prefix chunks and then its suffix splits by their
 // states (SoftmaxState::merge, as the plain driver's split merge), and rounds once. With no
@@ -35,12 +41,14 @@ namespace decodebench::cpu::detail {
 
 // One prefix item's walk: tokens [t_begin, t_end) of KV head `kv_head` through sequence b0's
 // block table (every member's table is the same over the prefix), each tile loaded once and
-// run for all `num_rows` q rows (q_rows, acc [num_rows][d], state [num_rows]). The next unit
+// run for all `num_rows` q rows (q_rows, acc [num_rows][d], state [num_rows]). Row r attends
+// from token row_first[r] on (its member's window start; 0 without a window): its earlier
+// tokens are masked, and a tile wholly before it leaves the row's state as it is. The next unit
 // prefetched is this KV head's next tile.
 template <class Tile, DType kKv, int kHeadDim>
 inline void walk_shared_prefix(const PagedDecodeParams& p, int b0, int kv_head, int t_begin,
-                               int t_end, const float* q_rows, int num_rows, Tile& tile,
-                               TileRows<Tile::kTile> (&rows)[2], float* s, float* acc,
+                               int t_end, const float* q_rows, const int* row_first, int num_rows,
+                               Tile& tile, TileRows<Tile::kTile> (&rows)[2], float* s, float* acc,
                                SoftmaxState<float>* state) {
   constexpr int kTile = Tile::kTile;
   constexpr std::size_t kRowBytes = kv_row_bytes(kKv, kHeadDim);
@@ -57,10 +65,20 @@ inline void walk_shared_prefix(const PagedDecodeParams& p, int b0, int kv_head, 
       const std::size_t first = static_cast<std::size_t>(r0);
       tile.scores(q_rows + first * kHeadDim, nh, n, s);
       if constexpr (Tile::kArithmetic) {
-        // The soft-cap as the plain walk applies it; no window reaches a shared prefix here.
+        // The soft-cap as the plain walk applies it; the window's mask is per row (member).
         if (p.softcap > 0) finish_scores(p, kTile, nh, n, t0, /*first=*/0, s);
-        for (int h = 0; h < nh; ++h)
-          Tile::softmax(s + h * kTile, n, state[first + h], acc + (first + h) * kHeadDim);
+        for (int h = 0; h < nh; ++h) {
+          float* s_h = s + h * kTile;
+          const int masked = std::clamp(row_first[first + h] - t0, 0, n);
+          if (masked == n) {
+            // No token of the tile is in this row's window: weight 0, and no softmax step,
+            // which on an empty state would take exp2(-inf - -inf).
+            std::fill_n(s_h, n, 0.0f);
+            continue;
+          }
+          std::fill_n(s_h, masked, -INFINITY);
+          Tile::softmax(s_h, n, state[first + h], acc + (first + h) * kHeadDim);
+        }
       }
       tile.accumulate(s, nh, n, acc + first * kHeadDim);
       r0 += nh;
@@ -79,11 +97,13 @@ inline void piece_of(int begin, int end, int parts, int i, int& t_begin, int& t_
 }
 
 // p's prefix fields are a valid plan (prefix_plan_error), num_splits the suffix splits and
-// prefix_chunks the pieces of every group's prefix. Returns the tiles' checksum sum (0 for the
+// prefix_chunks the pieces of every group's prefix. prefix_window false is a planted fault for
+// the tests: the prefix items read and score the whole prefix for every member, as if the
+// window were 0 there (the suffix items keep it). Returns the tiles' checksum sum (0 for the
 // decode), as decode_step.
 template <class Tile, DType kKv, int kHeadDim>
 std::uint64_t cascade_step(const PagedDecodeParams& p, int num_threads, int num_splits,
-                           int prefix_chunks) {
+                           int prefix_chunks, bool prefix_window) {
   constexpr int kTile = Tile::kTile;
   const int batch = p.batch, num_q_heads = p.num_q_heads, num_kv_heads = p.num_kv_heads;
   const int group = num_q_heads / num_kv_heads;
@@ -101,6 +121,17 @@ std::uint64_t cascade_step(const PagedDecodeParams& p, int num_threads, int num_
   for (int g = 0; g < groups; ++g)
     max_members = std::max(max_members, p.prefix_group_start[g + 1] - p.prefix_group_start[g]);
   const int max_rows = max_members * group;  // q rows of the largest prefix item
+
+  // Each sequence's window start, and where each group's prefix items start walking: the
+  // earliest of its members' window walks (the prefix end when every window starts past it).
+  std::vector<int> window_first(batch), prefix_begin(groups);
+  for (int b = 0; b < batch; ++b) window_first[b] = window_first_token(p.context_lens[b], p.window);
+  for (int g = 0; g < groups; ++g) {
+    prefix_begin[g] = prefix_window ? p.prefix_group_tokens[g] : 0;
+    for (int m = p.prefix_group_start[g]; prefix_window && m < p.prefix_group_start[g + 1]; ++m)
+      prefix_begin[g] = std::min(
+          prefix_begin[g], walk_first_token<kTile>(p, p.context_lens[p.prefix_group_seqs[m]]));
+  }
 
   // Partials, unnormalized: suffix splits of every sequence, prefix chunks of every member.
   const std::size_t rows_total = static_cast<std::size_t>(batch) * num_q_heads;
@@ -130,8 +161,10 @@ std::uint64_t cascade_step(const PagedDecodeParams& p, int num_threads, int num_
     std::vector<float> acc(scratch_rows * kHeadDim);                           // [rows][d]
     std::vector<SoftmaxState<float>> state(scratch_rows);                      // [rows]
     std::vector<float> q_rows(static_cast<std::size_t>(max_rows) * kHeadDim);  // [rows][d]
-    alignas(64) float s[kMaxPassHeads * kTile];                                // [pass rows][kTile]
-    TileRows<kTile> rows[2];                                                   // current, next tile
+    std::vector<int> row_first(max_rows);        // [rows] the row's window start
+    std::vector<int> active(max_members);        // the members whose window reaches into the piece
+    alignas(64) float s[kMaxPassHeads * kTile];  // [pass rows][kTile]
+    TileRows<kTile> rows[2];                     // current, next tile
 
 #pragma omp for schedule(static)
     for (std::size_t i = 0; i < q_elems; ++i) q32[i] = load_q(p.q_dtype, p.q, i) * q_scale;
@@ -145,25 +178,33 @@ std::uint64_t cascade_step(const PagedDecodeParams& p, int num_threads, int num_
         const int kv_head = item % num_kv_heads;
         const std::int32_t* members = p.prefix_group_seqs + p.prefix_group_start[g];
         const int num_members = p.prefix_group_start[g + 1] - p.prefix_group_start[g];
-        const int num_rows = num_members * group;
         int t_begin, t_end;
-        piece_of<kTile>(0, p.prefix_group_tokens[g], chunks, chunk, t_begin, t_end);
-        // Row m * group + h: member m's query head kv_head * group + h.
-        for (int m = 0; m < num_members; ++m) {
+        piece_of<kTile>(prefix_begin[g], p.prefix_group_tokens[g], chunks, chunk, t_begin, t_end);
+        // A member whose window starts at or past the piece's end takes no row: its partial
+        // for this piece stays empty (max -inf, weight 0 in the merge).
+        int num_active = 0;
+        for (int m = 0; m < num_members; ++m)
+          if (!prefix_window || window_first[members[m]] < t_end) active[num_active++] = members[m];
+        if (t_begin >= t_end || num_active == 0) continue;
+        const int num_rows = num_active * group;
+        // Row m * group + h: active member m's query head kv_head * group + h.
+        for (int m = 0; m < num_active; ++m) {
           const float* src =
               q32.data() +
-              (static_cast<std::size_t>(members[m]) * num_q_heads + kv_head * group) * kHeadDim;
+              (static_cast<std::size_t>(active[m]) * num_q_heads + kv_head * group) * kHeadDim;
           std::copy(src, src + static_cast<std::size_t>(group) * kHeadDim,
                     q_rows.data() + static_cast<std::size_t>(m) * group * kHeadDim);
+          std::fill_n(row_first.begin() + m * group, group,
+                      prefix_window ? window_first[active[m]] : 0);
         }
         std::fill_n(acc.begin(), static_cast<std::size_t>(num_rows) * kHeadDim, 0.0f);
         std::fill_n(state.begin(), num_rows, SoftmaxState<float>{});
         walk_shared_prefix<Tile, kKv, kHeadDim>(p, members[0], kv_head, t_begin, t_end,
-                                                q_rows.data(), num_rows, *tile, rows, s, acc.data(),
-                                                state.data());
+                                                q_rows.data(), row_first.data(), num_rows, *tile,
+                                                rows, s, acc.data(), state.data());
         if constexpr (!Tile::kArithmetic) continue;
         for (int r = 0; r < num_rows; ++r) {
-          const std::size_t qh = static_cast<std::size_t>(members[r / group]) * num_q_heads +
+          const std::size_t qh = static_cast<std::size_t>(active[r / group]) * num_q_heads +
                                  kv_head * group + r % group;
           prefix_state[qh * chunks + chunk] = state[r];
           const float* acc_r = acc.data() + static_cast<std::size_t>(r) * kHeadDim;
@@ -172,14 +213,16 @@ std::uint64_t cascade_step(const PagedDecodeParams& p, int num_threads, int num_
       } else {
         const int b = (item - num_prefix_items) / splits;
         const int split = (item - num_prefix_items) % splits;
-        const int begin = groups > 0 ? p.seq_prefix_tokens[b] : 0;
+        // From the prefix's end or the window's walk start, whichever is later.
+        const int walk_first = walk_first_token<kTile>(p, p.context_lens[b]);
+        const int begin = std::max(groups > 0 ? p.seq_prefix_tokens[b] : 0, walk_first);
         int t_begin, t_end;
         piece_of<kTile>(begin, p.context_lens[b], splits, split, t_begin, t_end);
         const float* q_seq = q32.data() + static_cast<std::size_t>(b) * num_q_heads * kHeadDim;
         std::fill_n(acc.begin(), static_cast<std::size_t>(num_q_heads) * kHeadDim, 0.0f);
         std::fill_n(state.begin(), num_q_heads, SoftmaxState<float>{});
-        walk_sequence<Tile, kKv, kHeadDim>(p, b, t_begin, t_end, /*first=*/0, q_seq, *tile, rows, s,
-                                           acc.data(), state.data());
+        walk_sequence<Tile, kKv, kHeadDim>(p, b, t_begin, t_end, window_first[b], q_seq, *tile,
+                                           rows, s, acc.data(), state.data());
         if constexpr (!Tile::kArithmetic) continue;
         for (int h = 0; h < num_q_heads; ++h) {
           const std::size_t qh = static_cast<std::size_t>(b) * num_q_heads + h;
@@ -196,7 +239,7 @@ std::uint64_t cascade_step(const PagedDecodeParams& p, int num_threads, int num_
     } else {
       // The implicit barrier of the loop above has made every partial visible. Per (sequence,
       // query head): its group's prefix chunks, then its suffix splits; an empty partial (an
-      // empty suffix, a chunk past a short prefix) has max -inf and weighs 0.
+      // empty suffix, a chunk past a short prefix or before the window) has max -inf and weighs 0.
 #pragma omp for schedule(static)
       for (int qh = 0; qh < batch * num_q_heads; ++qh) {
         const int b = qh / num_q_heads;
@@ -216,7 +259,7 @@ std::uint64_t cascade_step(const PagedDecodeParams& p, int num_threads, int num_
           const std::size_t idx = static_cast<std::size_t>(qh) * splits + sp;
           fold(suffix_state[idx], suffix_acc.data() + idx * kHeadDim);
         }
-        // Every context has >= 1 token, so some partial holds the max and sum >= 1. A head's
+        // Every window has >= 1 token, so some partial holds the max and sum >= 1. A head's
         // sink joins once, in the merged state (merge_sink), as in the plain driver's merge.
         const float scale = out_scale * merge_sink(p, qh % num_q_heads, merged) / merged.sum;
         for (int c = 0; c < kHeadDim; ++c)
@@ -231,25 +274,25 @@ std::uint64_t cascade_step(const PagedDecodeParams& p, int num_threads, int num_
 // not automatic, and compiled in). Instantiated in the generated cpu_decode_cascade_<dtype>.cpp.
 template <DType kKv>
 void cascade_for_dtype(const PagedDecodeParams& p, int num_threads, int num_splits,
-                       int prefix_chunks, DecodePath path) {
+                       int prefix_chunks, DecodePath path, bool prefix_window) {
   auto run = [&]<int kHeadDim>() {
 #if DECODEBENCH_CPU_AVX512
     if (path == DecodePath::avx512) {
       cascade_step<Avx512TileFor<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits,
-                                                                prefix_chunks);
+                                                                prefix_chunks, prefix_window);
       return;
     }
 #endif
 #if DECODEBENCH_CPU_AVX2
     if (path == DecodePath::avx2) {
       cascade_step<Avx2TileFor<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits,
-                                                              prefix_chunks);
+                                                              prefix_chunks, prefix_window);
       return;
     }
 #endif
     (void)path;
     cascade_step<PortableTileFor<kKv, kHeadDim>, kKv, kHeadDim>(p, num_threads, num_splits,
-                                                                prefix_chunks);
+                                                                prefix_chunks, prefix_window);
   };
   switch (p.head_dim) {
     case 64: run.template operator()<64>(); break;

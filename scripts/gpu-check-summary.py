@@ -254,6 +254,27 @@ def int_kv_lines(report):
     return lines
 
 
+def mla_lines(report, copy):
+    """Each ok MLA point: its time, bandwidth (and share of the copy ceiling), tokens/s and the
+    roof that binds, as the report's roofline says."""
+    lines = []
+    for r in report.get("results") or []:
+        if not is_result(r):
+            continue
+        median = (r.get("time_s") or {}).get("median")
+        bw = (r.get("bandwidth") or {}).get("achieved")
+        if not median or not bw:
+            continue
+        ctx = ((r.get("context") or {}).get("values") or ["?"])[-1]
+        share = f" ({bw / copy * 100:.1f} % copy)" if copy else ""
+        bound = (r.get("roofline") or {}).get("bound")
+        lines.append(f"  {r.get('model')} b={r.get('batch')} ctx={ctx} {r.get('kv_dtype')}: "
+                     f"{seconds(median)}, {bw / 1e9:.0f} GB/s{share}, "
+                     f"{r.get('tokens_per_s') or 0:.0f} tok/s" + (f", bound {bound}" if bound
+                                                                  else ""))
+    return lines
+
+
 def seconds(t):
     return f"{t * 1e6:.1f} us" if t < 1e-3 else f"{t * 1e3:.3f} ms"
 
@@ -351,7 +372,7 @@ def ncu_figures(ncu):
 def flag_lines(outdir):
     """Every flagged row of the reports, with its reasons: kept as measured, no result."""
     lines = []
-    for name in ("check.json", "targets.json", "int-kv.json", "prefix.json", "layer.json",
+    for name in ("check.json", "targets.json", "int-kv.json", "mla.json", "prefix.json", "layer.json",
                  "timing-graph.json", "timing-eager.json", "gpu-check.json"):
         for r in (load(outdir, name) or {}).get("results") or []:
             for f in r.get("flags") or []:
@@ -408,6 +429,7 @@ def main():
         "targets": statuses(targets) if targets else "",
         "int-kv": statuses(load(outdir, "int-kv.json") or {}) if load(outdir, "int-kv.json")
         else "",
+        "mla": statuses(load(outdir, "mla.json") or {}) if load(outdir, "mla.json") else "",
         "prefix": statuses(load(outdir, "prefix.json") or {}) if load(outdir, "prefix.json") else "",
         "layer": statuses(load(outdir, "layer.json") or {}) if load(outdir, "layer.json") else "",
         "tiers": tier_figures(load(outdir, "tiers.json") or {}),
@@ -447,6 +469,12 @@ def main():
     if lines:
         print("integer KV (int-kv.json: llama-3.1-8b b=64 ctx=8192; tokens/s over f16, attention "
               "only):")
+        for line in lines:
+            print(line)
+    mla = load(outdir, "mla.json")
+    lines = mla_lines(mla, copy_ceiling(mla, ceilings)) if mla else []
+    if lines:
+        print("MLA (mla.json: kernel mla, bf16 q; tokens/s is attention only):")
         for line in lines:
             print(line)
     prefix = load(outdir, "prefix.json")

@@ -30,6 +30,8 @@
 #                   and calls one over 10 % large          timing-graph.log/.json, timing-eager.*
 #   int-kv          configs/sweeps/gpu-targets.json cut to batch 64 x 8192, f16 and the integer
 #                   KV formats (the bundle's kv_formats.json) on tc and cascade int-kv.log, int-kv.json
+#   mla             MLA on the tensor-core mla rung: deepseek-v3 (128 heads) and deepseek-v2-lite
+#                   (16) at batch 8 and 64 x 8192, bf16 and fp8_e4m3 KV, bf16 q   mla.log, mla.json
 #   prefix          configs/sweeps/prefix.json cut to batch 16/64 x 8k x h 0/0.9, one group:
 #                   split_kv and tc against cascade                       prefix.log, prefix.json
 #   layer           configs/sweeps/knee.json cut to batch 1/4/16/64/256 x 8k x h 0/0.9: the
@@ -297,6 +299,10 @@ int_kv_formats="$(python3 "$root/scripts/kv_formats.py" --near "$bin" names --la
   int_kv_formats=""
 sweep_step int-kv gpu-targets.json int-kv.json 60 --batch 64 --context 8192 \
   --kv-dtype "f16${int_kv_formats:+,$int_kv_formats}" --kernel tc,cascade
+# MLA on its rung: DeepSeek-V3's 128 heads (at the ridge of HBM and the tensor cores) and
+# DeepSeek-V2-Lite's 16 (memory-bound), the target point deepseek-v3 b=64 x 8k bf16 among them.
+sweep_step mla gpu-targets.json mla.json 60 --model deepseek-v3,deepseek-v2-lite --batch 8,64 \
+  --context 8192 --kv-dtype bf16,fp8_e4m3 --q-dtype bf16 --kernel mla
 # Prefix reuse, a cut of configs/sweeps/prefix.json: batch 16 and 64 at 8k, no and 90 % sharing,
 # the prefix-unaware rungs against cascade; what the budget leaves of it is kept.
 sweep_step --partial-ok prefix prefix.json prefix.json 90 --batch 16,64 --context 8192 \

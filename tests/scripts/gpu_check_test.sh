@@ -309,6 +309,16 @@ elif cmd == "sweep":
                  timing={"method": "events_back_to_back" if eager else "graph_replay",
                          "steps_per_sample": 100, "l2": "warm"})
         write(opt("--out"), report([r]))
+    elif opt("--kernel") == "mla":  # the mla step: its models, batches and formats as given
+        res = []
+        for m in opt("--model").split(","):
+            for b in opt("--batch").split(","):
+                for kv in opt("--kv-dtype").split(","):
+                    r = point(m, "mla", "mla", kv, int(b), int(opt("--context")),
+                              hq=128 if m == "deepseek-v3" else 16, hkv=1)
+                    r["roofline"] = {"bound": "tc" if m == "deepseek-v3" else "mem"}
+                    res.append(r)
+        write(opt("--out"), report(res))
     elif opt("--batch"):  # one point, as the ncu steps ask
         b, ctx = int(opt("--batch")), int(opt("--context"))
         k = "split_kv" if b == 1 else "pipelined"
@@ -470,6 +480,7 @@ order="$(sed -E -n \
   -e 's/^decodebench replay .*trace.json.*/trace/p' \
   -e 's/^decodebench replay .*tiers.json.*/tiers/p' \
   -e 's/^decodebench sweep .*gpu-targets.json .*--kv-dtype f16,int.*/int-kv/p' \
+  -e 's/^decodebench sweep .*gpu-targets.json .*--kernel mla.*/mla/p' \
   -e 's/^decodebench sweep .*--timing (graph|eager).*/timing-\1/p' \
   -e 's/^decodebench sweep .*--batch ([0-9]+).*/ncu-run-\1/p' \
   -e 's/^decodebench sweep .*gpu-targets.json.*/targets/p' \
@@ -477,7 +488,7 @@ order="$(sed -E -n \
   -e 's/^ncu --version.*/ncu-version/p' \
   -e 's/^ncu .*--batch ([0-9]+).*/ncu-\1/p' \
   -e 's/^(cuda_[a-z_]+tests) .*CUDA_VISIBLE_DEVICES=0$/\1/p' clean/calls.log | tr '\n' ' ')"
-want="smi devices check ceilings targets timing-graph timing-eager int-kv prefix layer trace tiers ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
+want="smi devices check ceilings targets timing-graph timing-eager int-kv mla prefix layer trace tiers ncu-version ncu-64 ncu-run-64 ncu-1 ncu-run-1"
 want+=" cuda_backend_tests cuda_plan_tests static-model sweep smi "
 if [ "$order" = "$want" ]; then ok "clean: steps in order"; else
   bad "clean: steps ran as '$order', want '$want'"
@@ -515,7 +526,7 @@ has clean calls.log '^ncu --clock-control none .*--kernel-name regex:paged_decod
 missing=""
 for f in summary.txt steps.tsv bundle.log bundle-manifest.json nvidia-smi.log devices.log \
   check.log check.json ceilings.log ceilings.json targets.log targets.json timing-graph.log \
-  timing-graph.json timing-eager.log timing-eager.json int-kv.log int-kv.json \
+  timing-graph.json timing-eager.log timing-eager.json int-kv.log int-kv.json mla.log mla.json \
   prefix.log prefix.json \
   layer.log layer.json trace.log trace.json tiers.log tiers.json \
   ncu-b64-8k.log ncu-b64-8k.csv ncu-b64-8k.json ncu-b1-32k.log ncu-b1-32k.csv ncu-b1-32k.json \
@@ -533,13 +544,13 @@ fi
 # The summary is last: from its header to the end no progress line, and it names every step.
 summary_at="$(grep -n '^== gpu-check summary' clean/out.txt | cut -d: -f1 | tail -n 1)"
 if [ -n "$summary_at" ] && ! tail -n "+$summary_at" clean/out.txt | grep -q '^\[gpu-check' &&
-  tail -n 1 clean/out.txt | grep -q '^RESULT: all 21 steps passed'; then
+  tail -n 1 clean/out.txt | grep -q '^RESULT: all 22 steps passed'; then
   ok "clean: the summary is printed last"
 else
   bad "clean: the summary is not last (header at line '${summary_at:-none}'):"
   tail -n 30 clean/out.txt | sed 's/^/    /' >&2
 fi
-for s in bundle nvidia-smi devices check ceilings targets timing-graph timing-eager int-kv prefix layer trace tiers ncu-b64-8k ncu-b1-32k \
+for s in bundle nvidia-smi devices check ceilings targets timing-graph timing-eager int-kv mla prefix layer trace tiers ncu-b64-8k ncu-b1-32k \
   ncu-bytes cuda_backend_tests cuda_plan_tests nvidia-smi-end; do
   step_is clean "$s" ok
 done
@@ -552,6 +563,13 @@ has clean out.txt '^tiers +ok .*host 4e\+06 tokens: hits 3\.9 % hbm \+ 13\.9 % h
 has clean out.txt 'b=64 ctx=8192 f16 +auto=pipelined [0-9]+ GB/s 93.0 % copy, [0-9]+ tok/s' \
   "summary: the target point"
 has clean out.txt 'fp8/f16 tokens/s at b=64 ctx=8192 \(auto\): 2\.00x' "summary: fp8 over f16"
+# The mla step: both models at both batches, bf16 and fp8, on the mla rung; the summary's lines.
+want='^decodebench sweep --backend cuda --device 0 --config [^ ]*/bundle/configs/sweeps/gpu-targets\.json'
+want+=' --model deepseek-v3,deepseek-v2-lite --batch 8,64 --context 8192 --kv-dtype bf16,fp8_e4m3'
+want+=' --q-dtype bf16 --kernel mla --ceilings [^ ]*/clean/out/ceilings\.json --out [^ ]*/clean/out/mla\.json$'
+has clean calls.log "$want" "the mla step runs both MLA models on the mla rung"
+has clean out.txt '^  deepseek-v3 b=64 ctx=8192 bf16: .* GB/s \([0-9.]+ % copy\), [0-9]+ tok/s, bound tc$' \
+  "summary: the MLA target point"
 # Graph against eager: the same warm point both ways, the fake's eager 3 % slower.
 for how in graph eager; do
   want="^decodebench sweep --backend cuda --device 0 --config [^ ]*/bundle/configs/sweeps/gpu-targets\\.json"
@@ -604,7 +622,7 @@ run no-blas FAKE_NO_CUBLASLT=1 -- --bundle bundle no-blas/out --budget 60
 rc_is no-blas 0
 step_is no-blas layer ok
 has no-blas out.txt '^layer +ok .*20 points: 20 skipped' "summary: the layer points skipped"
-has no-blas out.txt '^RESULT: all 21 steps passed' "summary: the check passes"
+has no-blas out.txt '^RESULT: all 22 steps passed' "summary: the check passes"
 n="$(grep -c 'cuBLASLt not found' no-blas/out.txt || true)"
 if [ "$n" = 1 ]; then ok "no-blas: the reason printed once"; else
   bad "no-blas: the reason printed $n times, want 1:"; sed 's/^/    /' no-blas/out.txt >&2
@@ -646,7 +664,7 @@ step_is check check FAIL
 for s in ceilings targets ncu-b64-8k ncu-b1-32k ncu-bytes cuda_backend_tests sweep; do
   step_is check "$s" ok
 done
-has check out.txt '^RESULT: FAILED 1 of 21 steps: check' "summary: only check failed"
+has check out.txt '^RESULT: FAILED 1 of 22 steps: check' "summary: only check failed"
 has clean out.txt 'b=64 ctx=8192 f16 .*auto=pipelined .*(static issue bound 4700 GB/s)' \
   "summary: the static model's bound of the instance that ran (group 4: cap 4, not 8)"
 

@@ -25,9 +25,10 @@ namespace {
 
 using kernels::PagedDecodeParams;
 constexpr int kT = kMlaTileTokens;
-// Tokens of one score block: the tile is computed in whole blocks, its tail rows zero.
-constexpr int kScoreTokens = 8;
-static_assert(kT % kScoreTokens == 0);
+// The tile is computed in whole score blocks of up to kScorePad tokens, its tail rows zero.
+constexpr int kScorePad = 16;
+static_assert(kT % kScorePad == 0);
+constexpr int kDeepSeekDk = 576;  // DeepSeek-V2/V3's latent row (512 + 64): a compiled stride
 
 // fp32 scratch aligned for any vector width.
 struct FloatBuffer {
@@ -100,7 +101,8 @@ struct PortableSimd {
   static void convert_row(const std::byte* row, int n, float* dst) {
     for (int i = 0; i < n; ++i) dst[i] = decode_element<kKv>(row, static_cast<std::size_t>(i));
   }
-  static constexpr int kScoreHeadVecs = 2;  // score block: 2 head vectors x kScoreTokens
+  static constexpr int kScoreHeadVecs = 2;  // score blocks: 2 head vectors x 8 tokens,
+  static constexpr int kScoreTokens1 = 8;   // or 1 x kScoreTokens1
   static constexpr int kOutHeads = 2;       // output block: 2 heads x kOutVecs vectors of dv
   static constexpr int kOutVecs = 4;
 };
@@ -134,8 +136,11 @@ struct Avx512Simd {
     for (; i < n; ++i)
       dst[i] = decode_element<kKv>(row, static_cast<std::size_t>(i)) / kLoadScale<kKv>;
   }
-  // 2 x 8 = 16 score accumulators and 4 x 4 = 16 output accumulators of 32 zmm.
+  // 2 x 8 = 16 score accumulators (1 x 16 when the heads fit one vector, so that 16 FMAs, not
+  // 8, are in flight against the 4-cycle latency of the 2 pipes) and 4 x 4 = 16 output
+  // accumulators of 32 zmm.
   static constexpr int kScoreHeadVecs = 2;
+  static constexpr int kScoreTokens1 = 16;
   static constexpr int kOutHeads = 4;
   static constexpr int kOutVecs = 4;
 };
@@ -174,6 +179,7 @@ struct Avx2Simd {
   }
   // 16 ymm: 2 x 4 score accumulators (+ 2 q vectors), 2 x 4 output accumulators (+ 4 V rows).
   static constexpr int kScoreHeadVecs = 2;
+  static constexpr int kScoreTokens1 = 8;
   static constexpr int kOutHeads = 2;
   static constexpr int kOutVecs = 4;
 };
@@ -181,13 +187,16 @@ struct Avx2Simd {
 
 // ---- the kernels of one tile ------------------------------------------------------------------
 
-// s[t][h0 + i W .. + W) for the kScoreTokens tokens from t0: sum over d of qt[d][h] kf[t][d].
-// qt [dk][hp], kf [T][dk], s [T][hp].
-template <class S, int kHeadVecs>
-inline void score_block(const float* __restrict qt, const float* __restrict kf, int dk, int hp,
+// s[t][h0 + i W .. + W) for the kTokens tokens from t0: sum over d of qt[d][h] kf[t][d].
+// qt [dk][hp], kf [T][dk], s [T][hp]. kDk: dk known at compile time (0: not), so that each
+// token's element is a displacement off one pointer rather than a pointer of its own (GCC spilled
+// the 16 tokens' pointers to the stack inside the loop).
+template <class S, int kHeadVecs, int kTokens, int kDk>
+inline void score_block(const float* __restrict qt, const float* __restrict kf, int dk_arg, int hp,
                         int t0, int h0, float* __restrict s) {
+  const int dk = kDk != 0 ? kDk : dk_arg;
   using V = typename S::V;
-  V acc[kHeadVecs][kScoreTokens];
+  V acc[kHeadVecs][kTokens];
   for (auto& row : acc)
     for (V& a : row) a = S::zero();
   const float* k0 = kf + static_cast<std::size_t>(t0) * dk;
@@ -195,12 +204,12 @@ inline void score_block(const float* __restrict qt, const float* __restrict kf, 
     V q[kHeadVecs];
     for (int i = 0; i < kHeadVecs; ++i)
       q[i] = S::load(qt + static_cast<std::size_t>(d) * hp + h0 + i * S::kW);
-    for (int t = 0; t < kScoreTokens; ++t) {
+    for (int t = 0; t < kTokens; ++t) {
       const V k = S::set1(k0[static_cast<std::size_t>(t) * dk + d]);
       for (int i = 0; i < kHeadVecs; ++i) acc[i][t] = S::fma(q[i], k, acc[i][t]);
     }
   }
-  for (int t = 0; t < kScoreTokens; ++t)
+  for (int t = 0; t < kTokens; ++t)
     for (int i = 0; i < kHeadVecs; ++i)
       S::store(s + static_cast<std::size_t>(t0 + t) * hp + h0 + i * S::kW, acc[i][t]);
 }
@@ -227,6 +236,19 @@ inline void out_block(const float* __restrict s, const float* __restrict kf, int
     for (int c = 0; c < kVecs; ++c)
       S::store(oh + c * S::kW, S::add(S::load(oh + c * S::kW), acc[h][c]));
   }
+}
+
+// The tile's scores: kScoreHeadVecs x 8 accumulators, or 1 x kScoreTokens1 when the heads fit
+// one vector.
+template <class S, int kDk>
+inline void scores(const float* qt, const float* kf, int dk, int hp, int padded, float* s) {
+  int h0 = 0;
+  for (; h0 + S::kScoreHeadVecs * S::kW <= hp; h0 += S::kScoreHeadVecs * S::kW)
+    for (int tb = 0; tb < padded; tb += 8)
+      score_block<S, S::kScoreHeadVecs, 8, kDk>(qt, kf, dk, hp, tb, h0, s);
+  for (; h0 < hp; h0 += S::kW)
+    for (int tb = 0; tb < padded; tb += S::kScoreTokens1)
+      score_block<S, 1, S::kScoreTokens1, kDk>(qt, kf, dk, hp, tb, h0, s);
 }
 
 // One (sequence, split) work item's state: out [hp][dv] unnormalized, max and sum [hp].
@@ -339,7 +361,7 @@ void decode_mla_path(const PagedDecodeParams& p, int num_threads, int splits) {
 
       for (int t0 = t_begin; t0 < t_end; t0 += kT) {
         const int n = std::min(kT, t_end - t0);
-        const int padded = (n + kScoreTokens - 1) / kScoreTokens * kScoreTokens;
+        const int padded = (n + kScorePad - 1) / kScorePad * kScorePad;
         const int next = t0 + kT;
         for (int t = 0; t < n; ++t) {
           // The next tile's row t, requested while this one's is converted.
@@ -352,13 +374,10 @@ void decode_mla_path(const PagedDecodeParams& p, int num_threads, int splits) {
         }
         std::fill(kf + static_cast<std::size_t>(n) * dk, kf + static_cast<std::size_t>(padded) * dk,
                   0.0f);
-        int h0 = 0;
-        for (; h0 + S::kScoreHeadVecs * S::kW <= hp; h0 += S::kScoreHeadVecs * S::kW)
-          for (int tb = 0; tb < padded; tb += kScoreTokens)
-            score_block<S, S::kScoreHeadVecs>(qt, kf, dk, hp, tb, h0, s);
-        for (; h0 < hp; h0 += S::kW)
-          for (int tb = 0; tb < padded; tb += kScoreTokens)
-            score_block<S, 1>(qt, kf, dk, hp, tb, h0, s);
+        if (dk == kDeepSeekDk)
+          scores<S, kDeepSeekDk>(qt, kf, dk, hp, padded, s);
+        else
+          scores<S, 0>(qt, kf, dk, hp, padded, s);
         softmax_tile<S>(s, n, padded, hp, dv, st, scratch->factor.data);
         constexpr int kVecWidth = S::kOutVecs * S::kW;
         int j0 = 0;

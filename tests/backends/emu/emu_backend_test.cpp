@@ -108,10 +108,13 @@ TEST(EmuBackend, UnwrittenOutputIsCaughtAndARunMatchesTheReference) {
   latent.model.qk_rope_head_dim = 64;
   latent.model.qk_nope_head_dim = 128;
   latent.model.v_head_dim = 128;
-  latent.kv_dtype = DType::bf16;
-  latent.q_dtype = DType::bf16;
   for (const std::string& kernel : emu->kernel_names()) {
-    const bool mla = kernels::find_kernel(kernel)->mla_only;
+    const kernels::KernelInfo& info = *kernels::find_kernel(kernel);
+    const bool mla = info.mla_only;
+    // A format this build compiled for the rung (a sanitizer build narrows them), q in its MMA
+    // type.
+    latent.kv_dtype = info.kv_dtypes.front();
+    latent.q_dtype = latent.kv_dtype == DType::bf16 ? DType::bf16 : DType::f16;
     const Workload w = mla ? make_workload(latent) : per_head;
     const int hq = w.spec.model.num_q_heads;
     const int dv = w.spec.model.value_dim();
